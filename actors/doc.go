@@ -1,0 +1,26 @@
+// Package actors holds lockwarden's actor behaviour: the guardian that routes commands to one actor per
+// lock name, the lock actor that serialises everything about one name, and the pub/sub bridge that turns
+// Redis unlock notices into messages for the lock actors.
+//
+// # Lock actor
+//
+// A lock actor owns one lock name within one coordinator. It runs acquire, re-entry, release and renewal
+// one at a time, keeps the local holders of the name, and keeps a FIFO of local waiters. Only the waiter
+// at the head of the queue tries Redis on each wake-up, so many goroutines waiting in one process cost
+// Redis one attempt per wake-up. A waiter retries after the channel subscription is confirmed, so an
+// unlock published between the failed try and the subscription is never missed.
+//
+// When a local holder releases while a local waiter is queued, the release script hands the lock to the
+// head waiter in the same round trip (a local handoff). After [Env.MaxHandoffs] handoffs in a row the
+// actor publishes a normal unlock instead, so waiters in other processes get their turn.
+//
+// The watchdog renews holds taken without a lease every watchdog timeout / 3 with protoactor's scheduler.
+// A renewal that answers "not held", or a lease that runs out before a renewal succeeds, marks the hold
+// as lost and closes its Done channel. A renewal that fails with an error is retried on the next tick.
+//
+// # Callers
+//
+// Callers are Go code that send commands carrying a [Ticket] and wait on it. A caller that gives up
+// abandons its ticket; when the actor later obtains the lock for an abandoned ticket, it releases it at
+// once, so no lock leaks because a context ended at the wrong moment.
+package actors

@@ -1,0 +1,46 @@
+package actors
+
+import (
+	"context"
+	"log/slog"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+	"github.com/cenkalti/backoff/v4"
+
+	"github.com/lockwarden/lockwarden/redisops"
+)
+
+// Env is what every lock actor of one coordinator shares. It is read-only once the actors run.
+type Env struct {
+	// Ops runs the lock scripts.
+	Ops *redisops.Ops
+	// Bridge is the pub/sub bridge actor.
+	Bridge *actor.PID
+	// WatchdogTimeout is the lease of holds taken without one; they are renewed every third of it.
+	WatchdogTimeout time.Duration
+	// IdleTimeout is how long a lock actor with no holders and no waiters lives on.
+	IdleTimeout time.Duration
+	// MaxHandoffs bounds the local handoffs in a row before a release publishes a normal unlock.
+	MaxHandoffs int
+	// StopReleaseTimeout bounds the best-effort releases of held locks when the actors stop.
+	StopReleaseTimeout time.Duration
+	// Context bounds every Redis call; it ends when the coordinator closes.
+	Context context.Context
+	// Logger receives the actors' diagnostics.
+	Logger *slog.Logger
+	// NewBackOff returns the retry schedule used while Redis answers with errors.
+	NewBackOff func() backoff.BackOff
+}
+
+// DefaultBackOff is the schedule a waiting lock actor uses between attempts while Redis fails: from
+// 50 ms up to 2 s, with jitter, forever (the caller's context bounds the wait).
+func DefaultBackOff() backoff.BackOff {
+	b := backoff.NewExponentialBackOff()
+	b.InitialInterval = 50 * time.Millisecond
+	b.MaxInterval = 2 * time.Second
+	b.RandomizationFactor = 0.5
+	b.MaxElapsedTime = 0
+	b.Reset()
+	return b
+}

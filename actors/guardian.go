@@ -1,0 +1,48 @@
+package actors
+
+import (
+	"github.com/asynkron/protoactor-go/actor"
+)
+
+// Guardian routes each [Routed] command to the actor of its lock name, spawning that actor when needed,
+// and stops lock actors that report themselves idle. There is one guardian per coordinator.
+type Guardian struct {
+	env      *Env
+	children map[string]*child
+}
+
+type child struct {
+	pid    *actor.PID
+	routed uint64
+}
+
+// NewGuardianProps returns the props of a guardian whose lock actors share env.
+func NewGuardianProps(env *Env) *actor.Props {
+	return actor.PropsFromProducer(func() actor.Actor {
+		return &Guardian{env: env, children: make(map[string]*child)}
+	})
+}
+
+// Receive implements actor.Actor.
+func (g *Guardian) Receive(ctx actor.Context) {
+	switch m := ctx.Message().(type) {
+	case Routed:
+		name := m.LockName()
+		c := g.children[name]
+		if c == nil {
+			env := g.env
+			pid := ctx.Spawn(actor.PropsFromProducer(func() actor.Actor { return newLockActor(name, env) }))
+			c = &child{pid: pid}
+			g.children[name] = c
+		}
+		c.routed++
+		ctx.Send(c.pid, m)
+	case *idle:
+		// Stop the actor only if no command is on its way to it: every command it was sent, it has
+		// received, and it was idle after the last one.
+		if c := g.children[m.name]; c != nil && c.pid.Equal(m.pid) && c.routed == m.routed {
+			delete(g.children, m.name)
+			ctx.Stop(c.pid)
+		}
+	}
+}

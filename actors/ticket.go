@@ -1,0 +1,80 @@
+package actors
+
+import (
+	"sync/atomic"
+	"time"
+)
+
+// Reason says why a command did not succeed.
+type Reason int
+
+const (
+	// ReasonNone means the command succeeded.
+	ReasonNone Reason = iota
+	// ReasonNotObtained means another owner holds the lock and the command did not wait.
+	ReasonNotObtained
+	// ReasonNotHeld means the owner does not hold the lock, or its hold was lost.
+	ReasonNotHeld
+	// ReasonClosed means the coordinator closed before the command finished.
+	ReasonClosed
+	// ReasonRedis means Redis answered with an error; Outcome.Err holds it.
+	ReasonRedis
+)
+
+// Outcome is the answer to one command.
+type Outcome struct {
+	// Reason is ReasonNone on success.
+	Reason Reason
+	// Err is the underlying error when Reason is ReasonRedis.
+	Err error
+	// HoldCount is the owner's hold count after the command.
+	HoldCount int64
+	// Token is the fencing token of the acquisition (acquire only).
+	Token int64
+	// Done is closed when the hold ends (acquire only).
+	Done <-chan struct{}
+	// Lease is the lease applied in Redis (acquire only).
+	Lease time.Duration
+	// Deleted reports whether a force unlock deleted a lock.
+	Deleted bool
+}
+
+const (
+	ticketPending int32 = iota
+	ticketAbandoned
+	ticketDelivered
+)
+
+// Ticket is the one-shot rendezvous between a caller and an actor. Exactly one of Abandon (by the
+// caller) and deliver (by the actor) wins. A delivered outcome can always be read from Result without
+// blocking for long; an abandoned ticket tells the actor to undo whatever it obtained for the caller.
+type Ticket struct {
+	state  atomic.Int32
+	result chan Outcome
+}
+
+// NewTicket returns a pending ticket.
+func NewTicket() *Ticket {
+	return &Ticket{result: make(chan Outcome, 1)}
+}
+
+// Result returns the channel on which the outcome arrives.
+func (t *Ticket) Result() <-chan Outcome { return t.result }
+
+// Abandon reports whether the caller gave up before an outcome was delivered. When it returns false
+// the outcome is already on its way and must be read from Result.
+func (t *Ticket) Abandon() bool {
+	return t.state.CompareAndSwap(ticketPending, ticketAbandoned)
+}
+
+// Abandoned reports whether the caller gave up.
+func (t *Ticket) Abandoned() bool { return t.state.Load() == ticketAbandoned }
+
+// deliver hands the outcome to the caller and reports whether the caller was still waiting.
+func (t *Ticket) deliver(o Outcome) bool {
+	if !t.state.CompareAndSwap(ticketPending, ticketDelivered) {
+		return false
+	}
+	t.result <- o
+	return true
+}

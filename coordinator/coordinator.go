@@ -1,0 +1,163 @@
+package coordinator
+
+import (
+	"context"
+	"log/slog"
+	"reflect"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+	"github.com/google/uuid"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/lockwarden/lockwarden/actors"
+	"github.com/lockwarden/lockwarden/redisops"
+)
+
+// Coordinator is the entry point to lockwarden: it owns an actor system with one actor per lock name
+// in use, and one pub/sub connection for unlock notices. It is safe for concurrent use. Create it with
+// [New] and release it with [Coordinator.Close].
+type Coordinator struct {
+	id     string
+	opts   options
+	ops    *redisops.Ops
+	owners atomic.Uint64
+
+	system   *actor.ActorSystem
+	bridge   *actor.PID
+	guardian *actor.PID
+
+	// lifetime bounds every Redis call of the actors; it ends when Close starts.
+	lifetime context.Context
+	cancel   context.CancelFunc
+
+	closeOnce sync.Once
+	closed    chan struct{}
+}
+
+// New returns a Coordinator for the Redis deployment behind client: a single server, Sentinel or
+// Cluster. The coordinator does not close client.
+//
+// It returns [ErrNilClient] for a nil client and [ErrInvalidOption] for an invalid option.
+func New(client redis.UniversalClient, opts ...Option) (*Coordinator, error) {
+	if isNil(client) {
+		return nil, ErrNilClient
+	}
+	o := defaultOptions()
+	for _, opt := range opts {
+		if opt == nil {
+			continue
+		}
+		if err := opt(&o); err != nil {
+			return nil, err
+		}
+	}
+	discard := slog.New(slog.DiscardHandler)
+	system := actor.NewActorSystem(
+		actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return discard }),
+		actor.WithDeadLetterRequestLogging(false),
+		// A short throttle period keeps protoactor's dead-letter throttle goroutine short-lived.
+		actor.WithDeadLetterThrottleInterval(10*time.Millisecond),
+	)
+	lifetime, cancel := context.WithCancel(context.Background())
+	c := &Coordinator{
+		id:       uuid.NewString(),
+		opts:     o,
+		ops:      redisops.New(client),
+		system:   system,
+		lifetime: lifetime,
+		cancel:   cancel,
+		closed:   make(chan struct{}),
+	}
+	c.bridge = system.Root.Spawn(actors.NewBridgeProps(client, lifetime, o.logger))
+	c.guardian = system.Root.Spawn(actors.NewGuardianProps(&actors.Env{
+		Ops:                c.ops,
+		Bridge:             c.bridge,
+		WatchdogTimeout:    o.watchdogTimeout,
+		IdleTimeout:        o.idleTimeout,
+		MaxHandoffs:        o.maxHandoffs,
+		StopReleaseTimeout: o.stopReleaseTimeout,
+		Context:            lifetime,
+		Logger:             o.logger,
+		NewBackOff:         actors.DefaultBackOff,
+	}))
+	return c, nil
+}
+
+// isNil reports whether client is nil, including a typed nil pointer in the interface.
+func isNil(client redis.UniversalClient) bool {
+	if client == nil {
+		return true
+	}
+	v := reflect.ValueOf(client)
+	return v.Kind() == reflect.Pointer && v.IsNil()
+}
+
+// ID returns the coordinator's UUID, the first part of the owner ids it creates.
+func (c *Coordinator) ID() string { return c.id }
+
+// Close stops every actor, timer and goroutine of the coordinator and waits for them. It is idempotent
+// and always returns nil.
+//
+// Locks still held through the coordinator are released on a best-effort basis, bounded by
+// [WithStopReleaseTimeout]; their Done channels close. A lock whose release fails (Redis unreachable)
+// stays in Redis until its lease runs out, which for a watchdog lock is at most the watchdog timeout,
+// since nothing renews it any more. Calls still waiting return [ErrClosed], and every later call on the
+// coordinator or its handles returns [ErrClosed].
+func (c *Coordinator) Close() error {
+	c.closeOnce.Do(func() {
+		close(c.closed)
+		// Abort Redis calls in flight, so no actor is stuck behind a dead connection; the releases
+		// at stop use their own deadline.
+		c.cancel()
+		_ = c.system.Root.StopFuture(c.guardian).Wait()
+		_ = c.system.Root.StopFuture(c.bridge).Wait()
+		c.system.Shutdown()
+	})
+	return nil
+}
+
+func (c *Coordinator) isClosed() bool {
+	select {
+	case <-c.closed:
+		return true
+	default:
+		return false
+	}
+}
+
+func (c *Coordinator) newOwner() string {
+	return c.id + ":" + strconv.FormatUint(c.owners.Add(1), 10)
+}
+
+// errAbandoned tells callers of do that they gave up, because ctx ended or the coordinator closed.
+type errAbandoned struct{ err error }
+
+func (e errAbandoned) Error() string { return e.err.Error() }
+func (e errAbandoned) Unwrap() error { return e.err }
+
+// do sends cmd to its lock actor and waits for the outcome on ticket. If ctx ends or the coordinator
+// closes first, it abandons the ticket and returns errAbandoned; abandonment is undone by the actor.
+func (c *Coordinator) do(ctx context.Context, cmd actors.Routed, ticket *actors.Ticket) (actors.Outcome, error) {
+	c.system.Root.Send(c.guardian, cmd)
+	var cause error
+	select {
+	case o := <-ticket.Result():
+		return o, nil
+	case <-ctx.Done():
+		cause = ctx.Err()
+	case <-c.closed:
+		cause = ErrClosed
+	}
+	if !ticket.Abandon() {
+		// The outcome was delivered at the same moment; it wins.
+		return <-ticket.Result(), nil
+	}
+	if !c.isClosed() {
+		c.system.Root.Send(c.guardian, &actors.Abandon{Name: cmd.LockName(), Ticket: ticket})
+	}
+	return actors.Outcome{}, errAbandoned{cause}
+}

@@ -1,0 +1,32 @@
+package coordinator
+
+import (
+	"errors"
+
+	"github.com/lockwarden/lockwarden/redisops"
+)
+
+// Sentinel errors. Check them with [errors.Is]; the errors lockwarden returns may wrap them or join
+// them with a context's error.
+var (
+	// ErrNotObtained is returned by Lock when its context ends before the lock is held, joined with
+	// the context's error so that errors.Is(err, context.DeadlineExceeded) also works.
+	ErrNotObtained = errors.New("lockwarden: lock not obtained")
+	// ErrNotHeld is returned when the owner does not hold the lock: it never took it, already released
+	// it, or its lease ran out.
+	ErrNotHeld = redisops.ErrNotHeld
+	// ErrClosed is returned by every call on a closed Coordinator or on a handle of one.
+	ErrClosed = errors.New("lockwarden: coordinator closed")
+	// ErrNilClient is returned by New when the Redis client is nil.
+	ErrNilClient = errors.New("lockwarden: nil redis client")
+	// ErrEmptyName is returned by every call on a handle created with an empty lock name.
+	ErrEmptyName = errors.New("lockwarden: empty lock name")
+	// ErrEmptyOwner is returned by every call on a handle created with WithOwner("").
+	ErrEmptyOwner = errors.New("lockwarden: empty owner id")
+	// ErrInvalidLease is returned when a lease is zero or negative.
+	ErrInvalidLease = errors.New("lockwarden: lease must be positive")
+	// ErrInvalidWait is returned when a wait is zero or negative.
+	ErrInvalidWait = errors.New("lockwarden: wait must be positive")
+	// ErrInvalidOption is returned by New when an option has an invalid value.
+	ErrInvalidOption = errors.New("lockwarden: invalid option")
+)

@@ -1,0 +1,307 @@
+package coordinator
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/lockwarden/lockwarden/actors"
+	"github.com/lockwarden/lockwarden/redisops"
+)
+
+// Mutex is a handle on a reentrant distributed lock in Redisson's layout. A handle is one owner, the
+// way a thread is one owner in Java: Lock on a handle that holds the lock re-enters it, and each Lock
+// needs its own Unlock. Two handles on the same name are two owners and exclude each other, unless
+// they were given the same id with [WithOwner].
+//
+// A Mutex is safe for concurrent use, but since the handle is one owner, concurrent Lock calls on it
+// all succeed as re-entries. Give each goroutine that must exclude the others its own handle.
+type Mutex struct {
+	c     *Coordinator
+	name  string
+	owner string
+	lease time.Duration
+	err   error
+
+	mu    sync.Mutex
+	token int64
+	done  <-chan struct{}
+}
+
+// MutexOption configures a Mutex handle.
+type MutexOption func(*Mutex)
+
+// WithOwner sets the owner id of the handle, to carry ownership across goroutines or processes: two
+// handles with the same owner id are the same owner. The default is a fresh id, "<coordinator
+// id>:<n>". An empty id makes every call return [ErrEmptyOwner].
+func WithOwner(id string) MutexOption {
+	return func(m *Mutex) {
+		if id == "" && m.err == nil {
+			m.err = ErrEmptyOwner
+		}
+		m.owner = id
+	}
+}
+
+// WithLease gives every acquisition through the handle a fixed lease: the lock expires after d unless
+// it is released first, and the watchdog does not renew it. d must be positive, or every call returns
+// [ErrInvalidLease]. By default there is no fixed lease and the watchdog renews the lock.
+func WithLease(d time.Duration) MutexOption {
+	return func(m *Mutex) {
+		if d <= 0 && m.err == nil {
+			m.err = fmt.Errorf("%w: %v", ErrInvalidLease, d)
+		}
+		m.lease = d
+	}
+}
+
+// Mutex returns a handle on the lock name. It does no I/O. An invalid name or option does not fail
+// here: every call on the handle returns the error ([ErrEmptyName], [ErrEmptyOwner],
+// [ErrInvalidLease]).
+func (c *Coordinator) Mutex(name string, opts ...MutexOption) *Mutex {
+	m := &Mutex{c: c, name: name, owner: c.newOwner()}
+	if name == "" {
+		m.err = ErrEmptyName
+	}
+	for _, opt := range opts {
+		if opt != nil {
+			opt(m)
+		}
+	}
+	return m
+}
+
+// Name returns the lock name.
+func (m *Mutex) Name() string { return m.name }
+
+// Owner returns the owner id of the handle.
+func (m *Mutex) Owner() string { return m.owner }
+
+// usable returns the error that stops any call: a bad handle, a closed coordinator, an ended ctx.
+func (m *Mutex) usable(ctx context.Context) error {
+	if m.err != nil {
+		return m.err
+	}
+	if m.c.isClosed() {
+		return ErrClosed
+	}
+	return ctx.Err()
+}
+
+// Lock locks m. If another owner holds the lock, Lock waits until it is free or ctx ends. A waiter is
+// woken by the unlock notice that Redis publishes, not by polling.
+//
+// Without [WithLease], the lock is taken for the watchdog timeout and the watchdog renews it for as
+// long as it is held; if the process dies, the lock frees itself within about the watchdog timeout.
+//
+// When ctx ends first, the error matches both [ErrNotObtained] and ctx.Err(), and nothing stays held.
+// It returns [ErrClosed] when the coordinator closes, and a wrapped Redis error only if the lock could
+// not be asked for at all; while it waits, Redis errors are retried with backoff until ctx ends.
+func (m *Mutex) Lock(ctx context.Context) error {
+	_, err := m.acquire(ctx, m.lease, true)
+	return err
+}
+
+// TryOption configures one TryLock call.
+type TryOption func(*tryOptions)
+
+type tryOptions struct {
+	wait, lease time.Duration
+	waitSet     bool
+	leaseSet    bool
+}
+
+// Wait makes TryLock wait up to d for the lock before it reports false, like Redisson's
+// tryLock(waitTime). d must be positive, or TryLock returns [ErrInvalidWait].
+func Wait(d time.Duration) TryOption {
+	return func(o *tryOptions) { o.wait, o.waitSet = d, true }
+}
+
+// Lease gives this acquisition a fixed lease with no watchdog, like Redisson's tryLock(waitTime,
+// leaseTime), overriding the handle's [WithLease]. d must be positive, or TryLock returns
+// [ErrInvalidLease].
+func Lease(d time.Duration) TryOption {
+	return func(o *tryOptions) { o.lease, o.leaseSet = d, true }
+}
+
+// TryLock tries to lock m and reports whether it succeeded. Without [Wait] it makes one attempt.
+// With Wait(d) it waits up to d, and reports false, with a nil error, when d passes first.
+//
+// If ctx ends first, it returns false and an error that matches [ErrNotObtained] and ctx.Err(). Other
+// errors: [ErrInvalidWait], [ErrInvalidLease], [ErrClosed], and wrapped Redis errors.
+func (m *Mutex) TryLock(ctx context.Context, opts ...TryOption) (bool, error) {
+	o := tryOptions{lease: m.lease}
+	for _, opt := range opts {
+		if opt != nil {
+			opt(&o)
+		}
+	}
+	if o.waitSet && o.wait <= 0 {
+		return false, fmt.Errorf("%w: %v", ErrInvalidWait, o.wait)
+	}
+	if o.leaseSet && o.lease <= 0 {
+		return false, fmt.Errorf("%w: %v", ErrInvalidLease, o.lease)
+	}
+	if !o.waitSet {
+		return m.acquire(ctx, o.lease, false)
+	}
+	waitCtx, cancel := context.WithTimeout(ctx, o.wait)
+	defer cancel()
+	ok, err := m.acquire(waitCtx, o.lease, true)
+	if err != nil && ctx.Err() == nil && errors.Is(err, context.DeadlineExceeded) {
+		// Our own wait ran out, not the caller's context.
+		return false, nil
+	}
+	return ok, err
+}
+
+// acquire asks the lock actor for one hold. lease 0 means a watchdog hold.
+func (m *Mutex) acquire(ctx context.Context, lease time.Duration, wait bool) (bool, error) {
+	if err := m.usable(ctx); err != nil {
+		if ctx.Err() != nil && err == ctx.Err() {
+			return false, errors.Join(ErrNotObtained, err)
+		}
+		return false, err
+	}
+	cmd := &actors.Acquire{
+		Name: m.name, Owner: m.owner, Lease: lease, Wait: wait, Ticket: actors.NewTicket(),
+	}
+	if lease == 0 {
+		cmd.Lease, cmd.Watchdog = m.c.opts.watchdogTimeout, true
+	}
+	o, err := m.c.do(ctx, cmd, cmd.Ticket)
+	if err != nil {
+		return false, errors.Join(ErrNotObtained, errors.Unwrap(err))
+	}
+	switch o.Reason {
+	case actors.ReasonNone:
+		m.mu.Lock()
+		m.token, m.done = o.Token, o.Done
+		m.mu.Unlock()
+		return true, nil
+	case actors.ReasonNotObtained:
+		return false, nil
+	default:
+		return false, outcomeError(o)
+	}
+}
+
+// outcomeError maps an unsuccessful outcome to the public error.
+func outcomeError(o actors.Outcome) error {
+	switch o.Reason {
+	case actors.ReasonNone:
+		return nil
+	case actors.ReasonNotObtained:
+		return ErrNotObtained
+	case actors.ReasonNotHeld:
+		return ErrNotHeld
+	case actors.ReasonClosed:
+		return ErrClosed
+	default:
+		return o.Err
+	}
+}
+
+// Unlock drops one hold of m; the lock is free once every Lock has its Unlock. When the lock becomes
+// free, Redis publishes the unlock notice that wakes the waiters.
+//
+// It returns [ErrNotHeld] when m does not hold the lock, including after its lease ran out or after a
+// force unlock, and on a second Unlock. It never touches a hold of another owner. If ctx ends before
+// the answer arrives, it returns ctx.Err(), and the release may still take effect.
+func (m *Mutex) Unlock(ctx context.Context) error {
+	if err := m.usable(ctx); err != nil {
+		return err
+	}
+	cmd := &actors.Release{Name: m.name, Owner: m.owner, Ticket: actors.NewTicket()}
+	o, err := m.c.do(ctx, cmd, cmd.Ticket)
+	if err != nil {
+		return errors.Unwrap(err)
+	}
+	return outcomeError(o)
+}
+
+// ForceUnlock frees the lock whoever holds it and wakes its waiters, like Redisson's forceUnlock. It
+// reports whether the lock was held. Local holders of the lock see their Done channels close.
+func (m *Mutex) ForceUnlock(ctx context.Context) (bool, error) {
+	if err := m.usable(ctx); err != nil {
+		return false, err
+	}
+	cmd := &actors.ForceUnlock{Name: m.name, Ticket: actors.NewTicket()}
+	o, err := m.c.do(ctx, cmd, cmd.Ticket)
+	if err != nil {
+		return false, errors.Unwrap(err)
+	}
+	return o.Deleted, outcomeError(o)
+}
+
+// IsLocked reports whether any owner holds the lock.
+func (m *Mutex) IsLocked(ctx context.Context) (bool, error) {
+	s, err := m.status(ctx)
+	return s.Locked, err
+}
+
+// IsHeld reports whether this handle's owner holds the lock, like Redisson's isHeldByCurrentThread.
+func (m *Mutex) IsHeld(ctx context.Context) (bool, error) {
+	s, err := m.status(ctx)
+	return s.HoldCount > 0, err
+}
+
+// HoldCount returns how many times this handle's owner holds the lock: 0 when it does not.
+func (m *Mutex) HoldCount(ctx context.Context) (int, error) {
+	s, err := m.status(ctx)
+	return int(s.HoldCount), err
+}
+
+// TTL returns the remaining lease of the lock, whoever holds it. It returns 0 when the lock is free.
+func (m *Mutex) TTL(ctx context.Context) (time.Duration, error) {
+	s, err := m.status(ctx)
+	if s.TTL < 0 {
+		return 0, err
+	}
+	return s.TTL, err
+}
+
+func (m *Mutex) status(ctx context.Context) (redisops.Status, error) {
+	if err := m.usable(ctx); err != nil {
+		return redisops.Status{}, err
+	}
+	return m.c.ops.Status(ctx, m.name, m.owner)
+}
+
+// Token returns the fencing token of the handle's current hold: the value of the lock's token counter
+// at the handle's latest acquisition. Tokens of one lock name strictly increase across acquisitions, so
+// a resource that rejects writes carrying a token lower than the highest it has seen is safe from a
+// holder that paused past its lease. It returns 0 when the handle holds nothing.
+func (m *Mutex) Token() int64 {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.done == nil || isClosedChan(m.done) {
+		return 0
+	}
+	return m.token
+}
+
+// Done returns a channel that is closed when the handle's current hold ends: fully released, lost
+// (its lease ran out, a renewal found it gone, it was force-unlocked) or dropped by Close. When the
+// handle holds nothing, the channel is already closed. Call Done again after each new Lock.
+func (m *Mutex) Done() <-chan struct{} {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.done == nil {
+		return closedChan
+	}
+	return m.done
+}
+
+var closedChan = func() chan struct{} { c := make(chan struct{}); close(c); return c }()
+
+func isClosedChan(c <-chan struct{}) bool {
+	select {
+	case <-c:
+		return true
+	default:
+		return false
+	}
+}

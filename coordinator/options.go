@@ -1,0 +1,102 @@
+package coordinator
+
+import (
+	"fmt"
+	"log/slog"
+	"time"
+)
+
+// Defaults of the coordinator options.
+const (
+	DefaultWatchdogTimeout    = 30 * time.Second
+	DefaultIdleTimeout        = 10 * time.Second
+	DefaultMaxHandoffs        = 8
+	DefaultStopReleaseTimeout = 2 * time.Second
+)
+
+type options struct {
+	watchdogTimeout    time.Duration
+	idleTimeout        time.Duration
+	maxHandoffs        int
+	stopReleaseTimeout time.Duration
+	logger             *slog.Logger
+}
+
+func defaultOptions() options {
+	return options{
+		watchdogTimeout:    DefaultWatchdogTimeout,
+		idleTimeout:        DefaultIdleTimeout,
+		maxHandoffs:        DefaultMaxHandoffs,
+		stopReleaseTimeout: DefaultStopReleaseTimeout,
+		logger:             slog.New(slog.DiscardHandler),
+	}
+}
+
+// Option configures a Coordinator. An option with an invalid value makes New fail with
+// [ErrInvalidOption].
+type Option func(*options) error
+
+// WithWatchdogTimeout sets the lease of locks taken without one. The watchdog renews such locks every
+// third of it for as long as they are held, and a holder that stops renewing (a crashed process) frees
+// the lock within about this long. It must be positive. The default is 30s, as in Redisson.
+func WithWatchdogTimeout(d time.Duration) Option {
+	return func(o *options) error {
+		if d <= 0 {
+			return fmt.Errorf("%w: watchdog timeout %v must be positive", ErrInvalidOption, d)
+		}
+		o.watchdogTimeout = d
+		return nil
+	}
+}
+
+// WithLogger sets the logger that receives the coordinator's diagnostics: lost locks, failed renewals,
+// Redis errors while waiting. A nil logger is silent. The default is silent. protoactor's own logging is
+// always suppressed.
+func WithLogger(l *slog.Logger) Option {
+	return func(o *options) error {
+		if l == nil {
+			l = slog.New(slog.DiscardHandler)
+		}
+		o.logger = l
+		return nil
+	}
+}
+
+// WithIdleTimeout sets how long the actor of a lock name lives on with no holders and no waiters before
+// it stops, so that many distinct names don't keep many actors alive. It must be positive. The default
+// is 10s.
+func WithIdleTimeout(d time.Duration) Option {
+	return func(o *options) error {
+		if d <= 0 {
+			return fmt.Errorf("%w: idle timeout %v must be positive", ErrInvalidOption, d)
+		}
+		o.idleTimeout = d
+		return nil
+	}
+}
+
+// WithMaxHandoffs bounds local handoffs in a row. When a holder releases a lock that a goroutine of the
+// same coordinator waits for, the lock goes straight to that waiter in the release's round trip. After n
+// handoffs in a row the release publishes an ordinary unlock instead, so that waiters in other processes
+// get their turn. Zero turns handoffs off; n must not be negative. The default is 8.
+func WithMaxHandoffs(n int) Option {
+	return func(o *options) error {
+		if n < 0 {
+			return fmt.Errorf("%w: max handoffs %d must not be negative", ErrInvalidOption, n)
+		}
+		o.maxHandoffs = n
+		return nil
+	}
+}
+
+// WithStopReleaseTimeout bounds how long Close spends releasing the locks still held. It must be
+// positive. The default is 2s.
+func WithStopReleaseTimeout(d time.Duration) Option {
+	return func(o *options) error {
+		if d <= 0 {
+			return fmt.Errorf("%w: stop release timeout %v must be positive", ErrInvalidOption, d)
+		}
+		o.stopReleaseTimeout = d
+		return nil
+	}
+}

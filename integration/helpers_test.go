@@ -1,0 +1,76 @@
+package integration
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/lockwarden/lockwarden/coordinator"
+	"github.com/lockwarden/lockwarden/integration/redistest"
+)
+
+// newCoordinator returns a coordinator on client, closed at cleanup.
+func newCoordinator(t *testing.T, client redis.UniversalClient, opts ...coordinator.Option) *coordinator.Coordinator {
+	t.Helper()
+	c, err := coordinator.New(client, opts...)
+	if err != nil {
+		t.Fatalf("coordinator.New: %v", err)
+	}
+	t.Cleanup(func() { _ = c.Close() })
+	return c
+}
+
+// setup starts a redis-server for the test and returns a client and a coordinator on it.
+func setup(t *testing.T, opts ...coordinator.Option) (*redistest.Server, *redis.Client, *coordinator.Coordinator) {
+	t.Helper()
+	srv := redistest.Start(t)
+	client := srv.Client(t)
+	return srv, client, newCoordinator(t, client, opts...)
+}
+
+// waitFor waits on ch until the deadline and fails the test when it passes.
+func waitFor(t *testing.T, ch <-chan struct{}, within time.Duration, what string) {
+	t.Helper()
+	select {
+	case <-ch:
+	case <-time.After(within):
+		t.Fatalf("%s did not happen within %v", what, within)
+	}
+}
+
+// mustLock locks m or fails the test.
+func mustLock(t *testing.T, m *coordinator.Mutex) {
+	t.Helper()
+	if err := m.Lock(t.Context()); err != nil {
+		t.Fatalf("Lock(%s): %v", m.Name(), err)
+	}
+}
+
+// mustUnlock unlocks m or fails the test.
+func mustUnlock(t *testing.T, m *coordinator.Mutex) {
+	t.Helper()
+	if err := m.Unlock(t.Context()); err != nil {
+		t.Fatalf("Unlock(%s): %v", m.Name(), err)
+	}
+}
+
+func holdCount(t *testing.T, m *coordinator.Mutex) int {
+	t.Helper()
+	n, err := m.HoldCount(t.Context())
+	if err != nil {
+		t.Fatalf("HoldCount: %v", err)
+	}
+	return n
+}
+
+// lockAsync starts m.Lock(ctx) in a goroutine and returns the channel that receives its error.
+func lockAsync(ctx context.Context, m *coordinator.Mutex) <-chan error {
+	errc := make(chan error, 1)
+	go func() { errc <- m.Lock(ctx) }()
+	return errc
+}
+
+func isNotObtained(err error) bool { return errors.Is(err, coordinator.ErrNotObtained) }

@@ -1,0 +1,16 @@
+// Package redisops holds the Lua scripts of lockwarden's locks and the typed Go calls that run them.
+//
+// The data layout is Redisson's, so Java services running Redisson and Go services running lockwarden
+// exclude each other on the same lock names:
+//
+//   - the reentrant lock N is a HASH at key N, field owner -> hold count, with a PEXPIRE;
+//   - unlock notices are published on redisson_lock__channel:{N} ("0" = unlocked);
+//   - every acquisition INCRs the fencing token counter redisson_lock_token:{N};
+//   - releases are retry-safe through the latch redisson_unlock_latch:{N}:<request id>.
+//
+// Every state change is one script, run with [redis.Script.Run] (EVALSHA with an EVAL fallback). Every
+// key a script touches is passed in KEYS, and the keys of one lock share the hash tag {N}, so the scripts
+// also run on Redis Cluster.
+//
+// The package keeps no state: an [Ops] value only carries settings.
+package redisops

@@ -1,0 +1,197 @@
+package redisops
+
+import (
+	"context"
+	_ "embed"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// ErrNotHeld is returned when the owner does not hold the lock: it never took it, already released it,
+// or its lease ran out. It is the one translation of a script's "not owner" answer.
+var ErrNotHeld = errors.New("lockwarden: lock not held by this owner")
+
+// DefaultLatchExpiry is how long a release answer is kept for retries of the same request.
+const DefaultLatchExpiry = 60 * time.Second
+
+var (
+	//go:embed acquire.lua
+	acquireSource string
+	//go:embed release.lua
+	releaseSource string
+	//go:embed renew.lua
+	renewSource string
+	//go:embed forceunlock.lua
+	forceUnlockSource string
+	//go:embed status.lua
+	statusSource string
+
+	acquireScript     = redis.NewScript(acquireSource)
+	releaseScript     = redis.NewScript(releaseSource)
+	renewScript       = redis.NewScript(renewSource)
+	forceUnlockScript = redis.NewScript(forceUnlockSource)
+	statusScript      = redis.NewScript(statusSource)
+)
+
+// Scripts returns every script of the package, so that tests and warm-up code can load them all.
+func Scripts() map[string]*redis.Script {
+	return map[string]*redis.Script{
+		"acquire":     acquireScript,
+		"release":     releaseScript,
+		"renew":       renewScript,
+		"forceunlock": forceUnlockScript,
+		"status":      statusScript,
+	}
+}
+
+// Ops runs the lock scripts against one Redis deployment. It is safe for concurrent use and holds no
+// state besides its settings.
+type Ops struct {
+	client      redis.Scripter
+	publish     string
+	latchExpiry time.Duration
+}
+
+// New returns an Ops that runs scripts through client, publishing with PUBLISH.
+func New(client redis.Scripter) *Ops {
+	return &Ops{client: client, publish: "publish", latchExpiry: DefaultLatchExpiry}
+}
+
+// Acquired is the answer of [Ops.Acquire].
+type Acquired struct {
+	// OK reports whether the owner now holds the lock.
+	OK bool
+	// HoldCount is the owner's hold count after the call, when OK.
+	HoldCount int64
+	// Token is the fencing token of this acquisition, when OK.
+	Token int64
+	// TTL is the remaining lease of the current holder when not OK; -1 when the key has no expiry.
+	TTL time.Duration
+}
+
+// Acquire takes or re-enters the lock name for owner with the given lease.
+func (o *Ops) Acquire(ctx context.Context, name, owner string, lease time.Duration) (Acquired, error) {
+	vals, err := acquireScript.Run(ctx, o.client,
+		[]string{LockKey(name), TokenKey(name)}, millis(lease), owner).Int64Slice()
+	if err != nil {
+		return Acquired{}, fmt.Errorf("lockwarden: acquire %q: %w", name, err)
+	}
+	if len(vals) == 3 && vals[0] == 1 {
+		return Acquired{OK: true, HoldCount: vals[1], Token: vals[2]}, nil
+	}
+	if len(vals) == 2 && vals[0] == 0 {
+		return Acquired{TTL: ttlFromMillis(vals[1])}, nil
+	}
+	return Acquired{}, fmt.Errorf("lockwarden: acquire %q: unexpected reply %v", name, vals)
+}
+
+// Handoff names the owner that takes the lock in the same call when a release frees it.
+type Handoff struct {
+	Owner string
+	Lease time.Duration
+}
+
+// Released is the answer of [Ops.Release].
+type Released struct {
+	// Remaining is the owner's hold count left; 0 means the lock was fully released.
+	Remaining int64
+	// HandedOff reports whether the lock went to the [Handoff] owner in the same call.
+	HandedOff bool
+	// Token is the handoff owner's fencing token, when HandedOff.
+	Token int64
+}
+
+// Release drops one hold of owner on the lock name. While holds remain, the lock's expiry is reset to
+// lease. When the last hold goes, the lock goes to next if next is not nil (no notice is published,
+// since the lock is not free), and otherwise is deleted and an unlock notice published.
+//
+// requestID makes the call retry-safe: a retry with the same id returns the first answer. It returns
+// [ErrNotHeld] when owner holds nothing.
+func (o *Ops) Release(ctx context.Context, name, owner, requestID string, lease time.Duration, next *Handoff) (Released, error) {
+	nextOwner, nextLease := "", int64(0)
+	if next != nil {
+		nextOwner, nextLease = next.Owner, millis(next.Lease)
+	}
+	vals, err := releaseScript.Run(ctx, o.client,
+		[]string{LockKey(name), ChannelName(name), UnlockLatchKey(name, requestID), TokenKey(name)},
+		millis(lease), owner, UnlockMessage, millis(o.latchExpiry), o.publish,
+		nextOwner, nextLease).Int64Slice()
+	if err != nil {
+		return Released{}, fmt.Errorf("lockwarden: release %q: %w", name, err)
+	}
+	if len(vals) != 2 {
+		return Released{}, fmt.Errorf("lockwarden: release %q: unexpected reply %v", name, vals)
+	}
+	if vals[0] < 0 {
+		return Released{}, ErrNotHeld
+	}
+	return Released{Remaining: vals[0], HandedOff: vals[1] > 0, Token: vals[1]}, nil
+}
+
+// Renew resets the lock's expiry to lease while owner holds it. It returns [ErrNotHeld] when the owner
+// no longer holds the lock, which means the hold is lost.
+func (o *Ops) Renew(ctx context.Context, name, owner string, lease time.Duration) error {
+	n, err := renewScript.Run(ctx, o.client, []string{LockKey(name)}, millis(lease), owner).Int64()
+	if err != nil {
+		return fmt.Errorf("lockwarden: renew %q: %w", name, err)
+	}
+	if n == 0 {
+		return ErrNotHeld
+	}
+	return nil
+}
+
+// ForceUnlock deletes the lock name whoever holds it and publishes an unlock notice. It reports
+// whether a lock was deleted.
+func (o *Ops) ForceUnlock(ctx context.Context, name string) (bool, error) {
+	n, err := forceUnlockScript.Run(ctx, o.client,
+		[]string{LockKey(name), ChannelName(name)}, UnlockMessage, o.publish).Int64()
+	if err != nil {
+		return false, fmt.Errorf("lockwarden: force unlock %q: %w", name, err)
+	}
+	return n == 1, nil
+}
+
+// Status is a consistent snapshot of one lock.
+type Status struct {
+	// Locked reports whether any owner holds the lock.
+	Locked bool
+	// HoldCount is the asking owner's hold count (0 when it holds nothing).
+	HoldCount int64
+	// TTL is the remaining lease: -2 when the lock is free, -1 when it has no expiry.
+	TTL time.Duration
+}
+
+// Status reads the state of the lock name as seen by owner (which may be empty).
+func (o *Ops) Status(ctx context.Context, name, owner string) (Status, error) {
+	vals, err := statusScript.Run(ctx, o.client, []string{LockKey(name)}, owner).Int64Slice()
+	if err != nil {
+		return Status{}, fmt.Errorf("lockwarden: status %q: %w", name, err)
+	}
+	if len(vals) != 3 {
+		return Status{}, fmt.Errorf("lockwarden: status %q: unexpected reply %v", name, vals)
+	}
+	return Status{Locked: vals[0] == 1, HoldCount: vals[1], TTL: ttlFromMillis(vals[2])}, nil
+}
+
+// ttlFromMillis keeps Redis' negative PTTL codes (-1, -2) as they are, so callers can tell "no expiry"
+// and "absent" apart from a short lease.
+func ttlFromMillis(ms int64) time.Duration {
+	if ms < 0 {
+		return time.Duration(ms)
+	}
+	return time.Duration(ms) * time.Millisecond
+}
+
+// millis converts a lease to whole milliseconds for PEXPIRE, rounding up, because PEXPIRE 0 would delete
+// the lock at once.
+func millis(d time.Duration) int64 {
+	ms := (d + time.Millisecond - 1) / time.Millisecond
+	if ms < 1 {
+		ms = 1
+	}
+	return int64(ms)
+}

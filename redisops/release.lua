@@ -1,0 +1,39 @@
+-- release.lua: retry-safe release of one hold of the reentrant lock N by owner O, with an optional
+-- local handoff to a next owner in the same call.
+-- KEYS[1]  the lock hash N
+-- KEYS[2]  the unlock channel redisson_lock__channel:{N}
+-- KEYS[3]  the unlock latch redisson_unlock_latch:{N}:<request id>
+-- KEYS[4]  the fencing token counter redisson_lock_token:{N}
+-- ARGV[1]  lease in milliseconds to keep when holds remain
+-- ARGV[2]  owner id O
+-- ARGV[3]  message published when the lock becomes free ("0")
+-- ARGV[4]  latch expiry in milliseconds
+-- ARGV[5]  publish command ("publish", or "spublish" for sharded pub/sub)
+-- ARGV[6]  next owner to hand the lock to when it becomes free, or "" for none
+-- ARGV[7]  lease in milliseconds for the next owner
+-- Returns {remaining, token}: remaining is O's hold count left (0 = released), or -1 when O holds
+-- nothing. token is the next owner's fencing token when the lock was handed off, else 0.
+-- A retried call with the same request id returns the stored answer instead of releasing twice.
+local latched = redis.call('get', KEYS[3])
+if latched then
+    local sep = string.find(latched, ':', 1, true)
+    return {tonumber(string.sub(latched, 1, sep - 1)), tonumber(string.sub(latched, sep + 1))}
+end
+if redis.call('hexists', KEYS[1], ARGV[2]) == 0 then
+    return {-1, 0}
+end
+local remaining = redis.call('hincrby', KEYS[1], ARGV[2], -1)
+local token = 0
+if remaining > 0 then
+    redis.call('pexpire', KEYS[1], ARGV[1])
+elseif ARGV[6] ~= '' then
+    redis.call('del', KEYS[1])
+    redis.call('hset', KEYS[1], ARGV[6], 1)
+    redis.call('pexpire', KEYS[1], ARGV[7])
+    token = redis.call('incr', KEYS[4])
+else
+    redis.call('del', KEYS[1])
+    redis.call(ARGV[5], KEYS[2], ARGV[3])
+end
+redis.call('set', KEYS[3], string.format('%d:%d', remaining, token), 'px', ARGV[4])
+return {remaining, token}
