@@ -2,6 +2,7 @@ package actors
 
 import (
 	"context"
+	"github.com/lockwarden/lockwarden/messages"
 	"log/slog"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -9,9 +10,9 @@ import (
 )
 
 // Bridge owns the one pub/sub connection of a coordinator. A channel stays subscribed while at least
-// one lock actor asks for it. Every message is forwarded to the actors of its channel as a [Notice].
+// one lock actor asks for it. Every message is forwarded to the actors of its channel as a [messages.Notice].
 // Every subscription confirmation, including the ones go-redis receives when it resubscribes after a
-// reconnect, is forwarded as [Subscribed], so the lock actors retry: notices published while the
+// reconnect, is forwarded as [messages.Subscribed], so the lock actors retry: notices published while the
 // connection was down are lost.
 type Bridge struct {
 	client redis.UniversalClient
@@ -35,7 +36,7 @@ func (b *Bridge) Receive(ctx actor.Context) {
 	switch m := ctx.Message().(type) {
 	case *actor.Started:
 		b.start(ctx)
-	case *Subscribe:
+	case *messages.Subscribe:
 		pids := b.subs[m.Channel]
 		if pids == nil {
 			pids = make(map[string]*actor.PID)
@@ -47,7 +48,7 @@ func (b *Bridge) Receive(ctx actor.Context) {
 			}
 		}
 		pids[m.Subscriber.String()] = m.Subscriber
-	case *Unsubscribe:
+	case *messages.Unsubscribe:
 		pids := b.subs[m.Channel]
 		delete(pids, m.Subscriber.String())
 		if pids != nil && len(pids) == 0 {
@@ -61,11 +62,11 @@ func (b *Bridge) Receive(ctx actor.Context) {
 			return
 		}
 		for _, pid := range b.subs[m.Channel] {
-			ctx.Send(pid, &Subscribed{Channel: m.Channel})
+			ctx.Send(pid, &messages.Subscribed{Channel: m.Channel})
 		}
 	case *redis.Message:
 		for _, pid := range b.subs[m.Channel] {
-			ctx.Send(pid, &Notice{Channel: m.Channel, Payload: m.Payload})
+			ctx.Send(pid, &messages.Notice{Channel: m.Channel, Payload: m.Payload})
 		}
 	case *actor.Stopping:
 		_ = b.pubsub.Close()

@@ -56,31 +56,6 @@ func (m *ForceUnlock) LockName() string { return m.Name }
 // LockName implements Routed.
 func (m *Abandon) LockName() string { return m.Name }
 
-// Subscribe asks the bridge to forward messages of Channel to Subscriber. The bridge answers with
-// [Subscribed] each time the subscription is confirmed by Redis, including after a reconnect.
-type Subscribe struct {
-	Channel    string
-	Subscriber *actor.PID
-}
-
-// Unsubscribe withdraws a [Subscribe].
-type Unsubscribe struct {
-	Channel    string
-	Subscriber *actor.PID
-}
-
-// Subscribed tells a lock actor that its channel subscription is confirmed, so a retry now cannot miss
-// an unlock notice.
-type Subscribed struct {
-	Channel string
-}
-
-// Notice carries one message published on a lock channel.
-type Notice struct {
-	Channel string
-	Payload string
-}
-
 // idle is sent by a lock actor to the guardian when it has had no holders and no waiters for the idle
 // period. routed is the number of commands it has received, so the guardian can tell whether more are
 // on their way.

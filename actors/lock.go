@@ -11,6 +11,7 @@ import (
 	"github.com/cenkalti/backoff/v4"
 	"github.com/google/uuid"
 
+	"github.com/lockwarden/lockwarden/messages"
 	"github.com/lockwarden/lockwarden/redisops"
 )
 
@@ -82,11 +83,11 @@ func (a *lockActor) Receive(ctx actor.Context) {
 	case *Abandon:
 		a.routed++
 		a.onAbandon(m)
-	case *Subscribed:
+	case *messages.Subscribed:
 		if a.subscribed {
 			a.tryHead()
 		}
-	case *Notice:
+	case *messages.Notice:
 		a.onNotice(m)
 	case retryTick:
 		if a.retry.current(m.gen) {
@@ -122,10 +123,10 @@ func (a *lockActor) afterMessage() {
 	// locks don't subscribe and unsubscribe on every handoff.
 	if len(a.queue) > 0 && !a.subscribed {
 		a.subscribed = true
-		a.root.Send(a.env.Bridge, &Subscribe{Channel: a.channel, Subscriber: a.self})
+		a.root.Send(a.env.Bridge, &messages.Subscribe{Channel: a.channel, Subscriber: a.self})
 	} else if a.isIdle() && a.subscribed {
 		a.subscribed = false
-		a.root.Send(a.env.Bridge, &Unsubscribe{Channel: a.channel, Subscriber: a.self})
+		a.root.Send(a.env.Bridge, &messages.Unsubscribe{Channel: a.channel, Subscriber: a.self})
 	}
 	if len(a.queue) == 0 {
 		a.retry.stop()
@@ -156,11 +157,11 @@ func (a *lockActor) onAcquire(m *Acquire) {
 			return
 		}
 		if err != nil && !m.Wait {
-			m.Ticket.deliver(Outcome{Reason: ReasonRedis, Err: err})
+			m.Ticket.deliver(Outcome{Reason: messages.ReasonRedis, Err: err})
 			return
 		}
 		if !m.Wait {
-			m.Ticket.deliver(Outcome{Reason: ReasonNotObtained})
+			m.Ticket.deliver(Outcome{Reason: messages.ReasonNotObtained})
 			return
 		}
 		a.queue = append(a.queue, m)
@@ -172,7 +173,7 @@ func (a *lockActor) onAcquire(m *Acquire) {
 	case !m.Wait:
 		// Another local owner holds the lock, or local waiters are ahead: the answer is known
 		// without asking Redis.
-		m.Ticket.deliver(Outcome{Reason: ReasonNotObtained})
+		m.Ticket.deliver(Outcome{Reason: messages.ReasonNotObtained})
 	default:
 		a.queue = append(a.queue, m)
 	}
@@ -289,10 +290,10 @@ func (a *lockActor) onRelease(m *Release) {
 			a.lose(m.Owner, "release found the hold gone")
 			a.tryHead()
 		}
-		m.Ticket.deliver(Outcome{Reason: ReasonNotHeld})
+		m.Ticket.deliver(Outcome{Reason: messages.ReasonNotHeld})
 		return
 	case err != nil:
-		m.Ticket.deliver(Outcome{Reason: ReasonRedis, Err: err})
+		m.Ticket.deliver(Outcome{Reason: messages.ReasonRedis, Err: err})
 		return
 	}
 	if rel.Remaining > 0 {
@@ -336,7 +337,7 @@ func (a *lockActor) handoffCandidate(owner string) *Acquire {
 func (a *lockActor) onForceUnlock(m *ForceUnlock) {
 	deleted, err := a.env.Ops.ForceUnlock(a.redisContext(), a.name)
 	if err != nil {
-		m.Ticket.deliver(Outcome{Reason: ReasonRedis, Err: err})
+		m.Ticket.deliver(Outcome{Reason: messages.ReasonRedis, Err: err})
 		return
 	}
 	for owner := range a.holds {
@@ -355,7 +356,7 @@ func (a *lockActor) onAbandon(m *Abandon) {
 	}
 }
 
-func (a *lockActor) onNotice(m *Notice) {
+func (a *lockActor) onNotice(m *messages.Notice) {
 	if m.Payload != redisops.UnlockMessage && m.Payload != redisops.ReadUnlockMessage {
 		return
 	}
@@ -468,7 +469,7 @@ func (a *lockActor) shutdown() {
 		a.watchdog = nil
 	}
 	for _, m := range a.queue {
-		m.Ticket.deliver(Outcome{Reason: ReasonClosed})
+		m.Ticket.deliver(Outcome{Reason: messages.ReasonClosed})
 	}
 	a.queue = nil
 	if len(a.holds) == 0 {

@@ -3,28 +3,14 @@ package actors
 import (
 	"sync/atomic"
 	"time"
-)
 
-// Reason says why a command did not succeed.
-type Reason int
-
-const (
-	// ReasonNone means the command succeeded.
-	ReasonNone Reason = iota
-	// ReasonNotObtained means another owner holds the lock and the command did not wait.
-	ReasonNotObtained
-	// ReasonNotHeld means the owner does not hold the lock, or its hold was lost.
-	ReasonNotHeld
-	// ReasonClosed means the coordinator closed before the command finished.
-	ReasonClosed
-	// ReasonRedis means Redis answered with an error; Outcome.Err holds it.
-	ReasonRedis
+	"github.com/lockwarden/lockwarden/messages"
 )
 
 // Outcome is the answer to one command.
 type Outcome struct {
 	// Reason is ReasonNone on success.
-	Reason Reason
+	Reason messages.Reason
 	// Err is the underlying error when Reason is ReasonRedis.
 	Err error
 	// HoldCount is the owner's hold count after the command.

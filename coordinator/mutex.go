@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/lockwarden/lockwarden/actors"
+	"github.com/lockwarden/lockwarden/messages"
 	"github.com/lockwarden/lockwarden/redisops"
 )
 
@@ -176,12 +177,12 @@ func (m *Mutex) acquire(ctx context.Context, lease time.Duration, wait bool) (bo
 		return false, errors.Join(ErrNotObtained, errors.Unwrap(err))
 	}
 	switch o.Reason {
-	case actors.ReasonNone:
+	case messages.ReasonNone:
 		m.mu.Lock()
 		m.token, m.done = o.Token, o.Done
 		m.mu.Unlock()
 		return true, nil
-	case actors.ReasonNotObtained:
+	case messages.ReasonNotObtained:
 		return false, nil
 	default:
 		return false, outcomeError(o)
@@ -191,13 +192,13 @@ func (m *Mutex) acquire(ctx context.Context, lease time.Duration, wait bool) (bo
 // outcomeError maps an unsuccessful outcome to the public error.
 func outcomeError(o actors.Outcome) error {
 	switch o.Reason {
-	case actors.ReasonNone:
+	case messages.ReasonNone:
 		return nil
-	case actors.ReasonNotObtained:
+	case messages.ReasonNotObtained:
 		return ErrNotObtained
-	case actors.ReasonNotHeld:
+	case messages.ReasonNotHeld:
 		return ErrNotHeld
-	case actors.ReasonClosed:
+	case messages.ReasonClosed:
 		return ErrClosed
 	default:
 		return o.Err

@@ -1,0 +1,35 @@
+package messages
+
+// Reason says why a lock command did not succeed.
+type Reason int
+
+const (
+	// ReasonNone means the command succeeded.
+	ReasonNone Reason = iota
+	// ReasonNotObtained means another owner holds the lock and the command did not wait for it.
+	ReasonNotObtained
+	// ReasonNotHeld means the owner does not hold the lock, or its hold was lost.
+	ReasonNotHeld
+	// ReasonClosed means the coordinator closed before the command finished.
+	ReasonClosed
+	// ReasonRedis means Redis answered with an error.
+	ReasonRedis
+)
+
+// String returns the reason's name.
+func (r Reason) String() string {
+	switch r {
+	case ReasonNone:
+		return "none"
+	case ReasonNotObtained:
+		return "not obtained"
+	case ReasonNotHeld:
+		return "not held"
+	case ReasonClosed:
+		return "closed"
+	case ReasonRedis:
+		return "redis error"
+	default:
+		return "unknown"
+	}
+}
