@@ -2,11 +2,12 @@ package actors
 
 import (
 	"context"
-	"github.com/lockwarden/lockwarden/messages"
 	"log/slog"
 
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/redis/go-redis/v9"
+
+	"github.com/lockwarden/lockwarden/messages"
 )
 
 // Bridge owns the one pub/sub connection of a coordinator. A channel stays subscribed while at least
