@@ -69,5 +69,5 @@ type (
 	retryTick    struct{ gen uint64 }
 	expiryTick   struct{ gen uint64 }
 	idleTick     struct{ gen uint64 }
-	watchdogTick struct{}
+	watchdogTick struct{ gen uint64 }
 )

@@ -38,6 +38,9 @@ type lockActor struct {
 	sched   *scheduler.TimerScheduler
 
 	holds map[string]*hold
+	// lost holds the owners whose last hold was lost, so that their Unlock answers "not held" even
+	// when the local lease estimate ran out a moment before Redis expired the key.
+	lost  map[string]struct{}
 	queue []*Acquire
 	// handoffs counts local handoffs in a row.
 	handoffs int
@@ -50,7 +53,7 @@ type lockActor struct {
 	expiry   oneShot
 	expiryAt time.Time
 	idle     oneShot
-	watchdog scheduler.CancelFunc
+	watchdog oneShot
 	backoff  backoff.BackOff
 }
 
@@ -60,6 +63,7 @@ func newLockActor(name string, env *Env) *lockActor {
 		channel: redisops.ChannelName(name),
 		env:     env,
 		holds:   make(map[string]*hold),
+		lost:    make(map[string]struct{}),
 		backoff: env.NewBackOff(),
 	}
 }
@@ -99,7 +103,9 @@ func (a *lockActor) Receive(ctx actor.Context) {
 			a.expireHolds()
 		}
 	case watchdogTick:
-		a.renewAll()
+		if a.watchdog.current(m.gen) {
+			a.renewAll()
+		}
 	case idleTick:
 		if a.idle.current(m.gen) && a.isIdle() {
 			ctx.Send(a.parent, &idle{name: a.name, pid: a.self, routed: a.routed})
@@ -207,6 +213,7 @@ func (a *lockActor) grant(m *Acquire, count, token int64, sent time.Time) {
 	if h == nil {
 		h = &hold{done: make(chan struct{})}
 		a.holds[m.Owner] = h
+		delete(a.lost, m.Owner)
 	}
 	h.count, h.token, h.lease = count, token, m.Lease
 	h.watchdog = h.watchdog || m.Watchdog
@@ -270,6 +277,16 @@ func (a *lockActor) armRetry(ttl time.Duration) {
 
 func (a *lockActor) onRelease(m *Release) {
 	h := a.holds[m.Owner]
+	if _, lost := a.lost[m.Owner]; lost && h == nil {
+		delete(a.lost, m.Owner)
+		// Free what may be left of the hold in Redis at once, but the holder already learnt from
+		// Done that its hold ended: it does not hold the lock.
+		if _, err := a.env.Ops.Release(a.redisContext(), a.name, m.Owner, uuid.NewString(), a.env.WatchdogTimeout, nil); err != nil && !errors.Is(err, redisops.ErrNotHeld) {
+			a.log().Warn("release of a lost hold failed; its lease will expire", "owner", m.Owner, "err", err)
+		}
+		m.Ticket.deliver(Outcome{Reason: messages.ReasonNotHeld})
+		return
+	}
 	lease := a.env.WatchdogTimeout
 	var next *redisops.Handoff
 	var nextCmd *Acquire
@@ -381,6 +398,7 @@ func (a *lockActor) lose(owner, why string) {
 	if _, ok := a.holds[owner]; ok {
 		a.log().Warn("lock lost", "owner", owner, "reason", why)
 		a.drop(owner)
+		a.lost[owner] = struct{}{}
 	}
 }
 
@@ -423,12 +441,10 @@ func (a *lockActor) armWatchdog() {
 		need = need || h.watchdog
 	}
 	switch {
-	case need && a.watchdog == nil:
-		every := a.env.WatchdogTimeout / 3
-		a.watchdog = a.sched.SendRepeatedly(every, every, a.self, watchdogTick{})
-	case !need && a.watchdog != nil:
-		a.watchdog()
-		a.watchdog = nil
+	case need && !a.watchdog.armed():
+		a.watchdog.arm(a.sched, a.self, a.env.WatchdogTimeout/3, func(g uint64) any { return watchdogTick{g} })
+	case !need:
+		a.watchdog.stop()
 	}
 }
 
@@ -464,10 +480,7 @@ func (a *lockActor) shutdown() {
 	a.retry.stop()
 	a.expiry.stop()
 	a.idle.stop()
-	if a.watchdog != nil {
-		a.watchdog()
-		a.watchdog = nil
-	}
+	a.watchdog.stop()
 	for _, m := range a.queue {
 		m.Ticket.deliver(Outcome{Reason: messages.ReasonClosed})
 	}

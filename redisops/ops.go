@@ -14,8 +14,10 @@ import (
 // or its lease ran out. It is the one translation of a script's "not owner" answer.
 var ErrNotHeld = errors.New("lockwarden: lock not held by this owner")
 
-// DefaultLatchExpiry is how long a release answer is kept for retries of the same request.
-const DefaultLatchExpiry = 60 * time.Second
+// DefaultLatchExpiry is how long a release answer is kept for retries of the same request. It covers
+// go-redis' own retries of a command whose reply was lost, and keeps the number of latch keys small: a
+// coordinator releasing N locks a second keeps about 10*N of them.
+const DefaultLatchExpiry = 10 * time.Second
 
 var (
 	//go:embed acquire.lua
