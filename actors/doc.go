@@ -11,8 +11,9 @@
 // unlock published between the failed try and the subscription is never missed.
 //
 // When a local holder releases while a local waiter is queued, the release script hands the lock to the
-// head waiter in the same round trip (a local handoff). After [Env.MaxHandoffs] handoffs in a row the
-// actor publishes a normal unlock instead, so waiters in other processes get their turn.
+// head waiter in the same round trip (a local handoff). After [Env.MaxHandoffs] handoffs in a row, the
+// release hands off only if no other client is subscribed to the lock's channel, and otherwise publishes
+// an ordinary unlock, so that waiters in other processes get their turn.
 //
 // The watchdog renews holds taken without a lease every watchdog timeout / 3 with protoactor's scheduler.
 // A renewal that answers "not held", or a lease that runs out before a renewal succeeds, marks the hold

@@ -21,7 +21,8 @@ type Env struct {
 	WatchdogTimeout time.Duration
 	// IdleTimeout is how long a lock actor with no holders and no waiters lives on.
 	IdleTimeout time.Duration
-	// MaxHandoffs bounds the local handoffs in a row before a release publishes a normal unlock.
+	// MaxHandoffs bounds the local handoffs in a row while other clients listen on the lock's
+	// channel; 0 turns handoffs off.
 	MaxHandoffs int
 	// StopReleaseTimeout bounds the best-effort releases of held locks when the actors stop.
 	StopReleaseTimeout time.Duration

@@ -5,7 +5,9 @@ import (
 )
 
 // Guardian routes each [Routed] command to the actor of its lock name, spawning that actor when needed,
-// and stops lock actors that report themselves idle. There is one guardian per coordinator.
+// and stops lock actors that report themselves idle. There is one guardian per coordinator. It never
+// blocks, so it runs on the sender's goroutine (a synchronized dispatcher) and saves every command a
+// goroutine hop.
 type Guardian struct {
 	env      *Env
 	children map[string]*child
@@ -20,7 +22,7 @@ type child struct {
 func NewGuardianProps(env *Env) *actor.Props {
 	return actor.PropsFromProducer(func() actor.Actor {
 		return &Guardian{env: env, children: make(map[string]*child)}
-	})
+	}, actor.WithDispatcher(actor.NewSynchronizedDispatcher(300)))
 }
 
 // Receive implements actor.Actor.

@@ -297,7 +297,9 @@ func (a *lockActor) onRelease(m *Release) {
 		}
 	}
 	if nextCmd != nil {
-		next = &redisops.Handoff{Owner: nextCmd.Owner, Lease: nextCmd.Lease}
+		next = &redisops.Handoff{
+			Owner: nextCmd.Owner, Lease: nextCmd.Lease, OnlyIfAlone: a.handoffs >= a.env.MaxHandoffs,
+		}
 	}
 	sent := time.Now()
 	rel, err := a.env.Ops.Release(a.redisContext(), a.name, m.Owner, uuid.NewString(), lease, next)
@@ -324,22 +326,24 @@ func (a *lockActor) onRelease(m *Release) {
 	if h != nil {
 		a.drop(m.Owner)
 	}
-	m.Ticket.deliver(Outcome{})
 	if !rel.HandedOff {
 		// The unlock notice, our own included, wakes the head waiter, so that waiters in other
 		// processes race on equal terms.
 		a.handoffs = 0
+		m.Ticket.deliver(Outcome{})
 		return
 	}
 	a.handoffs++
 	a.queue = a.queue[1:]
+	// The next holder first: it is the one waiting.
 	a.grant(nextCmd, 1, rel.Token, sent)
+	m.Ticket.deliver(Outcome{})
 	a.tryHead()
 }
 
 // handoffCandidate returns the head waiter if the lock may go to it straight from owner's release.
 func (a *lockActor) handoffCandidate(owner string) *Acquire {
-	if a.handoffs >= a.env.MaxHandoffs {
+	if a.env.MaxHandoffs == 0 {
 		return nil
 	}
 	for len(a.queue) > 0 && a.queue[0].Ticket.Abandoned() {

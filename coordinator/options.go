@@ -77,8 +77,9 @@ func WithIdleTimeout(d time.Duration) Option {
 
 // WithMaxHandoffs bounds local handoffs in a row. When a holder releases a lock that a goroutine of the
 // same coordinator waits for, the lock goes straight to that waiter in the release's round trip. After n
-// handoffs in a row the release publishes an ordinary unlock instead, so that waiters in other processes
-// get their turn. Zero turns handoffs off; n must not be negative. The default is 8.
+// handoffs in a row, a release hands the lock off only if no other client is subscribed to the lock's
+// channel; otherwise it publishes an ordinary unlock, so that waiters in other processes get their turn.
+// Zero turns handoffs off; n must not be negative. The default is 8.
 func WithMaxHandoffs(n int) Option {
 	return func(o *options) error {
 		if n < 0 {

@@ -94,6 +94,9 @@ func (o *Ops) Acquire(ctx context.Context, name, owner string, lease time.Durati
 type Handoff struct {
 	Owner string
 	Lease time.Duration
+	// OnlyIfAlone hands the lock off only if no other client is subscribed to the lock's channel
+	// besides the caller's own subscription; otherwise the release publishes an unlock notice.
+	OnlyIfAlone bool
 }
 
 // Released is the answer of [Ops.Release].
@@ -113,14 +116,17 @@ type Released struct {
 // requestID makes the call retry-safe: a retry with the same id returns the first answer. It returns
 // [ErrNotHeld] when owner holds nothing.
 func (o *Ops) Release(ctx context.Context, name, owner, requestID string, lease time.Duration, next *Handoff) (Released, error) {
-	nextOwner, nextLease := "", int64(0)
+	nextOwner, nextLease, onlyIfAlone := "", int64(0), "0"
 	if next != nil {
 		nextOwner, nextLease = next.Owner, millis(next.Lease)
+		if next.OnlyIfAlone {
+			onlyIfAlone = "1"
+		}
 	}
 	vals, err := releaseScript.Run(ctx, o.client,
 		[]string{LockKey(name), ChannelName(name), UnlockLatchKey(name, requestID), TokenKey(name)},
 		millis(lease), owner, UnlockMessage, millis(o.latchExpiry), o.publish,
-		nextOwner, nextLease).Int64Slice()
+		nextOwner, nextLease, onlyIfAlone).Int64Slice()
 	if err != nil {
 		return Released{}, fmt.Errorf("lockwarden: release %q: %w", name, err)
 	}

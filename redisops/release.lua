@@ -11,6 +11,9 @@
 -- ARGV[5]  publish command ("publish", or "spublish" for sharded pub/sub)
 -- ARGV[6]  next owner to hand the lock to when it becomes free, or "" for none
 -- ARGV[7]  lease in milliseconds for the next owner
+-- ARGV[8]  "1" when the caller's budget of handoffs in a row is spent: then the lock is handed off
+--          only if no other client listens on the channel (the caller's own subscription is the one
+--          allowed), so that waiters in other processes get their turn
 -- Returns {remaining, token}: remaining is O's hold count left (0 = released), or -1 when O holds
 -- nothing. token is the next owner's fencing token when the lock was handed off, else 0.
 -- A retried call with the same request id returns the stored answer instead of releasing twice.
@@ -26,7 +29,8 @@ local remaining = redis.call('hincrby', KEYS[1], ARGV[2], -1)
 local token = 0
 if remaining > 0 then
     redis.call('pexpire', KEYS[1], ARGV[1])
-elseif ARGV[6] ~= '' then
+elseif ARGV[6] ~= '' and (ARGV[8] ~= '1' or tonumber(redis.call('pubsub',
+        ARGV[5] == 'spublish' and 'shardnumsub' or 'numsub', KEYS[2])[2]) <= 1) then
     redis.call('del', KEYS[1])
     redis.call('hset', KEYS[1], ARGV[6], 1)
     redis.call('pexpire', KEYS[1], ARGV[7])
