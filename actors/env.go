@@ -30,6 +30,10 @@ type Env struct {
 	Context context.Context
 	// Logger receives the actors' diagnostics.
 	Logger *slog.Logger
+	// Dispatcher runs the lock actors' mailboxes; nil means protoactor's default.
+	Dispatcher actor.Dispatcher
+	// NewRequestID returns a release request id that is unique for the coordinator's lifetime.
+	NewRequestID func() string
 	// NewBackOff returns the retry schedule used while Redis answers with errors.
 	NewBackOff func() backoff.BackOff
 }

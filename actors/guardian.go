@@ -33,7 +33,11 @@ func (g *Guardian) Receive(ctx actor.Context) {
 		c := g.children[name]
 		if c == nil {
 			env := g.env
-			pid := ctx.Spawn(actor.PropsFromProducer(func() actor.Actor { return newLockActor(name, env) }))
+			var opts []actor.PropsOption
+			if env.Dispatcher != nil {
+				opts = append(opts, actor.WithDispatcher(env.Dispatcher))
+			}
+			pid := ctx.Spawn(actor.PropsFromProducer(func() actor.Actor { return newLockActor(name, env) }, opts...))
 			c = &child{pid: pid}
 			g.children[name] = c
 		}

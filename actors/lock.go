@@ -9,7 +9,6 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/asynkron/protoactor-go/scheduler"
 	"github.com/cenkalti/backoff/v4"
-	"github.com/google/uuid"
 
 	"github.com/lockwarden/lockwarden/messages"
 	"github.com/lockwarden/lockwarden/redisops"
@@ -222,7 +221,7 @@ func (a *lockActor) grant(m *Acquire, count, token int64, sent time.Time) {
 		return
 	}
 	// The caller left while we were obtaining the lock for it.
-	rel, err := a.env.Ops.Release(a.redisContext(), a.name, m.Owner, uuid.NewString(), h.lease, nil)
+	rel, err := a.env.Ops.Release(a.redisContext(), a.name, m.Owner, a.env.NewRequestID(), h.lease, nil)
 	switch {
 	case errors.Is(err, redisops.ErrNotHeld):
 		a.lose(m.Owner, "lost before an abandoned acquisition was undone")
@@ -281,7 +280,7 @@ func (a *lockActor) onRelease(m *Release) {
 		delete(a.lost, m.Owner)
 		// Free what may be left of the hold in Redis at once, but the holder already learnt from
 		// Done that its hold ended: it does not hold the lock.
-		if _, err := a.env.Ops.Release(a.redisContext(), a.name, m.Owner, uuid.NewString(), a.env.WatchdogTimeout, nil); err != nil && !errors.Is(err, redisops.ErrNotHeld) {
+		if _, err := a.env.Ops.Release(a.redisContext(), a.name, m.Owner, a.env.NewRequestID(), a.env.WatchdogTimeout, nil); err != nil && !errors.Is(err, redisops.ErrNotHeld) {
 			a.log().Warn("release of a lost hold failed; its lease will expire", "owner", m.Owner, "err", err)
 		}
 		m.Ticket.deliver(Outcome{Reason: messages.ReasonNotHeld})
@@ -302,7 +301,7 @@ func (a *lockActor) onRelease(m *Release) {
 		}
 	}
 	sent := time.Now()
-	rel, err := a.env.Ops.Release(a.redisContext(), a.name, m.Owner, uuid.NewString(), lease, next)
+	rel, err := a.env.Ops.Release(a.redisContext(), a.name, m.Owner, a.env.NewRequestID(), lease, next)
 	switch {
 	case errors.Is(err, redisops.ErrNotHeld):
 		if h != nil {
@@ -496,7 +495,7 @@ func (a *lockActor) shutdown() {
 	defer cancel()
 	for owner, h := range a.holds {
 		for n := h.count; n > 0; n-- {
-			rel, err := a.env.Ops.Release(ctx, a.name, owner, uuid.NewString(), h.lease, nil)
+			rel, err := a.env.Ops.Release(ctx, a.name, owner, a.env.NewRequestID(), h.lease, nil)
 			if err != nil || rel.Remaining == 0 {
 				if err != nil && !errors.Is(err, redisops.ErrNotHeld) {
 					a.log().Warn("release at close failed; the lease will expire", "owner", owner, "err", err)

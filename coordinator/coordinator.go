@@ -4,6 +4,7 @@ import (
 	"context"
 	"log/slog"
 	"reflect"
+	"runtime"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -25,6 +26,9 @@ type Coordinator struct {
 	opts   options
 	ops    *redisops.Ops
 	owners atomic.Uint64
+	// requests numbers release requests, whose ids must be unique for the retry latch.
+	requests atomic.Uint64
+	pool     *actors.WorkerPool
 
 	system   *actor.ActorSystem
 	bridge   *actor.PID
@@ -72,6 +76,7 @@ func New(client redis.UniversalClient, opts ...Option) (*Coordinator, error) {
 		cancel:   cancel,
 		closed:   make(chan struct{}),
 	}
+	c.pool = actors.NewWorkerPool(workerPoolSize(), 300)
 	c.bridge = system.Root.Spawn(actors.NewBridgeProps(client, lifetime, o.logger))
 	c.guardian = system.Root.Spawn(actors.NewGuardianProps(&actors.Env{
 		Ops:                c.ops,
@@ -83,9 +88,17 @@ func New(client redis.UniversalClient, opts ...Option) (*Coordinator, error) {
 		Context:            lifetime,
 		Logger:             o.logger,
 		NewBackOff:         actors.DefaultBackOff,
+		Dispatcher:         c.pool,
+		NewRequestID: func() string {
+			return c.id + ":r" + strconv.FormatUint(c.requests.Add(1), 10)
+		},
 	}))
 	return c, nil
 }
+
+// workerPoolSize is the number of warm goroutines that run lock actors: enough for every core to be
+// busy while many lock actors wait on Redis.
+func workerPoolSize() int { return 16 * runtime.GOMAXPROCS(0) }
 
 // isNil reports whether client is nil, including a typed nil pointer in the interface.
 func isNil(client redis.UniversalClient) bool {
@@ -115,6 +128,7 @@ func (c *Coordinator) Close() error {
 		c.cancel()
 		_ = c.system.Root.StopFuture(c.guardian).Wait()
 		_ = c.system.Root.StopFuture(c.bridge).Wait()
+		c.pool.Stop()
 		c.system.Shutdown()
 	})
 	return nil

@@ -1,0 +1,68 @@
+package actors
+
+import (
+	"sync"
+
+	"github.com/asynkron/protoactor-go/actor"
+)
+
+// WorkerPool is a protoactor dispatcher that runs mailboxes on long-lived goroutines. protoactor's
+// default dispatcher starts a new goroutine for every batch of messages; a lock actor then calls into
+// go-redis on a fresh, small stack, and growing that stack costs more than the actor itself. A pool
+// keeps warm stacks. When every worker is busy, Schedule falls back to a new goroutine, so a slow Redis
+// call never delays another lock. Stop ends the workers; it must be called once the actors using the
+// pool have stopped.
+type WorkerPool struct {
+	throughput int
+	work       chan func()
+	wg         sync.WaitGroup
+
+	mu      sync.RWMutex
+	stopped bool
+}
+
+var _ actor.Dispatcher = (*WorkerPool)(nil)
+
+// NewWorkerPool starts size workers, each processing up to throughput messages per turn.
+func NewWorkerPool(size, throughput int) *WorkerPool {
+	p := &WorkerPool{throughput: throughput, work: make(chan func())}
+	p.wg.Add(size)
+	for range size {
+		go func() {
+			defer p.wg.Done()
+			for fn := range p.work {
+				fn()
+			}
+		}()
+	}
+	return p
+}
+
+// Schedule implements actor.Dispatcher.
+func (p *WorkerPool) Schedule(fn func()) {
+	p.mu.RLock()
+	defer p.mu.RUnlock()
+	if !p.stopped {
+		select {
+		case p.work <- fn:
+			return
+		default:
+		}
+	}
+	go fn()
+}
+
+// Throughput implements actor.Dispatcher.
+func (p *WorkerPool) Throughput() int { return p.throughput }
+
+// Stop ends the workers after their current work and waits for them. Work scheduled later runs on new
+// goroutines. It is idempotent.
+func (p *WorkerPool) Stop() {
+	p.mu.Lock()
+	if !p.stopped {
+		p.stopped = true
+		close(p.work)
+	}
+	p.mu.Unlock()
+	p.wg.Wait()
+}
