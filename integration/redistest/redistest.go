@@ -12,6 +12,12 @@
 // crashes, restarts that lose all data, and servers that stop responding
 // while keeping their connections open.
 //
+// For faults that affect only some clients, [NewProxy] puts an in-process
+// TCP proxy (built on toxiproxy) in front of a server, with
+// [Proxy.Disable] and [Proxy.Enable] (refused and dropped connections),
+// [Proxy.Stall] and [Proxy.Unstall] (a partition: connections stay open but
+// nothing flows) and [Proxy.AddLatency] and [Proxy.RemoveLatency].
+//
 // The redis-server binary must be on PATH. If it is not, [Start] fails the
 // test; it never skips it.
 package redistest
