@@ -21,8 +21,11 @@ type Acquire struct {
 	Watchdog bool
 	// Wait queues the command until the lock is obtained or the ticket is abandoned. Without it the
 	// command makes one attempt.
-	Wait   bool
-	Ticket *Ticket
+	Wait bool
+	// SharedOwner marks an owner id that other coordinators may use too, so the local hold count is
+	// not authoritative.
+	SharedOwner bool
+	Ticket      *Ticket
 }
 
 // Release drops one hold of the lock Name by Owner.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"sync"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -24,6 +25,35 @@ type hold struct {
 	// the last acquire or renewal was sent, plus its lease.
 	expires time.Time
 	done    chan struct{}
+	// deadline closes done at expires even while the actor is blocked in a slow Redis call, so the
+	// holder learns of the loss no later than Redis drops the lock.
+	deadline  *time.Timer
+	closeOnce sync.Once
+}
+
+func newHold(expires time.Time) *hold {
+	h := &hold{expires: expires, done: make(chan struct{})}
+	h.deadline = time.AfterFunc(time.Until(expires), h.end)
+	return h
+}
+
+// extend moves the hold's deadline after a successful acquisition or renewal sent at sent.
+func (h *hold) extend(sent time.Time, lease time.Duration) {
+	h.expires = sent.Add(lease)
+	h.deadline.Reset(time.Until(h.expires))
+}
+
+// end closes done once.
+func (h *hold) end() { h.closeOnce.Do(func() { close(h.done) }) }
+
+// ended reports whether done is closed: released, lost, or past its deadline.
+func (h *hold) ended() bool {
+	select {
+	case <-h.done:
+		return true
+	default:
+		return false
+	}
 }
 
 // lockActor serialises everything about one lock name in one coordinator.
@@ -133,8 +163,12 @@ func (a *lockActor) afterMessage() {
 		a.subscribed = false
 		a.root.Send(a.env.Bridge, &messages.Unsubscribe{Channel: a.channel, Subscriber: a.self})
 	}
-	if len(a.queue) == 0 {
+	switch {
+	case len(a.queue) == 0:
 		a.retry.stop()
+	case len(a.holds) == 0 && !a.retry.armed():
+		// Nobody local will wake the queue: make sure a timer does, whatever path led here.
+		a.armRetry(a.env.WatchdogTimeout / 3)
 	}
 	a.armExpiry()
 	a.armWatchdog()
@@ -154,6 +188,9 @@ func (a *lockActor) onAcquire(m *Acquire) {
 	if m.Ticket.Abandoned() {
 		return
 	}
+	if h := a.holds[m.Owner]; h != nil && h.ended() {
+		a.lose(m.Owner, "lease ran out")
+	}
 	_, reentry := a.holds[m.Owner]
 	switch {
 	case reentry || (len(a.queue) == 0 && len(a.holds) == 0):
@@ -169,7 +206,13 @@ func (a *lockActor) onAcquire(m *Acquire) {
 			m.Ticket.deliver(Outcome{Reason: messages.ReasonNotObtained})
 			return
 		}
-		a.queue = append(a.queue, m)
+		if _, holder := a.holds[m.Owner]; holder {
+			// A re-entry that failed on a Redis error goes first: it must not wait behind waiters
+			// that wait for this very owner.
+			a.queue = append([]*Acquire{m}, a.queue...)
+		} else {
+			a.queue = append(a.queue, m)
+		}
 		if err != nil {
 			a.armRetry(a.backoff.NextBackOff())
 		} else {
@@ -187,8 +230,15 @@ func (a *lockActor) onAcquire(m *Acquire) {
 // attempt runs the acquire script for m and grants the lock on success. It reports whether it
 // succeeded, the holder's remaining lease when the lock is taken, and any Redis error.
 func (a *lockActor) attempt(m *Acquire) (bool, time.Duration, error) {
+	held := int64(redisops.UnknownHoldCount)
+	if !m.SharedOwner {
+		held = 0
+		if h := a.holds[m.Owner]; h != nil {
+			held = h.count
+		}
+	}
 	sent := time.Now()
-	res, err := a.env.Ops.Acquire(a.redisContext(), a.name, m.Owner, m.Lease)
+	res, err := a.env.Ops.Acquire(a.redisContext(), a.name, m.Owner, m.Lease, held)
 	if err != nil {
 		a.log().Warn("acquire failed", "owner", m.Owner, "err", err)
 		return false, 0, err
@@ -209,19 +259,28 @@ func (a *lockActor) attempt(m *Acquire) (bool, time.Duration, error) {
 // acquisition is undone at once.
 func (a *lockActor) grant(m *Acquire, count, token int64, sent time.Time) {
 	h := a.holds[m.Owner]
+	if h != nil && count == 1 {
+		// A "re-entry" that starts a new hold: the old one lapsed in Redis, and someone else may
+		// have held the lock in between.
+		a.lose(m.Owner, "lease ran out before a re-entry")
+		h = nil
+	}
 	if h == nil {
-		h = &hold{done: make(chan struct{})}
+		h = newHold(sent.Add(m.Lease))
 		a.holds[m.Owner] = h
 		delete(a.lost, m.Owner)
 	}
 	h.count, h.token, h.lease = count, token, m.Lease
 	h.watchdog = h.watchdog || m.Watchdog
-	h.expires = sent.Add(m.Lease)
+	h.extend(sent, m.Lease)
 	if m.Ticket.deliver(Outcome{HoldCount: count, Token: token, Done: h.done, Lease: m.Lease}) {
 		return
 	}
-	// The caller left while we were obtaining the lock for it.
-	rel, err := a.env.Ops.Release(a.redisContext(), a.name, m.Owner, a.env.NewRequestID(), h.lease, nil)
+	// The caller left while we were obtaining the lock for it. The undo has its own deadline, because
+	// the caller may have left because the coordinator is closing.
+	ctx, cancel := context.WithTimeout(context.Background(), a.env.StopReleaseTimeout)
+	defer cancel()
+	rel, err := a.env.Ops.Release(ctx, a.name, m.Owner, a.env.NewRequestID(), h.lease, nil)
 	switch {
 	case errors.Is(err, redisops.ErrNotHeld):
 		a.lose(m.Owner, "lost before an abandoned acquisition was undone")
@@ -242,15 +301,12 @@ func (a *lockActor) grant(m *Acquire, count, token int64, sent time.Time) {
 // already holds the lock (a queued re-entry).
 func (a *lockActor) tryHead() {
 	for len(a.queue) > 0 {
-		m := a.queue[0]
-		if m.Ticket.Abandoned() {
-			a.queue = a.queue[1:]
-			continue
-		}
-		if _, holder := a.holds[m.Owner]; len(a.holds) > 0 && !holder {
+		i := a.nextInLine()
+		if i < 0 {
 			// Held by another local owner: its release or loss wakes the queue.
 			return
 		}
+		m := a.queue[i]
 		ok, ttl, err := a.attempt(m)
 		switch {
 		case err != nil:
@@ -260,8 +316,33 @@ func (a *lockActor) tryHead() {
 			a.armRetry(ttl)
 			return
 		}
-		a.queue = a.queue[1:]
+		a.queue = append(a.queue[:i:i], a.queue[i+1:]...)
 	}
+}
+
+// nextInLine drops abandoned waiters and returns the index of the waiter that may try Redis now: a
+// queued re-entry of a local holder first, else the head if no local owner holds the lock, else -1.
+func (a *lockActor) nextInLine() int {
+	live := a.queue[:0]
+	for _, m := range a.queue {
+		if !m.Ticket.Abandoned() {
+			live = append(live, m)
+		}
+	}
+	clear(a.queue[len(live):])
+	a.queue = live
+	if len(a.queue) == 0 {
+		return -1
+	}
+	if len(a.holds) == 0 {
+		return 0
+	}
+	for i, m := range a.queue {
+		if _, holder := a.holds[m.Owner]; holder {
+			return i
+		}
+	}
+	return -1
 }
 
 // armRetry sets the fallback wake-up of the head waiter: the holder's remaining lease, in case no
@@ -276,6 +357,10 @@ func (a *lockActor) armRetry(ttl time.Duration) {
 
 func (a *lockActor) onRelease(m *Release) {
 	h := a.holds[m.Owner]
+	if h != nil && h.ended() {
+		a.lose(m.Owner, "lease ran out")
+		h = nil
+	}
 	if _, lost := a.lost[m.Owner]; lost && h == nil {
 		delete(a.lost, m.Owner)
 		// Free what may be left of the hold in Redis at once, but the holder already learnt from
@@ -317,7 +402,7 @@ func (a *lockActor) onRelease(m *Release) {
 	if rel.Remaining > 0 {
 		if h != nil {
 			h.count = rel.Remaining
-			h.expires = sent.Add(lease)
+			h.extend(sent, lease)
 		}
 		m.Ticket.deliver(Outcome{HoldCount: rel.Remaining})
 		return
@@ -380,7 +465,7 @@ func (a *lockActor) onNotice(m *messages.Notice) {
 	if m.Payload != redisops.UnlockMessage && m.Payload != redisops.ReadUnlockMessage {
 		return
 	}
-	if len(a.holds) > 0 {
+	if len(a.holds) > 0 && !a.holdsGone() {
 		// A local owner holds the lock, so the notice is about an earlier hold; the local release
 		// will wake the queue.
 		return
@@ -388,11 +473,25 @@ func (a *lockActor) onNotice(m *messages.Notice) {
 	a.tryHead()
 }
 
+// holdsGone checks in Redis whether the local holds still exist, after a notice said the lock was
+// freed while we hold it: a force unlock, or a release through a shared owner id elsewhere. It loses
+// the holds that are gone and reports whether none is left.
+func (a *lockActor) holdsGone() bool {
+	for owner := range a.holds {
+		st, err := a.env.Ops.Status(a.redisContext(), a.name, owner)
+		if err == nil && st.HoldCount == 0 {
+			a.lose(owner, "freed by another client")
+		}
+	}
+	return len(a.holds) == 0
+}
+
 // drop ends a hold that was released.
 func (a *lockActor) drop(owner string) {
 	if h := a.holds[owner]; h != nil {
 		delete(a.holds, owner)
-		close(h.done)
+		h.deadline.Stop()
+		h.end()
 	}
 }
 
@@ -428,7 +527,7 @@ func (a *lockActor) expireHolds() {
 	now := time.Now()
 	lost := false
 	for owner, h := range a.holds {
-		if !now.Before(h.expires) {
+		if !now.Before(h.expires) || h.ended() {
 			a.lose(owner, "lease ran out")
 			lost = true
 		}
@@ -464,7 +563,7 @@ func (a *lockActor) renewAll() {
 		switch {
 		case err == nil:
 			h.lease = a.env.WatchdogTimeout
-			h.expires = sent.Add(a.env.WatchdogTimeout)
+			h.extend(sent, a.env.WatchdogTimeout)
 		case errors.Is(err, redisops.ErrNotHeld):
 			a.lose(owner, "renewal found the hold gone")
 			lost = true

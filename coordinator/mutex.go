@@ -20,11 +20,12 @@ import (
 // A Mutex is safe for concurrent use, but since the handle is one owner, concurrent Lock calls on it
 // all succeed as re-entries. Give each goroutine that must exclude the others its own handle.
 type Mutex struct {
-	c     *Coordinator
-	name  string
-	owner string
-	lease time.Duration
-	err   error
+	c      *Coordinator
+	name   string
+	owner  string
+	shared bool
+	lease  time.Duration
+	err    error
 
 	mu    sync.Mutex
 	token int64
@@ -42,7 +43,7 @@ func WithOwner(id string) MutexOption {
 		if id == "" && m.err == nil {
 			m.err = ErrEmptyOwner
 		}
-		m.owner = id
+		m.owner, m.shared = id, true
 	}
 }
 
@@ -167,7 +168,8 @@ func (m *Mutex) acquire(ctx context.Context, lease time.Duration, wait bool) (bo
 		return false, err
 	}
 	cmd := &actors.Acquire{
-		Name: m.name, Owner: m.owner, Lease: lease, Wait: wait, Ticket: actors.NewTicket(),
+		Name: m.name, Owner: m.owner, Lease: lease, Wait: wait, SharedOwner: m.shared,
+		Ticket: actors.NewTicket(),
 	}
 	if lease == 0 {
 		cmd.Lease, cmd.Watchdog = m.c.opts.watchdogTimeout, true

@@ -91,11 +91,11 @@ func WithMaxHandoffs(n int) Option {
 }
 
 // WithStopReleaseTimeout bounds how long Close spends releasing the locks still held. It must be
-// positive. The default is 2s.
+// positive and at most 5s. The default is 2s.
 func WithStopReleaseTimeout(d time.Duration) Option {
 	return func(o *options) error {
-		if d <= 0 {
-			return fmt.Errorf("%w: stop release timeout %v must be positive", ErrInvalidOption, d)
+		if d <= 0 || d > 5*time.Second {
+			return fmt.Errorf("%w: stop release timeout %v must be in (0, 5s]", ErrInvalidOption, d)
 		}
 		o.stopReleaseTimeout = d
 		return nil

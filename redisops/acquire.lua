@@ -3,8 +3,19 @@
 -- KEYS[2]  the fencing token counter redisson_lock_token:{N}
 -- ARGV[1]  lease in milliseconds
 -- ARGV[2]  owner id O
+-- ARGV[3]  the hold count O had before this acquisition as far as the caller knows, or -1 if unknown.
+--          When O's count is already above it, this call is a retry of one whose reply was lost:
+--          it answers without taking a second hold.
 -- Returns {1, holdCount, token} when O now holds the lock,
 -- or {0, pttl} when another owner holds it (pttl is -1 when the key has no expiry).
+local expected = tonumber(ARGV[3])
+if expected >= 0 then
+    local current = tonumber(redis.call('hget', KEYS[1], ARGV[2]) or '0')
+    if current > expected then
+        redis.call('pexpire', KEYS[1], ARGV[1])
+        return {1, current, tonumber(redis.call('get', KEYS[2]) or '0')}
+    end
+end
 if redis.call('exists', KEYS[1]) == 0 or redis.call('hexists', KEYS[1], ARGV[2]) == 1 then
     local count = redis.call('hincrby', KEYS[1], ARGV[2], 1)
     redis.call('pexpire', KEYS[1], ARGV[1])

@@ -74,10 +74,17 @@ type Acquired struct {
 	TTL time.Duration
 }
 
-// Acquire takes or re-enters the lock name for owner with the given lease.
-func (o *Ops) Acquire(ctx context.Context, name, owner string, lease time.Duration) (Acquired, error) {
+// UnknownHoldCount tells [Ops.Acquire] that the caller does not know the owner's hold count, as when an
+// owner id is shared across processes.
+const UnknownHoldCount = -1
+
+// Acquire takes or re-enters the lock name for owner with the given lease. held is the hold count the
+// owner had before this call as far as the caller knows, or [UnknownHoldCount]. With a known count the
+// call is retry-safe: when go-redis retries it after a lost reply, the retry finds the owner's count
+// already above held and takes no second hold.
+func (o *Ops) Acquire(ctx context.Context, name, owner string, lease time.Duration, held int64) (Acquired, error) {
 	vals, err := acquireScript.Run(ctx, o.client,
-		[]string{LockKey(name), TokenKey(name)}, millis(lease), owner).Int64Slice()
+		[]string{LockKey(name), TokenKey(name)}, millis(lease), owner, held).Int64Slice()
 	if err != nil {
 		return Acquired{}, fmt.Errorf("lockwarden: acquire %q: %w", name, err)
 	}

@@ -125,7 +125,7 @@ func expectNoMessage(t *testing.T, c *redis.Client, ps *redis.PubSub, channel st
 
 func mustAcquire(t *testing.T, ops *redisops.Ops, name, owner string, l time.Duration) redisops.Acquired {
 	t.Helper()
-	got, err := ops.Acquire(t.Context(), name, owner, l)
+	got, err := ops.Acquire(t.Context(), name, owner, l, redisops.UnknownHoldCount)
 	if err != nil {
 		t.Fatalf("Acquire(%q, %q): %v", name, owner, err)
 	}
@@ -261,7 +261,7 @@ func TestAcquire(t *testing.T) {
 	checkPTTL(t, c, redisops.LockKey(name), longLease)
 
 	// Another owner is refused and told the holder's remaining lease.
-	got, err := ops.Acquire(t.Context(), name, "B", lease)
+	got, err := ops.Acquire(t.Context(), name, "B", lease, redisops.UnknownHoldCount)
 	if err != nil {
 		t.Fatalf("Acquire by B: %v", err)
 	}
@@ -286,7 +286,7 @@ func TestAcquireNoExpiry(t *testing.T) {
 	if err := c.HSet(t.Context(), redisops.LockKey(name), "A", 1).Err(); err != nil {
 		t.Fatalf("HSET: %v", err)
 	}
-	got, err := ops.Acquire(t.Context(), name, "B", lease)
+	got, err := ops.Acquire(t.Context(), name, "B", lease, redisops.UnknownHoldCount)
 	if err != nil {
 		t.Fatalf("Acquire: %v", err)
 	}
@@ -660,5 +660,33 @@ func TestStatus(t *testing.T) {
 				t.Errorf("Status TTL: got %v, want about %v", got.TTL, tt.ttl)
 			}
 		})
+	}
+}
+
+// TestAcquireRetryIsIdempotent replays an acquire whose reply was lost: with the hold count the caller
+// knew, the replay must not take a second hold nor issue a second token.
+func TestAcquireRetryIsIdempotent(t *testing.T) {
+	t.Parallel()
+	client := redistest.Start(t).Client(t)
+	ops := redisops.New(client)
+	name := t.Name()
+	first, err := ops.Acquire(t.Context(), name, "A", time.Minute, 0)
+	if err != nil || !first.OK || first.HoldCount != 1 {
+		t.Fatalf("first acquire = %+v, %v", first, err)
+	}
+	replay, err := ops.Acquire(t.Context(), name, "A", time.Minute, 0)
+	if err != nil || !replay.OK || replay.HoldCount != 1 || replay.Token != first.Token {
+		t.Fatalf("replayed acquire = %+v, %v; want the first answer %+v", replay, err, first)
+	}
+	reentry, err := ops.Acquire(t.Context(), name, "A", time.Minute, 1)
+	if err != nil || reentry.HoldCount != 2 || reentry.Token != first.Token+1 {
+		t.Fatalf("re-entry = %+v, %v; want count 2, token %d", reentry, err, first.Token+1)
+	}
+	unknown, err := ops.Acquire(t.Context(), name, "A", time.Minute, redisops.UnknownHoldCount)
+	if err != nil || unknown.HoldCount != 3 {
+		t.Fatalf("acquire with unknown count = %+v, %v; want count 3", unknown, err)
+	}
+	if got, _ := client.HGet(t.Context(), name, "A").Result(); got != "3" {
+		t.Fatalf("HGET %s A = %q, want 3", name, got)
 	}
 }
