@@ -559,7 +559,11 @@ func (a *lockActor) renewAll() {
 			continue
 		}
 		sent := time.Now()
-		err := a.env.Ops.Renew(a.redisContext(), a.name, owner, a.env.WatchdogTimeout)
+		// A renewal that answers after the hold's expiry is worthless: bound it by that expiry (go-redis
+		// honours it when the client has ContextTimeoutEnabled).
+		ctx, cancel := context.WithDeadline(a.redisContext(), h.expires)
+		err := a.env.Ops.Renew(ctx, a.name, owner, a.env.WatchdogTimeout)
+		cancel()
 		switch {
 		case err == nil:
 			h.lease = a.env.WatchdogTimeout

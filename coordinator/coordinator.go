@@ -120,6 +120,10 @@ func (c *Coordinator) ID() string { return c.id }
 // stays in Redis until its lease runs out, which for a watchdog lock is at most the watchdog timeout,
 // since nothing renews it any more. Calls still waiting return [ErrClosed], and every later call on the
 // coordinator or its handles returns [ErrClosed].
+//
+// go-redis applies context deadlines to network reads only when the client has ContextTimeoutEnabled
+// set; without it, a call to an unreachable Redis blocks for the client's ReadTimeout, and Close may
+// take that long on top of the stop release timeout. Set ContextTimeoutEnabled for a bounded Close.
 func (c *Coordinator) Close() error {
 	c.closeOnce.Do(func() {
 		close(c.closed)

@@ -98,7 +98,9 @@ func (m *Mutex) usable(ctx context.Context) error {
 // Without [WithLease], the lock is taken for the watchdog timeout and the watchdog renews it for as
 // long as it is held; if the process dies, the lock frees itself within about the watchdog timeout.
 //
-// When ctx ends first, the error matches both [ErrNotObtained] and ctx.Err(), and nothing stays held.
+// When ctx ends first, the error matches both [ErrNotObtained] and ctx.Err(). Lock does not wait past
+// ctx: if the lock was being obtained for the call at that moment, the lock actor releases it right
+// after, so nothing stays held.
 // It returns [ErrClosed] when the coordinator closes, and a wrapped Redis error only if the lock could
 // not be asked for at all; while it waits, Redis errors are retried with backoff until ctx ends.
 func (m *Mutex) Lock(ctx context.Context) error {
