@@ -273,7 +273,7 @@ func (a *lockActor) grant(m *Acquire, count, token int64, sent time.Time) {
 	h.count, h.token, h.lease = count, token, m.Lease
 	h.watchdog = h.watchdog || m.Watchdog
 	h.extend(sent, m.Lease)
-	if m.Ticket.deliver(Outcome{HoldCount: count, Token: token, Done: h.done, Lease: m.Lease}) {
+	if m.Ticket.deliver(Outcome{HoldCount: count, Token: token, Done: h.done}) {
 		return
 	}
 	// The caller left while we were obtaining the lock for it. The undo has its own deadline, because
@@ -285,11 +285,11 @@ func (a *lockActor) grant(m *Acquire, count, token int64, sent time.Time) {
 	case errors.Is(err, redisops.ErrNotHeld):
 		a.lose(m.Owner, "lost before an abandoned acquisition was undone")
 	case err != nil:
+		// Redis may still count the abandoned hold, so the local count can no longer be trusted: give
+		// the whole hold up (Done closes, the watchdog stops) and let its lease expire in Redis, rather
+		// than renew a hold that one Unlock too few would leave behind.
 		a.log().Warn("undoing an abandoned acquisition failed; the lease will expire", "owner", m.Owner, "err", err)
-		h.count--
-		if h.count <= 0 {
-			a.drop(m.Owner)
-		}
+		a.lose(m.Owner, "undo of an abandoned acquisition failed")
 	case rel.Remaining == 0:
 		a.drop(m.Owner)
 	default:

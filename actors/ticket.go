@@ -2,7 +2,6 @@ package actors
 
 import (
 	"sync/atomic"
-	"time"
 
 	"github.com/lockwarden/lockwarden/messages"
 )
@@ -19,8 +18,6 @@ type Outcome struct {
 	Token int64
 	// Done is closed when the hold ends (acquire only).
 	Done <-chan struct{}
-	// Lease is the lease applied in Redis (acquire only).
-	Lease time.Duration
 	// Deleted reports whether a force unlock deleted a lock.
 	Deleted bool
 }

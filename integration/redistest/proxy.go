@@ -105,12 +105,6 @@ func (px *Proxy) Addr() string {
 	return px.addr
 }
 
-// Cut is [Proxy.Disable]: it refuses new connections and drops the existing
-// ones. [Proxy.Enable] undoes it.
-func (px *Proxy) Cut() {
-	px.Disable()
-}
-
 // Disable stops the proxy: its listener is closed, so new connections are
 // refused, and every connection through it is closed, so clients see EOF or
 // a reset; data the proxy was holding back is lost. Disabling a disabled

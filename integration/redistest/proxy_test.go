@@ -104,7 +104,7 @@ func TestProxyDisableDropsConnections(t *testing.T) {
 	defer conn.Close()
 	rawPing(t, conn)
 
-	px.Cut()
+	px.Disable()
 	_ = conn.SetReadDeadline(time.Now().Add(5 * time.Second))
 	if _, err := conn.Read(make([]byte, 1)); err == nil || isTimeout(err) {
 		t.Fatalf("reading from a connection through a disabled proxy: err = %v; want EOF or reset", err)
