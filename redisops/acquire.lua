@@ -9,17 +9,16 @@
 -- Returns {1, holdCount, token} when O now holds the lock,
 -- or {0, pttl} when another owner holds it (pttl is -1 when the key has no expiry).
 local expected = tonumber(ARGV[3])
-if expected >= 0 then
-    local current = tonumber(redis.call('hget', KEYS[1], ARGV[2]) or '0')
-    if current > expected then
+local current = redis.call('hget', KEYS[1], ARGV[2])
+if current then
+    current = tonumber(current)
+    if expected >= 0 and current > expected then
         redis.call('pexpire', KEYS[1], ARGV[1])
         return {1, current, tonumber(redis.call('get', KEYS[2]) or '0')}
     end
+elseif redis.call('exists', KEYS[1]) == 1 then
+    return {0, redis.call('pttl', KEYS[1])}
 end
-if redis.call('exists', KEYS[1]) == 0 or redis.call('hexists', KEYS[1], ARGV[2]) == 1 then
-    local count = redis.call('hincrby', KEYS[1], ARGV[2], 1)
-    redis.call('pexpire', KEYS[1], ARGV[1])
-    local token = redis.call('incr', KEYS[2])
-    return {1, count, token}
-end
-return {0, redis.call('pttl', KEYS[1])}
+local count = redis.call('hincrby', KEYS[1], ARGV[2], 1)
+redis.call('pexpire', KEYS[1], ARGV[1])
+return {1, count, redis.call('incr', KEYS[2])}

@@ -22,12 +22,14 @@ if latched then
     local sep = string.find(latched, ':', 1, true)
     return {tonumber(string.sub(latched, 1, sep - 1)), tonumber(string.sub(latched, sep + 1))}
 end
-if redis.call('hexists', KEYS[1], ARGV[2]) == 0 then
+local held = redis.call('hget', KEYS[1], ARGV[2])
+if not held then
     return {-1, 0}
 end
-local remaining = redis.call('hincrby', KEYS[1], ARGV[2], -1)
+local remaining = tonumber(held) - 1
 local token = 0
 if remaining > 0 then
+    redis.call('hincrby', KEYS[1], ARGV[2], -1)
     redis.call('pexpire', KEYS[1], ARGV[1])
 elseif ARGV[6] ~= '' and (ARGV[8] ~= '1' or tonumber(redis.call('pubsub',
         ARGV[5] == 'spublish' and 'shardnumsub' or 'numsub', KEYS[2])[2]) <= 1) then
