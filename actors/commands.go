@@ -6,14 +6,51 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 )
 
-// Routed is a command for the actor of one lock name; the guardian routes it by LockName.
+// Kind is the kind of lock a command is about.
+type Kind uint8
+
+const (
+	// KindPlain is the reentrant lock (Redisson's RLock).
+	KindPlain Kind = iota
+	// KindFair is the fair lock (Redisson's RFairLock).
+	KindFair
+	// KindRead is the read side of a read-write lock (Redisson's RReadWriteLock).
+	KindRead
+	// KindWrite is the write side of a read-write lock.
+	KindWrite
+)
+
+// family is the set of kinds that one lock actor serves for a name: both sides of a read-write lock
+// share an actor, so that it can order local readers and writers.
+type family uint8
+
+const (
+	familyPlain family = iota
+	familyFair
+	familyRW
+)
+
+func (k Kind) family() family {
+	switch k {
+	case KindFair:
+		return familyFair
+	case KindRead, KindWrite:
+		return familyRW
+	default:
+		return familyPlain
+	}
+}
+
+// Routed is a command for the actor of one lock name and kind; the guardian routes it by both.
 type Routed interface {
 	LockName() string
+	LockKind() Kind
 }
 
 // Acquire asks for one hold of the lock Name for Owner.
 type Acquire struct {
 	Name  string
+	Kind  Kind
 	Owner string
 	// Lease is the lease in Redis. With Watchdog set it is the watchdog timeout and the hold is
 	// renewed for as long as it lasts.
@@ -25,12 +62,16 @@ type Acquire struct {
 	// SharedOwner marks an owner id that other coordinators may use too, so the local hold count is
 	// not authoritative.
 	SharedOwner bool
-	Ticket      *Ticket
+	// WaitWindow is how long a fair-lock waiter keeps its place in the Redis queue without trying
+	// again before other clients purge it as gone. Fair locks only.
+	WaitWindow time.Duration
+	Ticket     *Ticket
 }
 
 // Release drops one hold of the lock Name by Owner.
 type Release struct {
 	Name   string
+	Kind   Kind
 	Owner  string
 	Ticket *Ticket
 }
@@ -38,32 +79,49 @@ type Release struct {
 // ForceUnlock frees the lock Name whoever holds it.
 type ForceUnlock struct {
 	Name   string
+	Kind   Kind
 	Ticket *Ticket
 }
 
-// Abandon tells the actor that the caller of Ticket gave up, so a queued waiter can leave the queue.
+// Abandon tells the actor that the caller of Ticket gave up, so a queued waiter can leave the queue
+// (and, for a fair lock, its place in the Redis queue). Ack, when not nil, is delivered once the
+// actor has done so.
 type Abandon struct {
 	Name   string
+	Kind   Kind
 	Ticket *Ticket
+	Ack    *Ticket
 }
 
 // LockName implements Routed.
 func (m *Acquire) LockName() string { return m.Name }
 
+// LockKind implements Routed.
+func (m *Acquire) LockKind() Kind { return m.Kind }
+
 // LockName implements Routed.
 func (m *Release) LockName() string { return m.Name }
+
+// LockKind implements Routed.
+func (m *Release) LockKind() Kind { return m.Kind }
 
 // LockName implements Routed.
 func (m *ForceUnlock) LockName() string { return m.Name }
 
+// LockKind implements Routed.
+func (m *ForceUnlock) LockKind() Kind { return m.Kind }
+
 // LockName implements Routed.
 func (m *Abandon) LockName() string { return m.Name }
+
+// LockKind implements Routed.
+func (m *Abandon) LockKind() Kind { return m.Kind }
 
 // idle is sent by a lock actor to the guardian when it has had no holders and no waiters for the idle
 // period. routed is the number of commands it has received, so the guardian can tell whether more are
 // on their way.
 type idle struct {
-	name   string
+	key    string
 	pid    *actor.PID
 	routed uint64
 }

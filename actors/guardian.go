@@ -29,26 +29,33 @@ func NewGuardianProps(env *Env) *actor.Props {
 func (g *Guardian) Receive(ctx actor.Context) {
 	switch m := ctx.Message().(type) {
 	case Routed:
-		name := m.LockName()
-		c := g.children[name]
+		name, fam := m.LockName(), m.LockKind().family()
+		key := routeKey(fam, name)
+		c := g.children[key]
 		if c == nil {
 			env := g.env
 			var opts []actor.PropsOption
 			if env.Dispatcher != nil {
 				opts = append(opts, actor.WithDispatcher(env.Dispatcher))
 			}
-			pid := ctx.Spawn(actor.PropsFromProducer(func() actor.Actor { return newLockActor(name, env) }, opts...))
+			pid := ctx.Spawn(actor.PropsFromProducer(func() actor.Actor { return newLockActor(name, key, fam, env) }, opts...))
 			c = &child{pid: pid}
-			g.children[name] = c
+			g.children[key] = c
 		}
 		c.routed++
 		ctx.Send(c.pid, m)
 	case *idle:
 		// Stop the actor only if no command is on its way to it: every command it was sent, it has
 		// received, and it was idle after the last one.
-		if c := g.children[m.name]; c != nil && c.pid.Equal(m.pid) && c.routed == m.routed {
-			delete(g.children, m.name)
+		if c := g.children[m.key]; c != nil && c.pid.Equal(m.pid) && c.routed == m.routed {
+			delete(g.children, m.key)
 			ctx.Stop(c.pid)
 		}
 	}
+}
+
+// routeKey names the actor of one family of locks on name: a plain, a fair and a read-write lock on
+// the same name have an actor each.
+func routeKey(f family, name string) string {
+	return string([]byte{'0' + byte(f), ':'}) + name
 }

@@ -15,6 +15,12 @@ import (
 	"github.com/lockwarden/lockwarden/redisops"
 )
 
+// holdKey names one local owner's hold of one kind: on a read-write lock an owner may hold both sides.
+type holdKey struct {
+	owner string
+	kind  Kind
+}
+
 // hold is one local owner's hold on the lock.
 type hold struct {
 	count    int64
@@ -56,25 +62,28 @@ func (h *hold) ended() bool {
 	}
 }
 
-// lockActor serialises everything about one lock name in one coordinator.
+// lockActor serialises everything about one lock name of one family (plain, fair or read-write) in
+// one coordinator.
 type lockActor struct {
 	name    string
-	channel string
+	key     string
+	family  family
+	proto   protocol
 	env     *Env
 	self    *actor.PID
 	parent  *actor.PID
 	root    *actor.RootContext
 	sched   *scheduler.TimerScheduler
 
-	holds map[string]*hold
+	holds map[holdKey]*hold
 	// lost holds the owners whose last hold was lost, so that their Unlock answers "not held" even
 	// when the local lease estimate ran out a moment before Redis expired the key.
-	lost  map[string]struct{}
+	lost  map[holdKey]struct{}
 	queue []*Acquire
 	// handoffs counts local handoffs in a row.
 	handoffs int
-	// subscribed reports whether the bridge forwards this lock's channel to us.
-	subscribed bool
+	// subs is the set of channels the bridge forwards to us.
+	subs map[string]struct{}
 	// routed counts the commands received from the guardian.
 	routed uint64
 
@@ -86,13 +95,16 @@ type lockActor struct {
 	backoff  backoff.BackOff
 }
 
-func newLockActor(name string, env *Env) *lockActor {
+func newLockActor(name, key string, f family, env *Env) *lockActor {
 	return &lockActor{
 		name:    name,
-		channel: redisops.ChannelName(name),
+		key:     key,
+		family:  f,
+		proto:   newProtocol(f, name, env.Ops),
 		env:     env,
-		holds:   make(map[string]*hold),
-		lost:    make(map[string]struct{}),
+		holds:   make(map[holdKey]*hold),
+		lost:    make(map[holdKey]struct{}),
+		subs:    make(map[string]struct{}),
 		backoff: env.NewBackOff(),
 	}
 }
@@ -117,7 +129,7 @@ func (a *lockActor) Receive(ctx actor.Context) {
 		a.routed++
 		a.onAbandon(m)
 	case *messages.Subscribed:
-		if a.subscribed {
+		if _, ok := a.subs[m.Channel]; ok {
 			a.tryHead()
 		}
 	case *messages.Notice:
@@ -137,7 +149,7 @@ func (a *lockActor) Receive(ctx actor.Context) {
 		}
 	case idleTick:
 		if a.idle.current(m.gen) && a.isIdle() {
-			ctx.Send(a.parent, &idle{name: a.name, pid: a.self, routed: a.routed})
+			ctx.Send(a.parent, &idle{key: a.key, pid: a.self, routed: a.routed})
 		}
 	case *actor.Stopping:
 		a.shutdown()
@@ -154,15 +166,7 @@ func (a *lockActor) isIdle() bool { return len(a.holds) == 0 && len(a.queue) == 
 
 // afterMessage keeps the subscription, the timers and the idle clock in line with the state.
 func (a *lockActor) afterMessage() {
-	// Subscribe as soon as someone waits, and stay subscribed until the actor is idle, so that busy
-	// locks don't subscribe and unsubscribe on every handoff.
-	if len(a.queue) > 0 && !a.subscribed {
-		a.subscribed = true
-		a.root.Send(a.env.Bridge, &messages.Subscribe{Channel: a.channel, Subscriber: a.self})
-	} else if a.isIdle() && a.subscribed {
-		a.subscribed = false
-		a.root.Send(a.env.Bridge, &messages.Unsubscribe{Channel: a.channel, Subscriber: a.self})
-	}
+	a.syncSubscriptions()
 	switch {
 	case len(a.queue) == 0:
 		a.retry.stop()
@@ -181,6 +185,36 @@ func (a *lockActor) afterMessage() {
 	}
 }
 
+// syncSubscriptions subscribes the channels on which the waiters are woken. The channel of a plain or
+// read-write lock is subscribed as soon as someone waits and stays subscribed until the actor is idle,
+// so that busy locks don't subscribe and unsubscribe on every handoff. A fair lock has a channel per
+// waiting owner, subscribed while that owner waits.
+func (a *lockActor) syncSubscriptions() {
+	want := make(map[string]struct{}, len(a.queue))
+	for _, m := range a.queue {
+		if !m.Ticket.Abandoned() {
+			want[a.proto.channel(m)] = struct{}{}
+		}
+	}
+	if a.family != familyFair && !a.isIdle() {
+		for ch := range a.subs {
+			want[ch] = struct{}{}
+		}
+	}
+	for ch := range want {
+		if _, ok := a.subs[ch]; !ok {
+			a.subs[ch] = struct{}{}
+			a.root.Send(a.env.Bridge, &messages.Subscribe{Channel: ch, Subscriber: a.self})
+		}
+	}
+	for ch := range a.subs {
+		if _, ok := want[ch]; !ok {
+			delete(a.subs, ch)
+			a.root.Send(a.env.Bridge, &messages.Unsubscribe{Channel: ch, Subscriber: a.self})
+		}
+	}
+}
+
 // redisContext bounds a Redis call by the coordinator's lifetime.
 func (a *lockActor) redisContext() context.Context { return a.env.Context }
 
@@ -188,30 +222,45 @@ func (a *lockActor) onAcquire(m *Acquire) {
 	if m.Ticket.Abandoned() {
 		return
 	}
-	if h := a.holds[m.Owner]; h != nil && h.ended() {
-		a.lose(m.Owner, "lease ran out")
+	k := holdKey{m.Owner, m.Kind}
+	if h := a.holds[k]; h != nil && h.ended() {
+		a.lose(k, "lease ran out")
 	}
-	_, reentry := a.holds[m.Owner]
+	if a.isUpgrade(m) {
+		m.Ticket.deliver(Outcome{Reason: messages.ReasonUpgrade})
+		return
+	}
+	_, reentry := a.holds[k]
+	// A fair waiter takes its place in the Redis queue on arrival, even behind local waiters, so that
+	// the order across processes is the order of arrival.
+	fairWaiter := a.family == familyFair && m.Wait
 	switch {
-	case reentry || (len(a.queue) == 0 && len(a.holds) == 0):
+	case reentry || (len(a.queue) == 0 && a.compatible(m)) || fairWaiter:
 		ok, ttl, err := a.attempt(m)
 		if ok {
 			return
 		}
-		if err != nil && !m.Wait {
-			m.Ticket.deliver(Outcome{Reason: messages.ReasonRedis, Err: err})
+		if err != nil && (!m.Wait || isUpgrade(err)) {
+			reason := messages.ReasonRedis
+			if isUpgrade(err) {
+				reason = messages.ReasonUpgrade
+			}
+			m.Ticket.deliver(Outcome{Reason: reason, Err: err})
 			return
 		}
 		if !m.Wait {
 			m.Ticket.deliver(Outcome{Reason: messages.ReasonNotObtained})
 			return
 		}
-		if _, holder := a.holds[m.Owner]; holder {
+		if reentry {
 			// A re-entry that failed on a Redis error goes first: it must not wait behind waiters
 			// that wait for this very owner.
 			a.queue = append([]*Acquire{m}, a.queue...)
 		} else {
 			a.queue = append(a.queue, m)
+		}
+		if a.retry.armed() && len(a.queue) > 1 {
+			return
 		}
 		if err != nil {
 			a.armRetry(a.backoff.NextBackOff())
@@ -227,27 +276,56 @@ func (a *lockActor) onAcquire(m *Acquire) {
 	}
 }
 
+// isUpgrade reports whether m asks for the write side of a read-write lock while its owner holds only
+// read holds: Redisson would wait forever for itself; we refuse.
+func (a *lockActor) isUpgrade(m *Acquire) bool {
+	if m.Kind != KindWrite {
+		return false
+	}
+	_, reads := a.holds[holdKey{m.Owner, KindRead}]
+	_, writes := a.holds[holdKey{m.Owner, KindWrite}]
+	return reads && !writes
+}
+
+// compatible reports whether m could be granted next to the local holds of other owners: never for a
+// plain or fair lock; for a read-write lock, readers share with readers. Holds of m's own owner never
+// stand in its way (re-entry, or a writer taking read holds).
+func (a *lockActor) compatible(m *Acquire) bool {
+	for k := range a.holds {
+		if k.owner == m.Owner {
+			continue
+		}
+		if a.family != familyRW || m.Kind == KindWrite || k.kind == KindWrite {
+			return false
+		}
+	}
+	return true
+}
+
 // attempt runs the acquire script for m and grants the lock on success. It reports whether it
 // succeeded, the holder's remaining lease when the lock is taken, and any Redis error.
 func (a *lockActor) attempt(m *Acquire) (bool, time.Duration, error) {
+	k := holdKey{m.Owner, m.Kind}
 	held := int64(redisops.UnknownHoldCount)
 	if !m.SharedOwner {
 		held = 0
-		if h := a.holds[m.Owner]; h != nil {
+		if h := a.holds[k]; h != nil {
 			held = h.count
 		}
 	}
 	sent := time.Now()
-	res, err := a.env.Ops.Acquire(a.redisContext(), a.name, m.Owner, m.Lease, held)
+	res, err := a.proto.acquire(a.redisContext(), m, held, m.Wait)
 	if err != nil {
-		a.log().Warn("acquire failed", "owner", m.Owner, "err", err)
+		if !isUpgrade(err) {
+			a.log().Warn("acquire failed", "owner", m.Owner, "err", err)
+		}
 		return false, 0, err
 	}
 	a.backoff.Reset()
 	if !res.OK {
-		if _, had := a.holds[m.Owner]; had {
+		if _, had := a.holds[k]; had {
 			// A re-entry found the lock taken by someone else: our hold was lost.
-			a.lose(m.Owner, "taken by another owner")
+			a.lose(k, "taken by another owner")
 		}
 		return false, res.TTL, nil
 	}
@@ -258,17 +336,18 @@ func (a *lockActor) attempt(m *Acquire) (bool, time.Duration, error) {
 // grant records a successful acquisition and answers the caller. If the caller already gave up, the
 // acquisition is undone at once.
 func (a *lockActor) grant(m *Acquire, count, token int64, sent time.Time) {
-	h := a.holds[m.Owner]
+	k := holdKey{m.Owner, m.Kind}
+	h := a.holds[k]
 	if h != nil && count == 1 {
 		// A "re-entry" that starts a new hold: the old one lapsed in Redis, and someone else may
 		// have held the lock in between.
-		a.lose(m.Owner, "lease ran out before a re-entry")
+		a.lose(k, "lease ran out before a re-entry")
 		h = nil
 	}
 	if h == nil {
 		h = newHold(sent.Add(m.Lease))
-		a.holds[m.Owner] = h
-		delete(a.lost, m.Owner)
+		a.holds[k] = h
+		delete(a.lost, k)
 	}
 	h.count, h.token, h.lease = count, token, m.Lease
 	h.watchdog = h.watchdog || m.Watchdog
@@ -280,18 +359,18 @@ func (a *lockActor) grant(m *Acquire, count, token int64, sent time.Time) {
 	// the caller may have left because the coordinator is closing.
 	ctx, cancel := context.WithTimeout(context.Background(), a.env.StopReleaseTimeout)
 	defer cancel()
-	rel, err := a.env.Ops.Release(ctx, a.name, m.Owner, a.env.NewRequestID(), h.lease, nil)
+	rel, err := a.proto.release(ctx, k, a.env.NewRequestID(), h.lease, nil)
 	switch {
 	case errors.Is(err, redisops.ErrNotHeld):
-		a.lose(m.Owner, "lost before an abandoned acquisition was undone")
+		a.lose(k, "lost before an abandoned acquisition was undone")
 	case err != nil:
 		// Redis may still count the abandoned hold, so the local count can no longer be trusted: give
 		// the whole hold up (Done closes, the watchdog stops) and let its lease expire in Redis, rather
 		// than renew a hold that one Unlock too few would leave behind.
 		a.log().Warn("undoing an abandoned acquisition failed; the lease will expire", "owner", m.Owner, "err", err)
-		a.lose(m.Owner, "undo of an abandoned acquisition failed")
+		a.lose(k, "undo of an abandoned acquisition failed")
 	case rel.Remaining == 0:
-		a.drop(m.Owner)
+		a.drop(k)
 	default:
 		h.count = rel.Remaining
 	}
@@ -309,6 +388,8 @@ func (a *lockActor) tryHead() {
 		m := a.queue[i]
 		ok, ttl, err := a.attempt(m)
 		switch {
+		case isUpgrade(err):
+			m.Ticket.deliver(Outcome{Reason: messages.ReasonUpgrade, Err: err})
 		case err != nil:
 			a.armRetry(a.backoff.NextBackOff())
 			return
@@ -334,13 +415,13 @@ func (a *lockActor) nextInLine() int {
 	if len(a.queue) == 0 {
 		return -1
 	}
-	if len(a.holds) == 0 {
-		return 0
-	}
 	for i, m := range a.queue {
-		if _, holder := a.holds[m.Owner]; holder {
+		if _, holder := a.holds[holdKey{m.Owner, m.Kind}]; holder {
 			return i
 		}
+	}
+	if a.compatible(a.queue[0]) {
+		return 0
 	}
 	return -1
 }
@@ -356,16 +437,17 @@ func (a *lockActor) armRetry(ttl time.Duration) {
 }
 
 func (a *lockActor) onRelease(m *Release) {
-	h := a.holds[m.Owner]
+	k := holdKey{m.Owner, m.Kind}
+	h := a.holds[k]
 	if h != nil && h.ended() {
-		a.lose(m.Owner, "lease ran out")
+		a.lose(k, "lease ran out")
 		h = nil
 	}
-	if _, lost := a.lost[m.Owner]; lost && h == nil {
-		delete(a.lost, m.Owner)
+	if _, lost := a.lost[k]; lost && h == nil {
+		delete(a.lost, k)
 		// Free what may be left of the hold in Redis at once, but the holder already learnt from
 		// Done that its hold ended: it does not hold the lock.
-		if _, err := a.env.Ops.Release(a.redisContext(), a.name, m.Owner, a.env.NewRequestID(), a.env.WatchdogTimeout, nil); err != nil && !errors.Is(err, redisops.ErrNotHeld) {
+		if _, err := a.proto.release(a.redisContext(), k, a.env.NewRequestID(), a.env.WatchdogTimeout, nil); err != nil && !errors.Is(err, redisops.ErrNotHeld) {
 			a.log().Warn("release of a lost hold failed; its lease will expire", "owner", m.Owner, "err", err)
 		}
 		m.Ticket.deliver(Outcome{Reason: messages.ReasonNotHeld})
@@ -376,7 +458,7 @@ func (a *lockActor) onRelease(m *Release) {
 	var nextCmd *Acquire
 	if h != nil {
 		lease = h.lease
-		if h.count == 1 {
+		if h.count == 1 && a.family == familyPlain {
 			nextCmd = a.handoffCandidate(m.Owner)
 		}
 	}
@@ -386,11 +468,11 @@ func (a *lockActor) onRelease(m *Release) {
 		}
 	}
 	sent := time.Now()
-	rel, err := a.env.Ops.Release(a.redisContext(), a.name, m.Owner, a.env.NewRequestID(), lease, next)
+	rel, err := a.proto.release(a.redisContext(), k, a.env.NewRequestID(), lease, next)
 	switch {
 	case errors.Is(err, redisops.ErrNotHeld):
 		if h != nil {
-			a.lose(m.Owner, "release found the hold gone")
+			a.lose(k, "release found the hold gone")
 			a.tryHead()
 		}
 		m.Ticket.deliver(Outcome{Reason: messages.ReasonNotHeld})
@@ -408,13 +490,18 @@ func (a *lockActor) onRelease(m *Release) {
 		return
 	}
 	if h != nil {
-		a.drop(m.Owner)
+		a.drop(k)
 	}
 	if !rel.HandedOff {
 		// The unlock notice, our own included, wakes the head waiter, so that waiters in other
-		// processes race on equal terms.
+		// processes race on equal terms. A read-write lock lets local waiters that were only kept out
+		// by the released hold (writers behind local readers) try now; a fair lock lets its local
+		// head try, which is quicker than the notice when that head is next in Redis.
 		a.handoffs = 0
 		m.Ticket.deliver(Outcome{})
+		if a.family != familyPlain {
+			a.tryHead()
+		}
 		return
 	}
 	a.handoffs++
@@ -440,24 +527,50 @@ func (a *lockActor) handoffCandidate(owner string) *Acquire {
 }
 
 func (a *lockActor) onForceUnlock(m *ForceUnlock) {
-	deleted, err := a.env.Ops.ForceUnlock(a.redisContext(), a.name)
+	deleted, err := a.proto.forceUnlock(a.redisContext(), m.Kind)
 	if err != nil {
 		m.Ticket.deliver(Outcome{Reason: messages.ReasonRedis, Err: err})
 		return
 	}
-	for owner := range a.holds {
-		a.lose(owner, "force-unlocked")
+	// A read-write lock is only force-unlocked in the mode asked for; every other lock is gone.
+	if deleted || a.family != familyRW {
+		for k := range a.holds {
+			if a.family != familyRW || deleted {
+				a.lose(k, "force-unlocked")
+			}
+		}
 	}
 	m.Ticket.deliver(Outcome{Deleted: deleted})
 	a.tryHead()
 }
 
 func (a *lockActor) onAbandon(m *Abandon) {
+	defer func() {
+		if m.Ack != nil {
+			m.Ack.deliver(Outcome{})
+		}
+	}()
+	var gone *Acquire
 	for i, w := range a.queue {
 		if w.Ticket == m.Ticket {
+			gone = w
 			a.queue = append(a.queue[:i:i], a.queue[i+1:]...)
-			return
+			break
 		}
+	}
+	if a.family != familyFair || gone == nil {
+		return
+	}
+	for _, w := range a.queue {
+		if w.Owner == gone.Owner && !w.Ticket.Abandoned() {
+			return // the owner still waits through another call
+		}
+	}
+	if _, holds := a.holds[holdKey{gone.Owner, gone.Kind}]; holds {
+		return
+	}
+	if err := a.proto.leave(a.redisContext(), gone); err != nil {
+		a.log().Warn("leaving the fair queue failed; the place lapses after the wait window", "owner", gone.Owner, "err", err)
 	}
 }
 
@@ -465,10 +578,38 @@ func (a *lockActor) onNotice(m *messages.Notice) {
 	if m.Payload != redisops.UnlockMessage && m.Payload != redisops.ReadUnlockMessage {
 		return
 	}
+	if _, ok := a.subs[m.Channel]; !ok {
+		return
+	}
+	if a.family == familyRW {
+		// Readers of other processes come and go while we hold: whether a local waiter may try is
+		// decided by the local holds (nextInLine), and lost holds by the watchdog.
+		a.tryHead()
+		return
+	}
 	if len(a.holds) > 0 && !a.holdsGone() {
 		// A local owner holds the lock, so the notice is about an earlier hold; the local release
 		// will wake the queue.
 		return
+	}
+	if a.family == familyFair {
+		// The notice names the waiter at the head of the Redis queue, which need not be the local
+		// head (a local waiter whose place lapsed queued again at the tail).
+		for i, w := range a.queue {
+			if w.Ticket.Abandoned() || a.proto.channel(w) != m.Channel {
+				continue
+			}
+			ok, ttl, err := a.attempt(w)
+			switch {
+			case ok:
+				a.queue = append(a.queue[:i:i], a.queue[i+1:]...)
+			case err != nil:
+				a.armRetry(a.backoff.NextBackOff())
+			default:
+				a.armRetry(ttl)
+			}
+			return
+		}
 	}
 	a.tryHead()
 }
@@ -477,30 +618,29 @@ func (a *lockActor) onNotice(m *messages.Notice) {
 // freed while we hold it: a force unlock, or a release through a shared owner id elsewhere. It loses
 // the holds that are gone and reports whether none is left.
 func (a *lockActor) holdsGone() bool {
-	for owner := range a.holds {
-		st, err := a.env.Ops.Status(a.redisContext(), a.name, owner)
-		if err == nil && st.HoldCount == 0 {
-			a.lose(owner, "freed by another client")
+	for k := range a.holds {
+		if n, err := a.proto.holdCount(a.redisContext(), k); err == nil && n == 0 {
+			a.lose(k, "freed by another client")
 		}
 	}
 	return len(a.holds) == 0
 }
 
 // drop ends a hold that was released.
-func (a *lockActor) drop(owner string) {
-	if h := a.holds[owner]; h != nil {
-		delete(a.holds, owner)
+func (a *lockActor) drop(k holdKey) {
+	if h := a.holds[k]; h != nil {
+		delete(a.holds, k)
 		h.deadline.Stop()
 		h.end()
 	}
 }
 
 // lose ends a hold that was lost, and says so.
-func (a *lockActor) lose(owner, why string) {
-	if _, ok := a.holds[owner]; ok {
-		a.log().Warn("lock lost", "owner", owner, "reason", why)
-		a.drop(owner)
-		a.lost[owner] = struct{}{}
+func (a *lockActor) lose(k holdKey, why string) {
+	if _, ok := a.holds[k]; ok {
+		a.log().Warn("lock lost", "owner", k.owner, "reason", why)
+		a.drop(k)
+		a.lost[k] = struct{}{}
 	}
 }
 
@@ -526,9 +666,9 @@ func (a *lockActor) armExpiry() {
 func (a *lockActor) expireHolds() {
 	now := time.Now()
 	lost := false
-	for owner, h := range a.holds {
+	for k, h := range a.holds {
 		if !now.Before(h.expires) || h.ended() {
-			a.lose(owner, "lease ran out")
+			a.lose(k, "lease ran out")
 			lost = true
 		}
 	}
@@ -554,7 +694,7 @@ func (a *lockActor) armWatchdog() {
 // expiry timer declares the loss if the lease runs out first.
 func (a *lockActor) renewAll() {
 	lost := false
-	for owner, h := range a.holds {
+	for k, h := range a.holds {
 		if !h.watchdog {
 			continue
 		}
@@ -562,17 +702,17 @@ func (a *lockActor) renewAll() {
 		// A renewal that answers after the hold's expiry is worthless: bound it by that expiry (go-redis
 		// honours it when the client has ContextTimeoutEnabled).
 		ctx, cancel := context.WithDeadline(a.redisContext(), h.expires)
-		err := a.env.Ops.Renew(ctx, a.name, owner, a.env.WatchdogTimeout)
+		err := a.proto.renew(ctx, k, a.env.WatchdogTimeout)
 		cancel()
 		switch {
 		case err == nil:
 			h.lease = a.env.WatchdogTimeout
 			h.extend(sent, a.env.WatchdogTimeout)
 		case errors.Is(err, redisops.ErrNotHeld):
-			a.lose(owner, "renewal found the hold gone")
+			a.lose(k, "renewal found the hold gone")
 			lost = true
 		default:
-			a.log().Warn("renewal failed; retrying on the next tick", "owner", owner, "err", err)
+			a.log().Warn("renewal failed; retrying on the next tick", "owner", k.owner, "err", err)
 		}
 	}
 	if lost {
@@ -587,25 +727,27 @@ func (a *lockActor) shutdown() {
 	a.expiry.stop()
 	a.idle.stop()
 	a.watchdog.stop()
-	for _, m := range a.queue {
-		m.Ticket.deliver(Outcome{Reason: messages.ReasonClosed})
-	}
-	a.queue = nil
-	if len(a.holds) == 0 {
-		return
-	}
 	ctx, cancel := context.WithTimeout(context.Background(), a.env.StopReleaseTimeout)
 	defer cancel()
-	for owner, h := range a.holds {
+	for _, m := range a.queue {
+		m.Ticket.deliver(Outcome{Reason: messages.ReasonClosed})
+		// A fair waiter gives its place back, so that it doesn't hold up other processes for the
+		// wait window.
+		if err := a.proto.leave(ctx, m); err != nil {
+			a.log().Warn("leaving the fair queue at close failed", "owner", m.Owner, "err", err)
+		}
+	}
+	a.queue = nil
+	for k, h := range a.holds {
 		for n := h.count; n > 0; n-- {
-			rel, err := a.env.Ops.Release(ctx, a.name, owner, a.env.NewRequestID(), h.lease, nil)
+			rel, err := a.proto.release(ctx, k, a.env.NewRequestID(), h.lease, nil)
 			if err != nil || rel.Remaining == 0 {
 				if err != nil && !errors.Is(err, redisops.ErrNotHeld) {
-					a.log().Warn("release at close failed; the lease will expire", "owner", owner, "err", err)
+					a.log().Warn("release at close failed; the lease will expire", "owner", k.owner, "err", err)
 				}
 				break
 			}
 		}
-		a.drop(owner)
+		a.drop(k)
 	}
 }

@@ -2,6 +2,7 @@ package coordinator
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"reflect"
 	"runtime"
@@ -152,7 +153,12 @@ func (c *Coordinator) newOwner() string {
 }
 
 // errAbandoned tells callers of do that they gave up, because ctx ended or the coordinator closed.
-type errAbandoned struct{ err error }
+// ack is delivered once the actor has taken the abandoned command out of its queue (nil when the
+// coordinator closed).
+type errAbandoned struct {
+	err error
+	ack *actors.Ticket
+}
 
 func (e errAbandoned) Error() string { return e.err.Error() }
 func (e errAbandoned) Unwrap() error { return e.err }
@@ -174,8 +180,24 @@ func (c *Coordinator) do(ctx context.Context, cmd actors.Routed, ticket *actors.
 		// The outcome was delivered at the same moment; it wins.
 		return <-ticket.Result(), nil
 	}
-	if !c.isClosed() {
-		c.system.Root.Send(c.guardian, &actors.Abandon{Name: cmd.LockName(), Ticket: ticket})
+	if c.isClosed() {
+		return actors.Outcome{}, errAbandoned{err: cause}
 	}
-	return actors.Outcome{}, errAbandoned{cause}
+	ack := actors.NewTicket()
+	c.system.Root.Send(c.guardian, &actors.Abandon{Name: cmd.LockName(), Kind: cmd.LockKind(), Ticket: ticket, Ack: ack})
+	return actors.Outcome{}, errAbandoned{err: cause, ack: ack}
+}
+
+// awaitAbandon waits, bounded by ctx and Close, until the actor has processed the abandonment that err
+// reports, if err is one.
+func (c *Coordinator) awaitAbandon(ctx context.Context, err error) {
+	var ab errAbandoned
+	if !errors.As(err, &ab) || ab.ack == nil {
+		return
+	}
+	select {
+	case <-ab.ack.Result():
+	case <-ctx.Done():
+	case <-c.closed:
+	}
 }

@@ -27,6 +27,10 @@ var (
 	ErrInvalidLease = errors.New("lockwarden: lease must be positive")
 	// ErrInvalidWait is returned when a wait is zero or negative.
 	ErrInvalidWait = errors.New("lockwarden: wait must be positive")
+	// ErrUpgrade is returned when the owner of read holds of a read-write lock asks for its write lock.
+	// Redisson would wait forever for the owner's own read holds; lockwarden refuses at once. Release
+	// the read holds first. (The other way, a writer taking read holds, is allowed: a downgrade.)
+	ErrUpgrade = redisops.ErrUpgrade
 	// ErrInvalidOption is returned by New when an option has an invalid value.
 	ErrInvalidOption = errors.New("lockwarden: invalid option")
 )

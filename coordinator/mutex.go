@@ -21,6 +21,7 @@ import (
 // all succeed as re-entries. Give each goroutine that must exclude the others its own handle.
 type Mutex struct {
 	c      *Coordinator
+	kind   actors.Kind
 	name   string
 	owner  string
 	shared bool
@@ -63,7 +64,28 @@ func WithLease(d time.Duration) MutexOption {
 // here: every call on the handle returns the error ([ErrEmptyName], [ErrEmptyOwner],
 // [ErrInvalidLease]).
 func (c *Coordinator) Mutex(name string, opts ...MutexOption) *Mutex {
-	m := &Mutex{c: c, name: name, owner: c.newOwner()}
+	return c.newMutex(actors.KindPlain, name, c.newOwner(), opts)
+}
+
+// FairMutex returns a handle on the fair lock name (Redisson's RFairLock): waiters get the lock in the
+// order they asked for it, across processes. It has the API of [Mutex]; what differs is the order of
+// waiters.
+//
+// Every waiter takes a place in a queue in Redis (redisson_lock_queue:{name}) when it starts to wait,
+// with a deadline in a sorted set (redisson_lock_timeout:{name}), and is woken on a channel of its own
+// when it reaches the head. A waiter that gives up (its ctx ends, or the wait of TryLock runs out)
+// leaves the queue; TryLock returns only once it has. A waiter whose process died is purged by the
+// other clients once its wait window has passed ([WithFairWaitWindow], 5 minutes by default). TryLock
+// without [Wait] never queues: it gets the lock only if it is free and nobody is queued.
+//
+// A fair and a plain lock on the same name share the lock hash, as in Redisson: they exclude each
+// other, but a plain Lock does not queue and may overtake fair waiters.
+func (c *Coordinator) FairMutex(name string, opts ...MutexOption) *Mutex {
+	return c.newMutex(actors.KindFair, name, c.newOwner(), opts)
+}
+
+func (c *Coordinator) newMutex(kind actors.Kind, name, owner string, opts []MutexOption) *Mutex {
+	m := &Mutex{c: c, kind: kind, name: name, owner: owner}
 	if name == "" {
 		m.err = ErrEmptyName
 	}
@@ -104,7 +126,7 @@ func (m *Mutex) usable(ctx context.Context) error {
 // It returns [ErrClosed] when the coordinator closes, and a wrapped Redis error only if the lock could
 // not be asked for at all; while it waits, Redis errors are retried with backoff until ctx ends.
 func (m *Mutex) Lock(ctx context.Context) error {
-	_, err := m.acquire(ctx, m.lease, true)
+	_, err := m.acquire(ctx, m.lease, true, 0, nil)
 	return err
 }
 
@@ -149,11 +171,11 @@ func (m *Mutex) TryLock(ctx context.Context, opts ...TryOption) (bool, error) {
 		return false, fmt.Errorf("%w: %v", ErrInvalidLease, o.lease)
 	}
 	if !o.waitSet {
-		return m.acquire(ctx, o.lease, false)
+		return m.acquire(ctx, o.lease, false, 0, nil)
 	}
 	waitCtx, cancel := context.WithTimeout(ctx, o.wait)
 	defer cancel()
-	ok, err := m.acquire(waitCtx, o.lease, true)
+	ok, err := m.acquire(waitCtx, o.lease, true, o.wait, ctx)
 	if err != nil && ctx.Err() == nil && errors.Is(err, context.DeadlineExceeded) {
 		// Our own wait ran out, not the caller's context.
 		return false, nil
@@ -161,23 +183,33 @@ func (m *Mutex) TryLock(ctx context.Context, opts ...TryOption) (bool, error) {
 	return ok, err
 }
 
-// acquire asks the lock actor for one hold. lease 0 means a watchdog hold.
-func (m *Mutex) acquire(ctx context.Context, lease time.Duration, wait bool) (bool, error) {
+// acquire asks the lock actor for one hold. lease 0 means a watchdog hold. window is the wait window of
+// a fair lock's waiter, 0 for the coordinator's default. When leaveCtx is not nil and ctx ends while a
+// fair waiter waits, acquire returns only once the waiter has left the Redis queue, or leaveCtx ends.
+func (m *Mutex) acquire(ctx context.Context, lease time.Duration, wait bool, window time.Duration, leaveCtx context.Context) (bool, error) {
 	if err := m.usable(ctx); err != nil {
 		if ctx.Err() != nil && err == ctx.Err() {
 			return false, errors.Join(ErrNotObtained, err)
 		}
 		return false, err
 	}
+	if window == 0 {
+		window = m.c.opts.fairWaitWindow
+	}
 	cmd := &actors.Acquire{
-		Name: m.name, Owner: m.owner, Lease: lease, Wait: wait, SharedOwner: m.shared,
-		Ticket: actors.NewTicket(),
+		Name: m.name, Kind: m.kind, Owner: m.owner, Lease: lease, Wait: wait, SharedOwner: m.shared,
+		WaitWindow: window, Ticket: actors.NewTicket(),
 	}
 	if lease == 0 {
 		cmd.Lease, cmd.Watchdog = m.c.opts.watchdogTimeout, true
 	}
 	o, err := m.c.do(ctx, cmd, cmd.Ticket)
 	if err != nil {
+		if m.kind == actors.KindFair && leaveCtx != nil {
+			// TryLock's wait ran out: leave the Redis queue before answering, so that an
+			// immediate TryLock anywhere finds no trace of this waiter.
+			m.c.awaitAbandon(leaveCtx, err)
+		}
 		return false, errors.Join(ErrNotObtained, errors.Unwrap(err))
 	}
 	switch o.Reason {
@@ -204,6 +236,8 @@ func outcomeError(o actors.Outcome) error {
 		return ErrNotHeld
 	case messages.ReasonClosed:
 		return ErrClosed
+	case messages.ReasonUpgrade:
+		return ErrUpgrade
 	default:
 		return o.Err
 	}
@@ -219,7 +253,7 @@ func (m *Mutex) Unlock(ctx context.Context) error {
 	if err := m.usable(ctx); err != nil {
 		return err
 	}
-	cmd := &actors.Release{Name: m.name, Owner: m.owner, Ticket: actors.NewTicket()}
+	cmd := &actors.Release{Name: m.name, Kind: m.kind, Owner: m.owner, Ticket: actors.NewTicket()}
 	o, err := m.c.do(ctx, cmd, cmd.Ticket)
 	if err != nil {
 		return errors.Unwrap(err)
@@ -233,7 +267,7 @@ func (m *Mutex) ForceUnlock(ctx context.Context) (bool, error) {
 	if err := m.usable(ctx); err != nil {
 		return false, err
 	}
-	cmd := &actors.ForceUnlock{Name: m.name, Ticket: actors.NewTicket()}
+	cmd := &actors.ForceUnlock{Name: m.name, Kind: m.kind, Ticket: actors.NewTicket()}
 	o, err := m.c.do(ctx, cmd, cmd.Ticket)
 	if err != nil {
 		return false, errors.Unwrap(err)
@@ -272,7 +306,16 @@ func (m *Mutex) status(ctx context.Context) (redisops.Status, error) {
 	if err := m.usable(ctx); err != nil {
 		return redisops.Status{}, err
 	}
-	return m.c.ops.Status(ctx, m.name, m.owner)
+	if m.kind != actors.KindRead && m.kind != actors.KindWrite {
+		return m.c.ops.Status(ctx, m.name, m.owner)
+	}
+	// A side of a read-write lock is locked when the lock is in its mode.
+	st, err := m.c.ops.RWStatus(ctx, m.name, m.owner)
+	mode, count := "read", st.ReadHolds
+	if m.kind == actors.KindWrite {
+		mode, count = "write", st.WriteHolds
+	}
+	return redisops.Status{Locked: st.Mode == mode, HoldCount: count, TTL: st.TTL}, err
 }
 
 // Token returns the fencing token of the handle's current hold: the value of the lock's token counter

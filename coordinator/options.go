@@ -12,6 +12,7 @@ const (
 	DefaultIdleTimeout        = 10 * time.Second
 	DefaultMaxHandoffs        = 8
 	DefaultStopReleaseTimeout = 2 * time.Second
+	DefaultFairWaitWindow     = 5 * time.Minute
 )
 
 type options struct {
@@ -19,6 +20,7 @@ type options struct {
 	idleTimeout        time.Duration
 	maxHandoffs        int
 	stopReleaseTimeout time.Duration
+	fairWaitWindow     time.Duration
 	logger             *slog.Logger
 }
 
@@ -28,6 +30,7 @@ func defaultOptions() options {
 		idleTimeout:        DefaultIdleTimeout,
 		maxHandoffs:        DefaultMaxHandoffs,
 		stopReleaseTimeout: DefaultStopReleaseTimeout,
+		fairWaitWindow:     DefaultFairWaitWindow,
 		logger:             slog.New(slog.DiscardHandler),
 	}
 }
@@ -98,6 +101,20 @@ func WithStopReleaseTimeout(d time.Duration) Option {
 			return fmt.Errorf("%w: stop release timeout %v must be in (0, 5s]", ErrInvalidOption, d)
 		}
 		o.stopReleaseTimeout = d
+		return nil
+	}
+}
+
+// WithFairWaitWindow sets how long a waiter of a fair lock keeps its place in the Redis queue without
+// trying again: a waiter whose process died is purged by the other clients once its window has passed,
+// so it blocks the queue for at most about this long. A TryLock with [Wait] uses its wait as the window
+// instead, as Redisson does. It must be positive. The default is 5 minutes, as in Redisson.
+func WithFairWaitWindow(d time.Duration) Option {
+	return func(o *options) error {
+		if d <= 0 {
+			return fmt.Errorf("%w: fair wait window %v must be positive", ErrInvalidOption, d)
+		}
+		o.fairWaitWindow = d
 		return nil
 	}
 }

@@ -14,6 +14,8 @@ const (
 	ReasonClosed
 	// ReasonRedis means Redis answered with an error.
 	ReasonRedis
+	// ReasonUpgrade means an owner holding read holds of a read-write lock asked for the write lock.
+	ReasonUpgrade
 )
 
 // String returns the reason's name.
@@ -29,6 +31,8 @@ func (r Reason) String() string {
 		return "closed"
 	case ReasonRedis:
 		return "redis error"
+	case ReasonUpgrade:
+		return "upgrade refused"
 	default:
 		return "unknown"
 	}

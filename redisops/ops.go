@@ -5,6 +5,7 @@ import (
 	_ "embed"
 	"errors"
 	"fmt"
+	"maps"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -40,13 +41,16 @@ var (
 
 // Scripts returns every script of the package, so that tests and warm-up code can load them all.
 func Scripts() map[string]*redis.Script {
-	return map[string]*redis.Script{
+	all := map[string]*redis.Script{
 		"acquire":     acquireScript,
 		"release":     releaseScript,
 		"renew":       renewScript,
 		"forceunlock": forceUnlockScript,
 		"status":      statusScript,
 	}
+	maps.Copy(all, FairScripts())
+	maps.Copy(all, RWScripts())
+	return all
 }
 
 // Ops runs the lock scripts against one Redis deployment. It is safe for concurrent use and holds no

@@ -1,0 +1,153 @@
+package actors
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/lockwarden/lockwarden/redisops"
+)
+
+// protocol is what a lock actor asks of Redis for one family of locks. The actor's queueing, timers,
+// watchdog and subscriptions are the same for every family; the scripts differ.
+type protocol interface {
+	// acquire makes one attempt for m. held is the owner's hold count of m's kind as far as the actor
+	// knows, or redisops.UnknownHoldCount. enqueue asks a fair lock to keep a place in its queue.
+	acquire(ctx context.Context, m *Acquire, held int64, enqueue bool) (redisops.Acquired, error)
+	// release drops one hold. next is a local owner to hand the lock to (plain locks only).
+	release(ctx context.Context, k holdKey, requestID string, lease time.Duration, next *redisops.Handoff) (redisops.Released, error)
+	renew(ctx context.Context, k holdKey, lease time.Duration) error
+	forceUnlock(ctx context.Context, kind Kind) (bool, error)
+	// holdCount reads the owner's hold count of the kind from Redis.
+	holdCount(ctx context.Context, k holdKey) (int64, error)
+	// leave gives up a waiter's place in the Redis queue (fair locks only).
+	leave(ctx context.Context, m *Acquire) error
+	// channel is the pub/sub channel on which the waiter m is woken.
+	channel(m *Acquire) string
+}
+
+func newProtocol(f family, name string, ops *redisops.Ops) protocol {
+	switch f {
+	case familyFair:
+		return fairProtocol{name: name, ops: ops}
+	case familyRW:
+		return rwProtocol{name: name, ops: ops}
+	default:
+		return plainProtocol{name: name, ops: ops}
+	}
+}
+
+// plainProtocol is the reentrant lock.
+type plainProtocol struct {
+	name string
+	ops  *redisops.Ops
+}
+
+func (p plainProtocol) acquire(ctx context.Context, m *Acquire, held int64, _ bool) (redisops.Acquired, error) {
+	return p.ops.Acquire(ctx, p.name, m.Owner, m.Lease, held)
+}
+
+func (p plainProtocol) release(ctx context.Context, k holdKey, requestID string, lease time.Duration, next *redisops.Handoff) (redisops.Released, error) {
+	return p.ops.Release(ctx, p.name, k.owner, requestID, lease, next)
+}
+
+func (p plainProtocol) renew(ctx context.Context, k holdKey, lease time.Duration) error {
+	return p.ops.Renew(ctx, p.name, k.owner, lease)
+}
+
+func (p plainProtocol) forceUnlock(ctx context.Context, _ Kind) (bool, error) {
+	return p.ops.ForceUnlock(ctx, p.name)
+}
+
+func (p plainProtocol) holdCount(ctx context.Context, k holdKey) (int64, error) {
+	st, err := p.ops.Status(ctx, p.name, k.owner)
+	return st.HoldCount, err
+}
+
+func (plainProtocol) leave(context.Context, *Acquire) error { return nil }
+
+func (p plainProtocol) channel(*Acquire) string { return redisops.ChannelName(p.name) }
+
+// fairProtocol is the fair lock: every waiter keeps a place in a queue in Redis and is woken on a
+// channel of its own.
+type fairProtocol struct {
+	name string
+	ops  *redisops.Ops
+}
+
+func (p fairProtocol) acquire(ctx context.Context, m *Acquire, held int64, enqueue bool) (redisops.Acquired, error) {
+	return p.ops.FairAcquire(ctx, p.name, m.Owner, m.Lease, m.WaitWindow, held, enqueue)
+}
+
+func (p fairProtocol) release(ctx context.Context, k holdKey, requestID string, lease time.Duration, _ *redisops.Handoff) (redisops.Released, error) {
+	return p.ops.FairRelease(ctx, p.name, k.owner, requestID, lease)
+}
+
+func (p fairProtocol) renew(ctx context.Context, k holdKey, lease time.Duration) error {
+	return p.ops.Renew(ctx, p.name, k.owner, lease)
+}
+
+func (p fairProtocol) forceUnlock(ctx context.Context, _ Kind) (bool, error) {
+	return p.ops.FairForceUnlock(ctx, p.name)
+}
+
+func (p fairProtocol) holdCount(ctx context.Context, k holdKey) (int64, error) {
+	st, err := p.ops.Status(ctx, p.name, k.owner)
+	return st.HoldCount, err
+}
+
+func (p fairProtocol) leave(ctx context.Context, m *Acquire) error {
+	_, err := p.ops.FairCancel(ctx, p.name, m.Owner, m.WaitWindow)
+	return err
+}
+
+func (p fairProtocol) channel(m *Acquire) string { return redisops.FairChannelName(p.name, m.Owner) }
+
+// rwProtocol is the read-write lock; the hold key's kind picks the side.
+type rwProtocol struct {
+	name string
+	ops  *redisops.Ops
+}
+
+func (p rwProtocol) acquire(ctx context.Context, m *Acquire, held int64, _ bool) (redisops.Acquired, error) {
+	if m.Kind == KindWrite {
+		return p.ops.WriteAcquire(ctx, p.name, m.Owner, m.Lease, held)
+	}
+	return p.ops.ReadAcquire(ctx, p.name, m.Owner, m.Lease, held)
+}
+
+func (p rwProtocol) release(ctx context.Context, k holdKey, requestID string, lease time.Duration, _ *redisops.Handoff) (redisops.Released, error) {
+	if k.kind == KindWrite {
+		return p.ops.WriteRelease(ctx, p.name, k.owner, requestID, lease)
+	}
+	return p.ops.ReadRelease(ctx, p.name, k.owner, requestID, lease)
+}
+
+func (p rwProtocol) renew(ctx context.Context, k holdKey, lease time.Duration) error {
+	if k.kind == KindWrite {
+		return p.ops.WriteRenew(ctx, p.name, k.owner, lease)
+	}
+	return p.ops.ReadRenew(ctx, p.name, k.owner, lease)
+}
+
+func (p rwProtocol) forceUnlock(ctx context.Context, kind Kind) (bool, error) {
+	if kind == KindWrite {
+		return p.ops.ForceUnlockWrite(ctx, p.name)
+	}
+	return p.ops.ForceUnlockRead(ctx, p.name)
+}
+
+func (p rwProtocol) holdCount(ctx context.Context, k holdKey) (int64, error) {
+	st, err := p.ops.RWStatus(ctx, p.name, k.owner)
+	if k.kind == KindWrite {
+		return st.WriteHolds, err
+	}
+	return st.ReadHolds, err
+}
+
+func (rwProtocol) leave(context.Context, *Acquire) error { return nil }
+
+func (p rwProtocol) channel(*Acquire) string { return redisops.RWChannelName(p.name) }
+
+// isUpgrade reports whether err is a refused upgrade of read holds to a write hold.
+func isUpgrade(err error) bool { return errors.Is(err, redisops.ErrUpgrade) }

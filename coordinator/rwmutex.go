@@ -1,0 +1,78 @@
+package coordinator
+
+import (
+	"context"
+
+	"github.com/lockwarden/lockwarden/actors"
+)
+
+// RWMutex is a handle on a distributed read-write lock in Redisson's layout (RReadWriteLock). Many
+// owners may hold the read side at once; the write side excludes everyone else. The handle is one
+// owner for both sides, like a thread in Java, and both sides are reentrant.
+//
+// The owner that holds the write side may also take read holds (a downgrade): after its last write
+// Unlock, its read holds keep the lock in read mode. An owner that holds only read holds may not take
+// the write side: Lock returns [ErrUpgrade] at once instead of waiting for itself forever.
+//
+// Each read hold has its own lease in Redis (a rwlock_timeout key), and the lock's expiry follows the
+// longest remaining one, so a short reader never waits behind a long one's lease. The watchdog renews
+// read and write holds taken without a lease. A write unlock wakes every local waiter of the name; a read
+// unlock wakes the next. Write holds get fencing tokens; read holds get none.
+//
+// The methods follow [sync.RWMutex]: RLock, RUnlock, TryRLock for the read side; Lock, Unlock,
+// TryLock for the write side. [RWMutex.Read] and [RWMutex.Write] return each side as a [Mutex] for the
+// rest: ForceUnlock, IsLocked, IsHeld, HoldCount, TTL, Token and Done.
+type RWMutex struct {
+	read, write *Mutex
+}
+
+// RWMutex returns a handle on the read-write lock name. It does no I/O. Invalid names and options are
+// reported by every call, as for [Coordinator.Mutex]. [WithOwner] and [WithLease] apply to both sides.
+//
+// A read-write lock and a plain or fair lock on the same name share the lock hash, as in Redisson; do
+// not mix them.
+func (c *Coordinator) RWMutex(name string, opts ...MutexOption) *RWMutex {
+	owner := c.newOwner()
+	return &RWMutex{
+		read:  c.newMutex(actors.KindRead, name, owner, opts),
+		write: c.newMutex(actors.KindWrite, name, owner, opts),
+	}
+}
+
+// Read returns the read side. Its IsLocked reports whether the lock is in read mode, and its
+// ForceUnlock frees the lock only when it is in read mode.
+func (rw *RWMutex) Read() *Mutex { return rw.read }
+
+// Write returns the write side. Its IsLocked reports whether the lock is in write mode, and its
+// ForceUnlock frees the lock only when it is in write mode.
+func (rw *RWMutex) Write() *Mutex { return rw.write }
+
+// Name returns the lock name.
+func (rw *RWMutex) Name() string { return rw.read.name }
+
+// Owner returns the owner id of the handle, shared by both sides.
+func (rw *RWMutex) Owner() string { return rw.read.owner }
+
+// RLock takes a read hold, waiting while another owner holds the write side, like [Mutex.Lock].
+func (rw *RWMutex) RLock(ctx context.Context) error { return rw.read.Lock(ctx) }
+
+// TryRLock tries to take a read hold, like [Mutex.TryLock].
+func (rw *RWMutex) TryRLock(ctx context.Context, opts ...TryOption) (bool, error) {
+	return rw.read.TryLock(ctx, opts...)
+}
+
+// RUnlock drops one read hold, like [Mutex.Unlock].
+func (rw *RWMutex) RUnlock(ctx context.Context) error { return rw.read.Unlock(ctx) }
+
+// Lock takes a write hold, waiting while any other owner holds either side, like [Mutex.Lock]. It
+// returns [ErrUpgrade] when the handle holds read holds but no write hold.
+func (rw *RWMutex) Lock(ctx context.Context) error { return rw.write.Lock(ctx) }
+
+// TryLock tries to take a write hold, like [Mutex.TryLock]. It returns [ErrUpgrade] when the handle
+// holds read holds but no write hold.
+func (rw *RWMutex) TryLock(ctx context.Context, opts ...TryOption) (bool, error) {
+	return rw.write.TryLock(ctx, opts...)
+}
+
+// Unlock drops one write hold, like [Mutex.Unlock].
+func (rw *RWMutex) Unlock(ctx context.Context) error { return rw.write.Unlock(ctx) }

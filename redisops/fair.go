@@ -1,0 +1,141 @@
+package redisops
+
+import (
+	"context"
+	_ "embed"
+	"fmt"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// DefaultFairWaitWindow is Redisson's default wait window of a fair lock (threadWaitTime): how long a
+// queued waiter may stay silent before the others purge it as gone.
+const DefaultFairWaitWindow = 5 * time.Minute
+
+var (
+	//go:embed fair_acquire.lua
+	fairAcquireSource string
+	//go:embed fair_release.lua
+	fairReleaseSource string
+	//go:embed fair_cancel.lua
+	fairCancelSource string
+	//go:embed fair_forceunlock.lua
+	fairForceUnlockSource string
+
+	fairAcquireScript     = redis.NewScript(fairAcquireSource)
+	fairReleaseScript     = redis.NewScript(fairReleaseSource)
+	fairCancelScript      = redis.NewScript(fairCancelSource)
+	fairForceUnlockScript = redis.NewScript(fairForceUnlockSource)
+)
+
+// FairScripts returns the scripts of the fair lock, so that tests and warm-up code can load them all.
+func FairScripts() map[string]*redis.Script {
+	return map[string]*redis.Script{
+		"fair_acquire":     fairAcquireScript,
+		"fair_release":     fairReleaseScript,
+		"fair_cancel":      fairCancelScript,
+		"fair_forceunlock": fairForceUnlockScript,
+	}
+}
+
+// FairQueueKey returns the key of the LIST of owners waiting for the fair lock name, in arrival order:
+// redisson_lock_queue:{N}.
+func FairQueueKey(name string) string { return prefixed("redisson_lock_queue", name) }
+
+// FairTimeoutKey returns the key of the ZSET owner -> absolute time in ms after which that waiter of the
+// fair lock name counts as gone: redisson_lock_timeout:{N}.
+func FairTimeoutKey(name string) string { return prefixed("redisson_lock_timeout", name) }
+
+// FairChannelName returns the pub/sub channel on which owner is told that the fair lock name is free and
+// owner is at the head of its queue: redisson_lock__channel:{N}:<owner>.
+func FairChannelName(name, owner string) string { return ChannelName(name) + ":" + owner }
+
+// FairAcquire makes one attempt at the fair lock name for owner with the given lease. The lock is the
+// same hash as the plain lock, so [Ops.Renew] and [Ops.Status] work on it unchanged, and every
+// acquisition, re-entry included, issues a fencing token as [Ops.Acquire] does. held is as in
+// [Ops.Acquire]: with a known count (>= 0) the call is retry-safe.
+//
+// The owner gets the lock only when it is free and the queue is empty or owner is at its head. Waiters
+// at the head whose window has passed are purged first. When owner does not get the lock and enqueue is
+// true, it takes its place at the tail of the queue, or keeps the place and score it has; Acquired.TTL
+// is then how long to wait before trying again, at least 1 ms. A queued owner must try again (or call
+// [Ops.FairCancel]) before its window runs out, or the others purge it. With enqueue false the call is a
+// single attempt that never queues owner (Redisson's tryLock without wait); Acquired.TTL is then the
+// lock's PTTL (-1 when it has no expiry), or the time until the head waiter's window ends when the lock
+// is free but others are queued.
+//
+// waitWindow is how long a queued waiter may stay silent before the others purge it as gone (Redisson's
+// threadWaitTime, [DefaultFairWaitWindow]); all callers on one lock should use the same value. The
+// scores are computed from the Redis server's clock (TIME), not the client's, so clients whose clocks
+// drift apart still agree on them.
+func (o *Ops) FairAcquire(ctx context.Context, name, owner string, lease, waitWindow time.Duration, held int64, enqueue bool) (Acquired, error) {
+	queue := "0"
+	if enqueue {
+		queue = "1"
+	}
+	vals, err := fairAcquireScript.Run(ctx, o.client,
+		[]string{LockKey(name), FairQueueKey(name), FairTimeoutKey(name), TokenKey(name)},
+		millis(lease), owner, held, millis(waitWindow), queue).Int64Slice()
+	if err != nil {
+		return Acquired{}, fmt.Errorf("lockwarden: fair acquire %q: %w", name, err)
+	}
+	if len(vals) == 3 && vals[0] == 1 {
+		return Acquired{OK: true, HoldCount: vals[1], Token: vals[2]}, nil
+	}
+	if len(vals) == 2 && vals[0] == 0 {
+		return Acquired{TTL: ttlFromMillis(vals[1])}, nil
+	}
+	return Acquired{}, fmt.Errorf("lockwarden: fair acquire %q: unexpected reply %v", name, vals)
+}
+
+// FairCancel removes owner, a waiter that gave up, from the queue of the fair lock name. Every waiter
+// behind it moves up one place, so its score moves back by waitWindow. When owner was at the head and
+// the lock is free, the new head is told at once on its [FairChannelName]. It reports whether owner was
+// queued.
+func (o *Ops) FairCancel(ctx context.Context, name, owner string, waitWindow time.Duration) (bool, error) {
+	n, err := fairCancelScript.Run(ctx, o.client,
+		[]string{LockKey(name), FairQueueKey(name), FairTimeoutKey(name)},
+		owner, millis(waitWindow), UnlockMessage, o.publish, ChannelName(name)).Int64()
+	if err != nil {
+		return false, fmt.Errorf("lockwarden: fair cancel %q: %w", name, err)
+	}
+	return n == 1, nil
+}
+
+// FairRelease drops one hold of owner on the fair lock name. While holds remain, the lock's expiry is
+// reset to lease. When the last hold goes, the lock is deleted and [UnlockMessage] is published on the
+// [FairChannelName] of the waiter at the head of the queue, if any, after waiters whose window has
+// passed are purged; nothing is published on the plain [ChannelName]. There is no handoff, so
+// Released.HandedOff is always false.
+//
+// requestID makes the call retry-safe, with the same latch as [Ops.Release]: a retry with the same id
+// returns the first answer. It returns [ErrNotHeld] when owner holds nothing.
+func (o *Ops) FairRelease(ctx context.Context, name, owner, requestID string, lease time.Duration) (Released, error) {
+	vals, err := fairReleaseScript.Run(ctx, o.client,
+		[]string{LockKey(name), FairQueueKey(name), FairTimeoutKey(name), UnlockLatchKey(name, requestID)},
+		millis(lease), owner, UnlockMessage, millis(o.latchExpiry), o.publish, ChannelName(name)).Int64Slice()
+	if err != nil {
+		return Released{}, fmt.Errorf("lockwarden: fair release %q: %w", name, err)
+	}
+	if len(vals) != 2 {
+		return Released{}, fmt.Errorf("lockwarden: fair release %q: unexpected reply %v", name, vals)
+	}
+	if vals[0] < 0 {
+		return Released{}, ErrNotHeld
+	}
+	return Released{Remaining: vals[0]}, nil
+}
+
+// FairForceUnlock deletes the fair lock name whoever holds it. It purges the waiters whose window has
+// passed and, when a lock was deleted, publishes [UnlockMessage] on the [FairChannelName] of the waiter
+// at the head of the queue. It reports whether a lock was deleted.
+func (o *Ops) FairForceUnlock(ctx context.Context, name string) (bool, error) {
+	n, err := fairForceUnlockScript.Run(ctx, o.client,
+		[]string{LockKey(name), FairQueueKey(name), FairTimeoutKey(name)},
+		UnlockMessage, o.publish, ChannelName(name)).Int64()
+	if err != nil {
+		return false, fmt.Errorf("lockwarden: fair force unlock %q: %w", name, err)
+	}
+	return n == 1, nil
+}

@@ -1,0 +1,103 @@
+-- fair_acquire.lua: one attempt at the fair lock N for owner O (Redisson RFairLock): take or re-enter
+-- the lock and issue a fencing token, or take (or keep) O's place in the queue of waiters.
+-- KEYS[1]  the lock hash N (field O -> hold count)
+-- KEYS[2]  the queue redisson_lock_queue:{N} (LIST of waiting owners, head first)
+-- KEYS[3]  the timeouts redisson_lock_timeout:{N} (ZSET owner -> absolute ms after which it is gone)
+-- KEYS[4]  the fencing token counter redisson_lock_token:{N}
+-- ARGV[1]  lease in milliseconds
+-- ARGV[2]  owner id O
+-- ARGV[3]  the hold count O had before this acquisition as far as the caller knows, or -1 if unknown.
+--          When O's count is already above it, this call is a retry of one whose reply was lost:
+--          it answers without taking a second hold.
+-- ARGV[4]  wait window in milliseconds: how long a queued waiter may stay silent before it is purged
+-- ARGV[5]  "1" to queue O when the lock is not obtained, "0" for a single attempt that leaves no trace
+-- Returns {1, holdCount, token} when O now holds the lock, or {0, ttl} when it does not: ttl is how
+-- long O should wait before it tries again, in milliseconds, at least 1 (-1 only for a single attempt
+-- on a lock without expiry, as acquire.lua answers).
+-- The clock is the server's (TIME), so clients with skewed clocks agree on the scores.
+local t = redis.call('time')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local window = tonumber(ARGV[4])
+
+-- Purge the waiters at the head whose window has passed (or that have no score at all).
+while true do
+    local head = redis.call('lindex', KEYS[2], 0)
+    if not head then
+        break
+    end
+    local score = redis.call('zscore', KEYS[3], head)
+    if score and tonumber(score) > now then
+        break
+    end
+    redis.call('lpop', KEYS[2])
+    redis.call('zrem', KEYS[3], head)
+end
+
+-- Retry of a call that took the lock, or re-entry.
+local current = redis.call('hget', KEYS[1], ARGV[2])
+if current then
+    current = tonumber(current)
+    local expected = tonumber(ARGV[3])
+    if expected >= 0 and current > expected then
+        redis.call('pexpire', KEYS[1], ARGV[1])
+        return {1, current, tonumber(redis.call('get', KEYS[4]) or '0')}
+    end
+    local count = redis.call('hincrby', KEYS[1], ARGV[2], 1)
+    redis.call('pexpire', KEYS[1], ARGV[1])
+    return {1, count, redis.call('incr', KEYS[4])}
+end
+
+local locked = redis.call('exists', KEYS[1]) == 1
+local head = redis.call('lindex', KEYS[2], 0)
+
+-- The lock is free and O is first in line: take it and move every remaining waiter up one window.
+if not locked and (not head or head == ARGV[2]) then
+    if head then
+        redis.call('lpop', KEYS[2])
+    end
+    if redis.call('zrem', KEYS[3], ARGV[2]) == 1 then
+        local waiters = redis.call('zrange', KEYS[3], 0, -1)
+        for i = 1, #waiters do
+            redis.call('zincrby', KEYS[3], -window, waiters[i])
+        end
+    end
+    redis.call('hset', KEYS[1], ARGV[2], 1)
+    redis.call('pexpire', KEYS[1], ARGV[1])
+    return {1, 1, redis.call('incr', KEYS[4])}
+end
+
+local pttl = redis.call('pttl', KEYS[1])
+
+-- A single attempt: answer without queueing O.
+if ARGV[5] ~= '1' then
+    if locked then
+        if pttl == -1 then
+            return {0, -1}
+        end
+        return {0, math.max(pttl, 1)}
+    end
+    return {0, math.max(tonumber(redis.call('zscore', KEYS[3], head)) - now, 1)}
+end
+
+-- Already queued: keep O's place and score; answer the time until its predecessor's window ends.
+local score = redis.call('zscore', KEYS[3], ARGV[2])
+if score then
+    local ttl = tonumber(score) - window - now
+    if pttl > ttl then
+        ttl = pttl
+    end
+    return {0, math.max(ttl, 1)}
+end
+
+-- Append O: its window starts when its predecessor's ends (or when the lease of the lock runs out).
+local ttl = 0
+local last = redis.call('lindex', KEYS[2], -1)
+local lastScore = last and redis.call('zscore', KEYS[3], last)
+if lastScore then
+    ttl = tonumber(lastScore) - now
+elseif pttl > 0 then
+    ttl = pttl
+end
+redis.call('zadd', KEYS[3], now + ttl + window, ARGV[2])
+redis.call('rpush', KEYS[2], ARGV[2])
+return {0, math.max(ttl, 1)}

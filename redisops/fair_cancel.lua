@@ -1,0 +1,40 @@
+-- fair_cancel.lua: remove owner O, a waiter that gave up, from the queue of the fair lock N.
+-- KEYS[1]  the lock hash N
+-- KEYS[2]  the queue redisson_lock_queue:{N}
+-- KEYS[3]  the timeouts redisson_lock_timeout:{N}
+-- ARGV[1]  owner id O
+-- ARGV[2]  wait window in milliseconds
+-- ARGV[3]  message published to the new head ("0")
+-- ARGV[4]  publish command ("publish", or "spublish" for sharded pub/sub)
+-- ARGV[5]  the unlock channel redisson_lock__channel:{N}; the new head W is told on <channel>:W
+-- Every waiter behind O moves up one place, so its score moves back by one wait window. When O was at
+-- the head and the lock is free, the new head is told at once instead of waiting out its timeout.
+-- Returns 1 when O was queued, 0 when it was not.
+local queue = redis.call('lrange', KEYS[2], 0, -1)
+local pos = 0
+for i = 1, #queue do
+    if queue[i] == ARGV[1] then
+        pos = i
+        break
+    end
+end
+local window = tonumber(ARGV[2])
+if pos > 0 then
+    for i = pos + 1, #queue do
+        if queue[i] ~= ARGV[1] then
+            redis.call('zincrby', KEYS[3], -window, queue[i])
+        end
+    end
+    redis.call('lrem', KEYS[2], 0, ARGV[1])
+end
+local scored = redis.call('zrem', KEYS[3], ARGV[1]) == 1
+if pos == 1 and redis.call('exists', KEYS[1]) == 0 then
+    local head = redis.call('lindex', KEYS[2], 0)
+    if head then
+        redis.call(ARGV[4], ARGV[5] .. ':' .. head, ARGV[3])
+    end
+end
+if pos > 0 or scored then
+    return 1
+end
+return 0

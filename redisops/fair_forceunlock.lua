@@ -1,0 +1,31 @@
+-- fair_forceunlock.lua: free the fair lock N whoever holds it, and tell the waiter at the head.
+-- KEYS[1]  the lock hash N
+-- KEYS[2]  the queue redisson_lock_queue:{N}
+-- KEYS[3]  the timeouts redisson_lock_timeout:{N}
+-- ARGV[1]  message published to the head waiter when something was deleted ("0")
+-- ARGV[2]  publish command ("publish" or "spublish")
+-- ARGV[3]  the unlock channel redisson_lock__channel:{N}; the head waiter W is told on <channel>:W
+-- Returns 1 when a lock was deleted, 0 when the lock was free.
+-- Purge the waiters at the head whose window has passed (server clock), so the live head is told.
+local t = redis.call('time')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+while true do
+    local head = redis.call('lindex', KEYS[2], 0)
+    if not head then
+        break
+    end
+    local score = redis.call('zscore', KEYS[3], head)
+    if score and tonumber(score) > now then
+        break
+    end
+    redis.call('lpop', KEYS[2])
+    redis.call('zrem', KEYS[3], head)
+end
+if redis.call('del', KEYS[1]) == 1 then
+    local head = redis.call('lindex', KEYS[2], 0)
+    if head then
+        redis.call(ARGV[2], ARGV[3] .. ':' .. head, ARGV[1])
+    end
+    return 1
+end
+return 0

@@ -1,0 +1,287 @@
+package redisops
+
+import (
+	"context"
+	_ "embed"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// The read-write lock (Redisson's RReadWriteLock) N is a HASH at key N with the field "mode" = "read" or
+// "write", one field per reader owner -> read hold count, and the writer's field "<owner>:write" -> write
+// hold count. Each read hold k of an owner (its k-th, 1-based) also has a STRING key
+// [ReadTimeoutKey](N, owner, k) with that hold's own expiry; the hash's expiry is kept at the longest of
+// them (and at least the write lease while a writer holds the lock), so one reader's long lease does not
+// pin another's short one. A writer may take read holds (a downgrade); a reader may not take the write
+// lock (an upgrade, refused with [ErrUpgrade]). Notices go to [RWChannelName]: [UnlockMessage] when the
+// last read hold goes, [ReadUnlockMessage] when the write lock goes (it wakes every waiter).
+
+// ErrUpgrade is returned when an owner that holds read holds asks for the write lock: Redisson would wait
+// forever for itself; we refuse.
+var ErrUpgrade = errors.New("lockwarden: cannot upgrade a read hold to a write hold")
+
+const (
+	// modeRead and modeWrite are the values of the hash's "mode" field.
+	modeRead  = "read"
+	modeWrite = "write"
+	// rwTimeoutSuffix follows the owner id in the names of its read timeout keys; the scripts that walk
+	// every reader's keys spell it out too.
+	rwTimeoutSuffix = ":rwlock_timeout"
+)
+
+var (
+	//go:embed rw_read_acquire.lua
+	rwReadAcquireSource string
+	//go:embed rw_write_acquire.lua
+	rwWriteAcquireSource string
+	//go:embed rw_read_release.lua
+	rwReadReleaseSource string
+	//go:embed rw_write_release.lua
+	rwWriteReleaseSource string
+	//go:embed rw_read_renew.lua
+	rwReadRenewSource string
+	//go:embed rw_write_renew.lua
+	rwWriteRenewSource string
+	//go:embed rw_forceunlock.lua
+	rwForceUnlockSource string
+	//go:embed rw_status.lua
+	rwStatusSource string
+
+	rwReadAcquireScript  = redis.NewScript(rwReadAcquireSource)
+	rwWriteAcquireScript = redis.NewScript(rwWriteAcquireSource)
+	rwReadReleaseScript  = redis.NewScript(rwReadReleaseSource)
+	rwWriteReleaseScript = redis.NewScript(rwWriteReleaseSource)
+	rwReadRenewScript    = redis.NewScript(rwReadRenewSource)
+	rwWriteRenewScript   = redis.NewScript(rwWriteRenewSource)
+	rwForceUnlockScript  = redis.NewScript(rwForceUnlockSource)
+	rwStatusScript       = redis.NewScript(rwStatusSource)
+)
+
+// RWScripts returns every script of the read-write lock, so that tests and warm-up code can load them
+// all. The names do not clash with those of [Scripts].
+func RWScripts() map[string]*redis.Script {
+	return map[string]*redis.Script{
+		"rw_read_acquire":  rwReadAcquireScript,
+		"rw_write_acquire": rwWriteAcquireScript,
+		"rw_read_release":  rwReadReleaseScript,
+		"rw_write_release": rwWriteReleaseScript,
+		"rw_read_renew":    rwReadRenewScript,
+		"rw_write_renew":   rwWriteRenewScript,
+		"rw_forceunlock":   rwForceUnlockScript,
+		"rw_status":        rwStatusScript,
+	}
+}
+
+// suffixed returns {name}:suffix, or name:suffix when name already carries a hash tag, so that the key
+// lands in the same Redis Cluster slot as the lock key itself.
+func suffixed(name, suffix string) string {
+	if strings.Contains(name, "{") {
+		return name + ":" + suffix
+	}
+	return "{" + name + "}:" + suffix
+}
+
+// RWChannelName returns the pub/sub channel on which unlock notices for the read-write lock name are
+// published.
+func RWChannelName(name string) string { return prefixed("redisson_rwlock", name) }
+
+// WriteField returns the hash field that holds owner's write hold count.
+func WriteField(owner string) string { return owner + ":" + modeWrite }
+
+// ReadTimeoutKey returns the key that carries the expiry of owner's k-th read hold (1-based) on the
+// read-write lock name.
+func ReadTimeoutKey(name, owner string, k int64) string {
+	return readTimeoutPrefix(name, owner) + ":" + strconv.FormatInt(k, 10)
+}
+
+// readTimeoutPrefix is what owner's read timeout keys start with; the scripts append ":<k>".
+func readTimeoutPrefix(name, owner string) string { return suffixed(name, owner+rwTimeoutSuffix) }
+
+// allReadersPrefix is what every reader's timeout keys start with, for the scripts that walk all the
+// readers of the hash: reader R's k-th key is allReadersPrefix + R + ":rwlock_timeout:" + k.
+func allReadersPrefix(name string) string { return suffixed(name, "") }
+
+// ReadAcquire takes one read hold of the read-write lock name for owner, with its own lease. It is allowed
+// when the lock is free or read-locked, or write-locked by owner itself (a downgrade: the writer takes
+// read holds). The hash's expiry is raised to lease if it is shorter. Reads get no fencing token: the
+// answer's Token is 0 and HoldCount is owner's read hold count. When another owner holds the write lock,
+// the answer carries the lock's remaining TTL.
+//
+// held is owner's read hold count before this call as far as the caller knows, or [UnknownHoldCount];
+// with a known count the call is retry-safe like [Ops.Acquire]: a replay that finds the count already
+// above held takes no second hold.
+func (o *Ops) ReadAcquire(ctx context.Context, name, owner string, lease time.Duration, held int64) (Acquired, error) {
+	vals, err := rwReadAcquireScript.Run(ctx, o.client,
+		[]string{LockKey(name), readTimeoutPrefix(name, owner)},
+		millis(lease), owner, WriteField(owner), held).Int64Slice()
+	if err != nil {
+		return Acquired{}, fmt.Errorf("lockwarden: read acquire %q: %w", name, err)
+	}
+	if len(vals) == 2 && vals[0] == 1 {
+		return Acquired{OK: true, HoldCount: vals[1]}, nil
+	}
+	if len(vals) == 2 && vals[0] == 0 {
+		return Acquired{TTL: ttlFromMillis(vals[1])}, nil
+	}
+	return Acquired{}, fmt.Errorf("lockwarden: read acquire %q: unexpected reply %v", name, vals)
+}
+
+// WriteAcquire takes or re-enters the write lock of the read-write lock name for owner with the given
+// lease, and issues a fencing token (re-entry included). It is allowed when the lock is free, or when
+// owner is the writer. The expiry is set to lease, or only raised to it when owner also holds downgraded
+// read holds. When other owners hold the lock, the answer carries its remaining TTL. When owner holds
+// read holds and is not the writer it returns [ErrUpgrade] and changes nothing.
+//
+// held is owner's write hold count before this call as far as the caller knows, or [UnknownHoldCount];
+// with a known count the call is retry-safe like [Ops.Acquire], and a replay returns the current token.
+func (o *Ops) WriteAcquire(ctx context.Context, name, owner string, lease time.Duration, held int64) (Acquired, error) {
+	vals, err := rwWriteAcquireScript.Run(ctx, o.client,
+		[]string{LockKey(name), TokenKey(name)},
+		millis(lease), owner, WriteField(owner), held).Int64Slice()
+	if err != nil {
+		return Acquired{}, fmt.Errorf("lockwarden: write acquire %q: %w", name, err)
+	}
+	switch {
+	case len(vals) == 3 && vals[0] == 1:
+		return Acquired{OK: true, HoldCount: vals[1], Token: vals[2]}, nil
+	case len(vals) == 2 && vals[0] == 0:
+		return Acquired{TTL: ttlFromMillis(vals[1])}, nil
+	case len(vals) == 1 && vals[0] == -1:
+		return Acquired{}, ErrUpgrade
+	}
+	return Acquired{}, fmt.Errorf("lockwarden: write acquire %q: unexpected reply %v", name, vals)
+}
+
+// ReadRelease drops owner's latest read hold on the read-write lock name and deletes that hold's timeout
+// key. While the writer (owner itself, after a downgrade) still holds the lock, the expiry stands.
+// Otherwise the expiry becomes the longest remaining read hold's; when no read hold is left, or every one
+// left has run out, the lock is deleted and [UnlockMessage] published on [RWChannelName]. Remaining is
+// owner's read hold count left, and 0 when the lock was deleted.
+//
+// lease is not used: a read hold's expiry is its own timeout key's, and Redisson's read unlock takes no
+// lease either; the parameter keeps the call shaped like [Ops.WriteRelease].
+//
+// requestID makes the call retry-safe like [Ops.Release]. It returns [ErrNotHeld] when owner holds no
+// read hold.
+func (o *Ops) ReadRelease(ctx context.Context, name, owner, requestID string, lease time.Duration) (Released, error) {
+	n, err := rwReadReleaseScript.Run(ctx, o.client,
+		[]string{LockKey(name), RWChannelName(name), UnlockLatchKey(name, requestID), readTimeoutPrefix(name, owner)},
+		owner, UnlockMessage, millis(o.latchExpiry), o.publish, allReadersPrefix(name)).Int64()
+	if err != nil {
+		return Released{}, fmt.Errorf("lockwarden: read release %q: %w", name, err)
+	}
+	if n < 0 {
+		return Released{}, ErrNotHeld
+	}
+	return Released{Remaining: n}, nil
+}
+
+// WriteRelease drops one write hold of owner on the read-write lock name. While write holds remain, the
+// expiry is reset to lease (only raised to it when owner also holds read holds). At the last write hold,
+// if owner still holds read holds (a downgrade) the lock switches to read mode with the expiry of its
+// longest read hold; otherwise the lock is deleted. Either way [ReadUnlockMessage] is published on
+// [RWChannelName], which wakes every waiter: after a downgrade, waiting readers may share the lock
+// (Redisson publishes nothing there, so its readers wait for their retry timer). Remaining is owner's write hold count left.
+//
+// requestID makes the call retry-safe like [Ops.Release]. It returns [ErrNotHeld] when owner is not the
+// writer.
+func (o *Ops) WriteRelease(ctx context.Context, name, owner, requestID string, lease time.Duration) (Released, error) {
+	n, err := rwWriteReleaseScript.Run(ctx, o.client,
+		[]string{LockKey(name), RWChannelName(name), UnlockLatchKey(name, requestID), readTimeoutPrefix(name, owner)},
+		millis(lease), owner, WriteField(owner), ReadUnlockMessage, millis(o.latchExpiry), o.publish).Int64()
+	if err != nil {
+		return Released{}, fmt.Errorf("lockwarden: write release %q: %w", name, err)
+	}
+	if n < 0 {
+		return Released{}, ErrNotHeld
+	}
+	return Released{Remaining: n}, nil
+}
+
+// ReadRenew resets the timeout keys of all of owner's read holds on the read-write lock name to lease,
+// and raises the lock's expiry to lease if it is shorter. It returns [ErrNotHeld], changing nothing, when
+// owner holds no read hold or one of its read holds already ran out: the holds are lost.
+func (o *Ops) ReadRenew(ctx context.Context, name, owner string, lease time.Duration) error {
+	n, err := rwReadRenewScript.Run(ctx, o.client,
+		[]string{LockKey(name), readTimeoutPrefix(name, owner)}, millis(lease), owner).Int64()
+	if err != nil {
+		return fmt.Errorf("lockwarden: read renew %q: %w", name, err)
+	}
+	if n == 0 {
+		return ErrNotHeld
+	}
+	return nil
+}
+
+// WriteRenew raises the expiry of the read-write lock name to lease, if it is shorter, while owner is
+// the writer. It returns [ErrNotHeld] when owner no longer holds the write lock, which means the hold is
+// lost.
+func (o *Ops) WriteRenew(ctx context.Context, name, owner string, lease time.Duration) error {
+	n, err := rwWriteRenewScript.Run(ctx, o.client,
+		[]string{LockKey(name)}, millis(lease), WriteField(owner)).Int64()
+	if err != nil {
+		return fmt.Errorf("lockwarden: write renew %q: %w", name, err)
+	}
+	if n == 0 {
+		return ErrNotHeld
+	}
+	return nil
+}
+
+// ForceUnlockRead deletes the read-write lock name, with its readers' timeout keys, whoever holds it,
+// but only while it is read-locked, and publishes [UnlockMessage]. It reports whether it deleted the
+// lock; a write-locked lock is left alone.
+func (o *Ops) ForceUnlockRead(ctx context.Context, name string) (bool, error) {
+	return o.rwForceUnlock(ctx, name, modeRead, UnlockMessage)
+}
+
+// ForceUnlockWrite deletes the read-write lock name, with the writer's downgraded read holds, whoever
+// holds it, but only while it is write-locked, and publishes [ReadUnlockMessage]. It reports whether it
+// deleted the lock; a read-locked lock is left alone.
+func (o *Ops) ForceUnlockWrite(ctx context.Context, name string) (bool, error) {
+	return o.rwForceUnlock(ctx, name, modeWrite, ReadUnlockMessage)
+}
+
+func (o *Ops) rwForceUnlock(ctx context.Context, name, mode, message string) (bool, error) {
+	n, err := rwForceUnlockScript.Run(ctx, o.client,
+		[]string{LockKey(name), RWChannelName(name)}, mode, message, o.publish, allReadersPrefix(name)).Int64()
+	if err != nil {
+		return false, fmt.Errorf("lockwarden: force unlock %s %q: %w", mode, name, err)
+	}
+	return n == 1, nil
+}
+
+// RWStatus is a consistent snapshot of one read-write lock.
+type RWStatus struct {
+	// Mode is "" when the lock is free, else "read" or "write".
+	Mode string
+	// ReadHolds is the asking owner's read hold count (0 when it holds none).
+	ReadHolds int64
+	// WriteHolds is the asking owner's write hold count (0 when it is not the writer).
+	WriteHolds int64
+	// TTL is the remaining expiry: -2 when the lock is free, -1 when it has no expiry.
+	TTL time.Duration
+}
+
+// RWStatus reads the state of the read-write lock name as seen by owner (which may be empty).
+func (o *Ops) RWStatus(ctx context.Context, name, owner string) (RWStatus, error) {
+	vals, err := rwStatusScript.Run(ctx, o.client, []string{LockKey(name)}, owner, WriteField(owner)).Slice()
+	if err != nil {
+		return RWStatus{}, fmt.Errorf("lockwarden: rw status %q: %w", name, err)
+	}
+	if len(vals) == 4 {
+		mode, ok0 := vals[0].(string)
+		reads, ok1 := vals[1].(int64)
+		writes, ok2 := vals[2].(int64)
+		pttl, ok3 := vals[3].(int64)
+		if ok0 && ok1 && ok2 && ok3 {
+			return RWStatus{Mode: mode, ReadHolds: reads, WriteHolds: writes, TTL: ttlFromMillis(pttl)}, nil
+		}
+	}
+	return RWStatus{}, fmt.Errorf("lockwarden: rw status %q: unexpected reply %v", name, vals)
+}

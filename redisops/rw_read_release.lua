@@ -1,0 +1,60 @@
+-- rw_read_release.lua: retry-safe release of one read hold of the read-write lock N by owner O.
+-- KEYS[1]  the lock hash N (field mode = read|write, field R -> read count of reader R)
+-- KEYS[2]  the channel redisson_rwlock:{N}
+-- KEYS[3]  the unlock latch redisson_unlock_latch:{N}:<request id>
+-- KEYS[4]  O's read timeout key prefix {N}:O:rwlock_timeout (hold k has the key <prefix>:<k>)
+-- ARGV[1]  owner id O
+-- ARGV[2]  message published when the lock becomes free ("0")
+-- ARGV[3]  latch expiry in milliseconds
+-- ARGV[4]  publish command ("publish", or "spublish" for sharded pub/sub)
+-- ARGV[5]  the timeout key prefix of all readers, {N}: ; reader R's k-th hold has the key
+--          <prefix>R:rwlock_timeout:<k>. The other readers' keys cannot be listed in KEYS since only
+--          the hash knows who they are; they are built here, as Redisson does, and share the hash tag
+--          {N}, so they live in the lock's Redis Cluster slot.
+-- Drops O's latest read hold and its timeout key. While a writer holds the lock (O itself, after a
+-- downgrade) the hash's expiry stands. Otherwise the hash's expiry becomes the longest remaining timeout
+-- key's; when no read hold is left (or every one left has run out), the hash is deleted and the
+-- message published.
+-- Returns O's read count left (0 = O holds no read hold any more), or -1 when O holds no read hold.
+-- A retried call with the same request id returns the stored answer instead of releasing twice.
+local latched = redis.call('get', KEYS[3])
+if latched then
+    return tonumber(string.sub(latched, 1, string.find(latched, ':', 1, true) - 1))
+end
+local state = redis.call('hmget', KEYS[1], 'mode', ARGV[1])
+local mode, held = state[1], state[2]
+if not mode or not held then
+    return -1
+end
+held = tonumber(held)
+local remaining = held - 1
+if remaining > 0 then
+    redis.call('hincrby', KEYS[1], ARGV[1], -1)
+else
+    redis.call('hdel', KEYS[1], ARGV[1])
+end
+redis.call('del', KEYS[4] .. ':' .. held)
+if mode ~= 'write' then
+    local longest = -2
+    local fields = redis.call('hgetall', KEYS[1])
+    for i = 1, #fields, 2 do
+        local count = tonumber(fields[i + 1])
+        if fields[i] ~= 'mode' and count then
+            for k = 1, count do
+                local ttl = redis.call('pttl', ARGV[5] .. fields[i] .. ':rwlock_timeout:' .. k)
+                if ttl > longest then
+                    longest = ttl
+                end
+            end
+        end
+    end
+    if longest > 0 then
+        redis.call('pexpire', KEYS[1], longest)
+    else
+        redis.call('del', KEYS[1])
+        redis.call(ARGV[4], KEYS[2], ARGV[2])
+        remaining = 0
+    end
+end
+redis.call('set', KEYS[3], string.format('%d:0', remaining), 'px', ARGV[3])
+return remaining

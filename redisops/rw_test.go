@@ -1,0 +1,977 @@
+package redisops_test
+
+import (
+	"errors"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/lockwarden/lockwarden/integration/redistest"
+	"github.com/lockwarden/lockwarden/redisops"
+)
+
+const (
+	shortLease = 3 * time.Second
+	midLease   = 10 * time.Second
+)
+
+func mustRead(t *testing.T, ops *redisops.Ops, name, owner string, l time.Duration) redisops.Acquired {
+	t.Helper()
+	got, err := ops.ReadAcquire(t.Context(), name, owner, l, redisops.UnknownHoldCount)
+	if err != nil {
+		t.Fatalf("ReadAcquire(%q, %q): %v", name, owner, err)
+	}
+	if !got.OK || got.Token != 0 {
+		t.Fatalf("ReadAcquire(%q, %q): got %+v, want OK without a token", name, owner, got)
+	}
+	return got
+}
+
+func mustWrite(t *testing.T, ops *redisops.Ops, name, owner string, l time.Duration) redisops.Acquired {
+	t.Helper()
+	got, err := ops.WriteAcquire(t.Context(), name, owner, l, redisops.UnknownHoldCount)
+	if err != nil {
+		t.Fatalf("WriteAcquire(%q, %q): %v", name, owner, err)
+	}
+	if !got.OK {
+		t.Fatalf("WriteAcquire(%q, %q): got %+v, want OK", name, owner, got)
+	}
+	return got
+}
+
+func mustReadRelease(t *testing.T, ops *redisops.Ops, name, owner, requestID string, want int64) {
+	t.Helper()
+	got, err := ops.ReadRelease(t.Context(), name, owner, requestID, lease)
+	if err != nil {
+		t.Fatalf("ReadRelease(%q, %q): %v", name, owner, err)
+	}
+	if got != (redisops.Released{Remaining: want}) {
+		t.Fatalf("ReadRelease(%q, %q): got %+v, want Remaining %d", name, owner, got, want)
+	}
+}
+
+func mustWriteRelease(t *testing.T, ops *redisops.Ops, name, owner, requestID string, want int64) {
+	t.Helper()
+	got, err := ops.WriteRelease(t.Context(), name, owner, requestID, lease)
+	if err != nil {
+		t.Fatalf("WriteRelease(%q, %q): %v", name, owner, err)
+	}
+	if got != (redisops.Released{Remaining: want}) {
+		t.Fatalf("WriteRelease(%q, %q): got %+v, want Remaining %d", name, owner, got, want)
+	}
+}
+
+// checkRefused fails unless got is a refusal whose TTL lies in (want-ttlSlack, want].
+func checkRefused(t *testing.T, what string, got redisops.Acquired, want time.Duration) {
+	t.Helper()
+	if got.OK || got.HoldCount != 0 || got.Token != 0 {
+		t.Fatalf("%s: got %+v, want a refusal", what, got)
+	}
+	if got.TTL <= want-ttlSlack || got.TTL > want {
+		t.Errorf("%s: got TTL %v, want about %v", what, got.TTL, want)
+	}
+}
+
+// checkToken fails unless the fencing token counter of name holds want (0 = absent).
+func checkToken(t *testing.T, c *redis.Client, name string, want int64) {
+	t.Helper()
+	got, err := c.Get(t.Context(), redisops.TokenKey(name)).Int64()
+	if errors.Is(err, redis.Nil) {
+		got, err = 0, nil
+	}
+	if err != nil || got != want {
+		t.Errorf("token counter: got %d (err %v), want %d", got, err, want)
+	}
+}
+
+func TestRWKeyNames(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		fn   string
+		got  string
+		want string
+	}{
+		{"RWChannelName", redisops.RWChannelName("orders"), "redisson_rwlock:{orders}"},
+		{"RWChannelName braces", redisops.RWChannelName("a{b}c"), "redisson_rwlock:a{b}c"},
+		{"WriteField", redisops.WriteField("uuid:7"), "uuid:7:write"},
+		{"ReadTimeoutKey", redisops.ReadTimeoutKey("orders", "uuid:7", 1), "{orders}:uuid:7:rwlock_timeout:1"},
+		{"ReadTimeoutKey braces", redisops.ReadTimeoutKey("a{b}c", "uuid:7", 12), "a{b}c:uuid:7:rwlock_timeout:12"},
+	}
+	for _, tt := range tests {
+		if tt.got != tt.want {
+			t.Errorf("%s: got %q, want %q", tt.fn, tt.got, tt.want)
+		}
+	}
+}
+
+// TestRWKeysShareSlot checks with CLUSTER KEYSLOT of a real cluster-enabled server that the keys of one
+// read-write lock land in one Redis Cluster slot, including the timeout keys of other readers that the
+// scripts build themselves.
+func TestRWKeysShareSlot(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t, redistest.WithArgs("--cluster-enabled", "yes"))
+	c := srv.Client(t)
+	for _, name := range []string{"orders", "a{b}c", "{user:1}:lock", "x:y:z"} {
+		keys := []string{
+			redisops.LockKey(name),
+			redisops.RWChannelName(name),
+			redisops.TokenKey(name),
+			redisops.UnlockLatchKey(name, "req-1"),
+			redisops.ReadTimeoutKey(name, "uuid:7", 1),
+			redisops.ReadTimeoutKey(name, "other", 42),
+		}
+		want, err := c.ClusterKeySlot(t.Context(), keys[0]).Result()
+		if err != nil {
+			t.Fatalf("CLUSTER KEYSLOT %q: %v", keys[0], err)
+		}
+		for _, k := range keys[1:] {
+			got, err := c.ClusterKeySlot(t.Context(), k).Result()
+			if err != nil {
+				t.Fatalf("CLUSTER KEYSLOT %q: %v", k, err)
+			}
+			if got != want {
+				t.Errorf("slot of %q: got %d, want %d (slot of lock key %q)", k, got, want, keys[0])
+			}
+		}
+	}
+}
+
+func TestRWScriptsLoad(t *testing.T) {
+	t.Parallel()
+	_, c := setup(t)
+	scripts := redisops.RWScripts()
+	for _, name := range []string{
+		"rw_read_acquire", "rw_write_acquire", "rw_read_release", "rw_write_release",
+		"rw_read_renew", "rw_write_renew", "rw_forceunlock", "rw_status",
+	} {
+		if scripts[name] == nil {
+			t.Errorf("RWScripts()[%q]: missing", name)
+		}
+	}
+	for name, s := range scripts {
+		if redisops.Scripts()[name] != s {
+			t.Errorf("Scripts()[%q]: not the read-write script", name)
+		}
+	}
+	for name, s := range scripts {
+		t.Run(name, func(t *testing.T) {
+			sha, err := s.Load(t.Context(), c).Result()
+			if err != nil {
+				t.Fatalf("SCRIPT LOAD: %v", err)
+			}
+			if sha != s.Hash() {
+				t.Errorf("SCRIPT LOAD sha: got %s, want %s", sha, s.Hash())
+			}
+		})
+	}
+}
+
+// TestRWWithoutLoadedScripts checks that every call works on a server whose script cache is empty
+// (EVALSHA falls back to EVAL).
+func TestRWWithoutLoadedScripts(t *testing.T) {
+	t.Parallel()
+	ops, c := setup(t)
+	if err := c.ScriptFlush(t.Context()).Err(); err != nil {
+		t.Fatalf("SCRIPT FLUSH: %v", err)
+	}
+	name := t.Name()
+	mustWrite(t, ops, name, "A", lease)
+	mustRead(t, ops, name, "A", lease)
+	if err := ops.WriteRenew(t.Context(), name, "A", lease); err != nil {
+		t.Fatalf("WriteRenew: %v", err)
+	}
+	if err := ops.ReadRenew(t.Context(), name, "A", lease); err != nil {
+		t.Fatalf("ReadRenew: %v", err)
+	}
+	if _, err := ops.RWStatus(t.Context(), name, "A"); err != nil {
+		t.Fatalf("RWStatus: %v", err)
+	}
+	mustReadRelease(t, ops, name, "A", "r1", 0)
+	mustWriteRelease(t, ops, name, "A", "r2", 0)
+	if _, err := ops.ForceUnlockRead(t.Context(), name); err != nil {
+		t.Fatalf("ForceUnlockRead: %v", err)
+	}
+	if _, err := ops.ForceUnlockWrite(t.Context(), name); err != nil {
+		t.Fatalf("ForceUnlockWrite: %v", err)
+	}
+}
+
+func TestReadAcquireManyReaders(t *testing.T) {
+	t.Parallel()
+	ops, c := setup(t)
+
+	for _, name := range []string{t.Name(), "{" + t.Name() + "}:braced"} {
+		t.Run(name, func(t *testing.T) {
+			if got := mustRead(t, ops, name, "A", lease); got.HoldCount != 1 {
+				t.Errorf("A's first read: got %+v, want HoldCount 1", got)
+			}
+			if got := mustRead(t, ops, name, "B", longLease); got.HoldCount != 1 {
+				t.Errorf("B's read: got %+v, want HoldCount 1", got)
+			}
+			if got := mustRead(t, ops, name, "A", shortLease); got.HoldCount != 2 {
+				t.Errorf("A's second read: got %+v, want HoldCount 2", got)
+			}
+			mustRead(t, ops, name, "C", lease)
+
+			checkHash(t, c, redisops.LockKey(name), map[string]string{"mode": "read", "A": "2", "B": "1", "C": "1"})
+			checkPTTL(t, c, redisops.ReadTimeoutKey(name, "A", 1), lease)
+			checkPTTL(t, c, redisops.ReadTimeoutKey(name, "A", 2), shortLease)
+			checkPTTL(t, c, redisops.ReadTimeoutKey(name, "B", 1), longLease)
+			checkPTTL(t, c, redisops.ReadTimeoutKey(name, "C", 1), lease)
+			checkGone(t, c, redisops.ReadTimeoutKey(name, "A", 3))
+			// The hash outlives the longest read hold, and a shorter one does not shorten it.
+			checkPTTL(t, c, redisops.LockKey(name), longLease)
+			// Reads issue no fencing tokens.
+			checkToken(t, c, name, 0)
+		})
+	}
+}
+
+func TestWriteRefusedWhileRead(t *testing.T) {
+	t.Parallel()
+	ops, c := setup(t)
+	name := t.Name()
+	mustRead(t, ops, name, "A", lease)
+	mustRead(t, ops, name, "B", longLease)
+
+	got, err := ops.WriteAcquire(t.Context(), name, "W", lease, redisops.UnknownHoldCount)
+	if err != nil {
+		t.Fatalf("WriteAcquire: %v", err)
+	}
+	checkRefused(t, "WriteAcquire while read-locked", got, longLease)
+	checkHash(t, c, redisops.LockKey(name), map[string]string{"mode": "read", "A": "1", "B": "1"})
+	checkPTTL(t, c, redisops.LockKey(name), longLease)
+	checkToken(t, c, name, 0)
+}
+
+func TestReadRefusedWhileWrite(t *testing.T) {
+	t.Parallel()
+	ops, c := setup(t)
+	name := t.Name()
+	if got := mustWrite(t, ops, name, "W", lease); got != (redisops.Acquired{OK: true, HoldCount: 1, Token: 1}) {
+		t.Errorf("WriteAcquire: got %+v, want count 1, token 1", got)
+	}
+
+	got, err := ops.ReadAcquire(t.Context(), name, "R", longLease, redisops.UnknownHoldCount)
+	if err != nil {
+		t.Fatalf("ReadAcquire by another owner: %v", err)
+	}
+	checkRefused(t, "ReadAcquire while write-locked", got, lease)
+	got, err = ops.WriteAcquire(t.Context(), name, "X", longLease, redisops.UnknownHoldCount)
+	if err != nil {
+		t.Fatalf("WriteAcquire by another owner: %v", err)
+	}
+	checkRefused(t, "WriteAcquire while write-locked", got, lease)
+	checkHash(t, c, redisops.LockKey(name), map[string]string{"mode": "write", "W:write": "1"})
+	checkGone(t, c, redisops.ReadTimeoutKey(name, "R", 1))
+	checkToken(t, c, name, 1)
+
+	// The writer itself may take read holds (a downgrade), which raise the expiry but issue no token.
+	if got := mustRead(t, ops, name, "W", longLease); got.HoldCount != 1 {
+		t.Errorf("downgrade ReadAcquire: got %+v, want HoldCount 1", got)
+	}
+	checkHash(t, c, redisops.LockKey(name), map[string]string{"mode": "write", "W:write": "1", "W": "1"})
+	checkPTTL(t, c, redisops.ReadTimeoutKey(name, "W", 1), longLease)
+	checkPTTL(t, c, redisops.LockKey(name), longLease)
+	checkToken(t, c, name, 1)
+
+	// Others stay out.
+	got, err = ops.ReadAcquire(t.Context(), name, "R", lease, redisops.UnknownHoldCount)
+	if err != nil {
+		t.Fatalf("ReadAcquire by another owner: %v", err)
+	}
+	checkRefused(t, "ReadAcquire while write-locked and downgraded", got, longLease)
+}
+
+func TestWriteAcquireUpgradeRefused(t *testing.T) {
+	t.Parallel()
+	ops, c := setup(t)
+
+	for _, others := range []bool{false, true} {
+		name := t.Name() + "/alone"
+		if others {
+			name = t.Name() + "/others"
+		}
+		want := map[string]string{"mode": "read", "A": "2"}
+		mustRead(t, ops, name, "A", lease)
+		mustRead(t, ops, name, "A", lease)
+		if others {
+			mustRead(t, ops, name, "B", longLease)
+			want["B"] = "1"
+		}
+		for _, held := range []int64{redisops.UnknownHoldCount, 0} {
+			got, err := ops.WriteAcquire(t.Context(), name, "A", lease, held)
+			if !errors.Is(err, redisops.ErrUpgrade) {
+				t.Fatalf("%s: WriteAcquire by reader (held %d): got %+v, %v, want %v", name, held, got, err, redisops.ErrUpgrade)
+			}
+			if got != (redisops.Acquired{}) {
+				t.Errorf("%s: WriteAcquire by reader: got %+v, want the zero value", name, got)
+			}
+		}
+		checkHash(t, c, redisops.LockKey(name), want)
+		checkToken(t, c, name, 0)
+		if others {
+			checkPTTL(t, c, redisops.LockKey(name), longLease)
+		} else {
+			checkPTTL(t, c, redisops.LockKey(name), lease)
+		}
+	}
+}
+
+func TestWriteReentryAndTokens(t *testing.T) {
+	t.Parallel()
+	ops, c := setup(t)
+	name := t.Name()
+
+	got := mustWrite(t, ops, name, "W", lease)
+	if want := (redisops.Acquired{OK: true, HoldCount: 1, Token: 1}); got != want {
+		t.Errorf("first WriteAcquire: got %+v, want %+v", got, want)
+	}
+	checkHash(t, c, redisops.LockKey(name), map[string]string{"mode": "write", "W:write": "1"})
+	checkPTTL(t, c, redisops.LockKey(name), lease)
+
+	// Re-entry bumps the count, issues a new token and resets the lease.
+	got = mustWrite(t, ops, name, "W", longLease)
+	if want := (redisops.Acquired{OK: true, HoldCount: 2, Token: 2}); got != want {
+		t.Errorf("re-entrant WriteAcquire: got %+v, want %+v", got, want)
+	}
+	checkPTTL(t, c, redisops.LockKey(name), longLease)
+	got = mustWrite(t, ops, name, "W", lease)
+	if want := (redisops.Acquired{OK: true, HoldCount: 3, Token: 3}); got != want {
+		t.Errorf("re-entrant WriteAcquire: got %+v, want %+v", got, want)
+	}
+	checkPTTL(t, c, redisops.LockKey(name), lease)
+
+	// Reads by the writer answer token 0 and leave the counter alone.
+	if got := mustRead(t, ops, name, "W", longLease); got != (redisops.Acquired{OK: true, HoldCount: 1}) {
+		t.Errorf("downgrade ReadAcquire: got %+v, want count 1, token 0", got)
+	}
+	checkToken(t, c, name, 3)
+
+	// With downgraded read holds, a shorter write lease does not cut the expiry below them.
+	got = mustWrite(t, ops, name, "W", shortLease)
+	if want := (redisops.Acquired{OK: true, HoldCount: 4, Token: 4}); got != want {
+		t.Errorf("re-entrant WriteAcquire with read holds: got %+v, want %+v", got, want)
+	}
+	checkPTTL(t, c, redisops.LockKey(name), longLease)
+	checkHash(t, c, redisops.LockKey(name), map[string]string{"mode": "write", "W:write": "4", "W": "1"})
+	checkToken(t, c, name, 4)
+}
+
+// TestRWAcquireRetryIsIdempotent replays acquisitions whose reply was lost: with the hold count the
+// caller knew, the replay must not take a second hold, set a second timeout key, nor issue a token.
+func TestRWAcquireRetryIsIdempotent(t *testing.T) {
+	t.Parallel()
+	ops, c := setup(t)
+
+	t.Run("read", func(t *testing.T) {
+		name := t.Name()
+		for i := range 2 {
+			got, err := ops.ReadAcquire(t.Context(), name, "A", lease, 0)
+			if err != nil || got != (redisops.Acquired{OK: true, HoldCount: 1}) {
+				t.Fatalf("ReadAcquire attempt %d = %+v, %v; want count 1", i+1, got, err)
+			}
+		}
+		checkHash(t, c, redisops.LockKey(name), map[string]string{"mode": "read", "A": "1"})
+		checkGone(t, c, redisops.ReadTimeoutKey(name, "A", 2))
+		got, err := ops.ReadAcquire(t.Context(), name, "A", lease, 1)
+		if err != nil || got.HoldCount != 2 {
+			t.Fatalf("read re-entry = %+v, %v; want count 2", got, err)
+		}
+		got, err = ops.ReadAcquire(t.Context(), name, "A", lease, redisops.UnknownHoldCount)
+		if err != nil || got.HoldCount != 3 {
+			t.Fatalf("ReadAcquire with unknown count = %+v, %v; want count 3", got, err)
+		}
+		checkPTTL(t, c, redisops.ReadTimeoutKey(name, "A", 3), lease)
+	})
+
+	t.Run("write", func(t *testing.T) {
+		name := t.Name()
+		first, err := ops.WriteAcquire(t.Context(), name, "W", lease, 0)
+		if err != nil || first != (redisops.Acquired{OK: true, HoldCount: 1, Token: 1}) {
+			t.Fatalf("first WriteAcquire = %+v, %v", first, err)
+		}
+		replay, err := ops.WriteAcquire(t.Context(), name, "W", lease, 0)
+		if err != nil || replay != first {
+			t.Fatalf("replayed WriteAcquire = %+v, %v; want the first answer %+v", replay, err, first)
+		}
+		checkToken(t, c, name, 1)
+		reentry, err := ops.WriteAcquire(t.Context(), name, "W", lease, 1)
+		if err != nil || reentry != (redisops.Acquired{OK: true, HoldCount: 2, Token: 2}) {
+			t.Fatalf("write re-entry = %+v, %v; want count 2, token 2", reentry, err)
+		}
+		checkHash(t, c, redisops.LockKey(name), map[string]string{"mode": "write", "W:write": "2"})
+	})
+}
+
+func TestReadRelease(t *testing.T) {
+	t.Parallel()
+	ops, c := setup(t)
+
+	t.Run("longest hold leaves", func(t *testing.T) {
+		name := t.Name()
+		mustRead(t, ops, name, "A", shortLease)
+		mustRead(t, ops, name, "B", midLease)
+		checkPTTL(t, c, redisops.LockKey(name), midLease)
+
+		mustReadRelease(t, ops, name, "B", "r1", 0)
+		checkGone(t, c, redisops.ReadTimeoutKey(name, "B", 1))
+		checkHash(t, c, redisops.LockKey(name), map[string]string{"mode": "read", "A": "1"})
+		// The hash now follows the remaining, shorter, read hold.
+		checkPTTL(t, c, redisops.LockKey(name), shortLease)
+		checkPTTL(t, c, redisops.ReadTimeoutKey(name, "A", 1), shortLease)
+	})
+
+	t.Run("latest hold of a re-entrant reader", func(t *testing.T) {
+		name := t.Name()
+		mustRead(t, ops, name, "A", shortLease)
+		mustRead(t, ops, name, "A", midLease)
+		mustRead(t, ops, name, "B", shortLease)
+
+		mustReadRelease(t, ops, name, "A", "r1", 1)
+		checkGone(t, c, redisops.ReadTimeoutKey(name, "A", 2))
+		checkPTTL(t, c, redisops.ReadTimeoutKey(name, "A", 1), shortLease)
+		checkHash(t, c, redisops.LockKey(name), map[string]string{"mode": "read", "A": "1", "B": "1"})
+		checkPTTL(t, c, redisops.LockKey(name), shortLease)
+	})
+
+	t.Run("last hold", func(t *testing.T) {
+		name := t.Name()
+		channel := redisops.RWChannelName(name)
+		ps := subscribe(t, c, channel)
+		mustRead(t, ops, name, "A", lease)
+		mustRead(t, ops, name, "B", lease)
+
+		mustReadRelease(t, ops, name, "B", "r1", 0)
+		expectNoMessage(t, c, ps, channel)
+		mustReadRelease(t, ops, name, "A", "r2", 0)
+		checkGone(t, c, redisops.LockKey(name))
+		checkGone(t, c, redisops.ReadTimeoutKey(name, "A", 1))
+		if msg := nextMessage(t, ps); msg != redisops.UnlockMessage {
+			t.Errorf("message: got %q, want %q", msg, redisops.UnlockMessage)
+		}
+		expectNoMessage(t, c, ps, channel)
+
+		// The lock is free for a writer.
+		mustWrite(t, ops, name, "W", lease)
+	})
+
+	t.Run("other holds ran out", func(t *testing.T) {
+		name := t.Name()
+		channel := redisops.RWChannelName(name)
+		ps := subscribe(t, c, channel)
+		mustRead(t, ops, name, "A", lease)
+		mustRead(t, ops, name, "A", lease)
+		mustRead(t, ops, name, "B", lease)
+		// B's hold and A's first hold run out (their timeout keys expire) while the hash lives on.
+		if err := c.Del(t.Context(), redisops.ReadTimeoutKey(name, "B", 1), redisops.ReadTimeoutKey(name, "A", 1)).Err(); err != nil {
+			t.Fatalf("DEL: %v", err)
+		}
+		got, err := ops.ReadRelease(t.Context(), name, "A", "r1", lease)
+		if err != nil {
+			t.Fatalf("ReadRelease: %v", err)
+		}
+		if got != (redisops.Released{}) {
+			t.Errorf("ReadRelease: got %+v, want Remaining 0 (the lock was freed)", got)
+		}
+		checkGone(t, c, redisops.LockKey(name))
+		if msg := nextMessage(t, ps); msg != redisops.UnlockMessage {
+			t.Errorf("message: got %q, want %q", msg, redisops.UnlockMessage)
+		}
+	})
+
+	t.Run("downgraded writer", func(t *testing.T) {
+		name := t.Name()
+		channel := redisops.RWChannelName(name)
+		ps := subscribe(t, c, channel)
+		mustWrite(t, ops, name, "W", longLease)
+		mustRead(t, ops, name, "W", shortLease)
+		mustRead(t, ops, name, "W", shortLease)
+
+		mustReadRelease(t, ops, name, "W", "r1", 1)
+		mustReadRelease(t, ops, name, "W", "r2", 0)
+		// The write lock stands with its own expiry; nothing was published.
+		checkHash(t, c, redisops.LockKey(name), map[string]string{"mode": "write", "W:write": "1"})
+		checkPTTL(t, c, redisops.LockKey(name), longLease)
+		checkGone(t, c, redisops.ReadTimeoutKey(name, "W", 1))
+		expectNoMessage(t, c, ps, channel)
+	})
+}
+
+func TestWriteRelease(t *testing.T) {
+	t.Parallel()
+	ops, c := setup(t)
+
+	t.Run("plain", func(t *testing.T) {
+		name := t.Name()
+		channel := redisops.RWChannelName(name)
+		ps := subscribe(t, c, channel)
+		mustWrite(t, ops, name, "W", longLease)
+		mustWrite(t, ops, name, "W", longLease)
+
+		mustWriteRelease(t, ops, name, "W", "r1", 1)
+		checkHash(t, c, redisops.LockKey(name), map[string]string{"mode": "write", "W:write": "1"})
+		checkPTTL(t, c, redisops.LockKey(name), lease)
+		expectNoMessage(t, c, ps, channel)
+
+		mustWriteRelease(t, ops, name, "W", "r2", 0)
+		checkGone(t, c, redisops.LockKey(name))
+		if msg := nextMessage(t, ps); msg != redisops.ReadUnlockMessage {
+			t.Errorf("message: got %q, want %q", msg, redisops.ReadUnlockMessage)
+		}
+		expectNoMessage(t, c, ps, channel)
+		mustRead(t, ops, name, "R", lease)
+	})
+
+	t.Run("downgrade", func(t *testing.T) {
+		name := t.Name()
+		channel := redisops.RWChannelName(name)
+		ps := subscribe(t, c, channel)
+		mustWrite(t, ops, name, "W", lease)
+		mustRead(t, ops, name, "W", shortLease)
+		mustRead(t, ops, name, "W", midLease)
+
+		mustWriteRelease(t, ops, name, "W", "r1", 0)
+		// The lock switches to read mode and its expiry follows the longest read hold; "1" is
+		// published so that waiting readers come in now.
+		checkHash(t, c, redisops.LockKey(name), map[string]string{"mode": "read", "W": "2"})
+		checkPTTL(t, c, redisops.LockKey(name), midLease)
+		if msg := nextMessage(t, ps); msg != redisops.ReadUnlockMessage {
+			t.Errorf("message: got %q, want %q", msg, redisops.ReadUnlockMessage)
+		}
+		expectNoMessage(t, c, ps, channel)
+
+		// Other readers may join now; writers may not.
+		mustRead(t, ops, name, "R", shortLease)
+		got, err := ops.WriteAcquire(t.Context(), name, "X", lease, redisops.UnknownHoldCount)
+		if err != nil {
+			t.Fatalf("WriteAcquire: %v", err)
+		}
+		checkRefused(t, "WriteAcquire after downgrade", got, midLease)
+		// The former writer is a plain reader now: it cannot take the write lock back.
+		if _, err := ops.WriteAcquire(t.Context(), name, "W", lease, redisops.UnknownHoldCount); !errors.Is(err, redisops.ErrUpgrade) {
+			t.Errorf("WriteAcquire by the former writer: got %v, want %v", err, redisops.ErrUpgrade)
+		}
+
+		mustReadRelease(t, ops, name, "W", "r2", 1)
+		mustReadRelease(t, ops, name, "W", "r3", 0)
+		expectNoMessage(t, c, ps, channel)
+		mustReadRelease(t, ops, name, "R", "r4", 0)
+		checkGone(t, c, redisops.LockKey(name))
+		if msg := nextMessage(t, ps); msg != redisops.UnlockMessage {
+			t.Errorf("message: got %q, want %q", msg, redisops.UnlockMessage)
+		}
+	})
+
+	t.Run("downgrade to a shorter read hold", func(t *testing.T) {
+		name := t.Name()
+		mustWrite(t, ops, name, "W", longLease)
+		mustRead(t, ops, name, "W", shortLease)
+		mustWriteRelease(t, ops, name, "W", "r1", 0)
+		checkHash(t, c, redisops.LockKey(name), map[string]string{"mode": "read", "W": "1"})
+		checkPTTL(t, c, redisops.LockKey(name), shortLease)
+	})
+
+	t.Run("holds remain with read holds", func(t *testing.T) {
+		name := t.Name()
+		mustWrite(t, ops, name, "W", lease)
+		mustWrite(t, ops, name, "W", lease)
+		mustRead(t, ops, name, "W", longLease)
+		// The release's lease does not cut the expiry below the read hold.
+		mustWriteRelease(t, ops, name, "W", "r1", 1)
+		checkPTTL(t, c, redisops.LockKey(name), longLease)
+	})
+
+	t.Run("downgraded holds ran out", func(t *testing.T) {
+		name := t.Name()
+		channel := redisops.RWChannelName(name)
+		ps := subscribe(t, c, channel)
+		mustWrite(t, ops, name, "W", lease)
+		mustRead(t, ops, name, "W", lease)
+		if err := c.Del(t.Context(), redisops.ReadTimeoutKey(name, "W", 1)).Err(); err != nil {
+			t.Fatalf("DEL: %v", err)
+		}
+		mustWriteRelease(t, ops, name, "W", "r1", 0)
+		checkGone(t, c, redisops.LockKey(name))
+		if msg := nextMessage(t, ps); msg != redisops.ReadUnlockMessage {
+			t.Errorf("message: got %q, want %q", msg, redisops.ReadUnlockMessage)
+		}
+	})
+}
+
+func TestRWReleaseRetry(t *testing.T) {
+	t.Parallel()
+	ops, c := setup(t)
+
+	t.Run("read, holds remain", func(t *testing.T) {
+		name := t.Name()
+		for range 3 {
+			mustRead(t, ops, name, "A", lease)
+		}
+		for i := range 2 {
+			got, err := ops.ReadRelease(t.Context(), name, "A", "req", lease)
+			if err != nil || got != (redisops.Released{Remaining: 2}) {
+				t.Fatalf("ReadRelease attempt %d = %+v, %v; want Remaining 2", i+1, got, err)
+			}
+		}
+		checkHash(t, c, redisops.LockKey(name), map[string]string{"mode": "read", "A": "2"})
+		checkPTTL(t, c, redisops.ReadTimeoutKey(name, "A", 2), lease)
+		checkPTTL(t, c, redisops.UnlockLatchKey(name, "req"), redisops.DefaultLatchExpiry)
+	})
+
+	t.Run("read, last hold", func(t *testing.T) {
+		name := t.Name()
+		channel := redisops.RWChannelName(name)
+		ps := subscribe(t, c, channel)
+		mustRead(t, ops, name, "A", lease)
+		for i := range 2 {
+			got, err := ops.ReadRelease(t.Context(), name, "A", "req", lease)
+			if err != nil || got != (redisops.Released{}) {
+				t.Fatalf("ReadRelease attempt %d = %+v, %v; want Remaining 0", i+1, got, err)
+			}
+		}
+		if msg := nextMessage(t, ps); msg != redisops.UnlockMessage {
+			t.Errorf("message: got %q, want %q", msg, redisops.UnlockMessage)
+		}
+		expectNoMessage(t, c, ps, channel)
+	})
+
+	t.Run("write", func(t *testing.T) {
+		name := t.Name()
+		channel := redisops.RWChannelName(name)
+		ps := subscribe(t, c, channel)
+		mustWrite(t, ops, name, "W", lease)
+		mustWrite(t, ops, name, "W", lease)
+		for _, want := range []int64{1, 0} {
+			req := "req" + strconv.FormatInt(want, 10)
+			for i := range 2 {
+				got, err := ops.WriteRelease(t.Context(), name, "W", req, lease)
+				if err != nil || got != (redisops.Released{Remaining: want}) {
+					t.Fatalf("WriteRelease %s attempt %d = %+v, %v; want Remaining %d", req, i+1, got, err, want)
+				}
+			}
+		}
+		checkGone(t, c, redisops.LockKey(name))
+		if msg := nextMessage(t, ps); msg != redisops.ReadUnlockMessage {
+			t.Errorf("message: got %q, want %q", msg, redisops.ReadUnlockMessage)
+		}
+		expectNoMessage(t, c, ps, channel)
+		// After another writer took the lock, a retry still gets the stored answer and changes nothing.
+		mustWrite(t, ops, name, "X", lease)
+		got, err := ops.WriteRelease(t.Context(), name, "W", "req0", lease)
+		if err != nil || got != (redisops.Released{}) {
+			t.Fatalf("late retry = %+v, %v; want Remaining 0", got, err)
+		}
+		checkHash(t, c, redisops.LockKey(name), map[string]string{"mode": "write", "X:write": "1"})
+	})
+}
+
+func TestRWReleaseNotHeld(t *testing.T) {
+	t.Parallel()
+	ops, c := setup(t)
+	readLocked := t.Name() + "/read"
+	writeLocked := t.Name() + "/write"
+	free := t.Name() + "/free"
+	mustRead(t, ops, readLocked, "A", lease)
+	mustWrite(t, ops, writeLocked, "W", lease)
+
+	tests := []struct {
+		desc  string
+		lock  string
+		owner string
+		write bool
+	}{
+		{"read release by a non-reader", readLocked, "B", false},
+		{"write release by a reader", readLocked, "A", true},
+		{"write release on a read-locked lock", readLocked, "B", true},
+		{"read release by the writer without read holds", writeLocked, "W", false},
+		{"read release by another owner", writeLocked, "B", false},
+		{"write release by a non-writer", writeLocked, "B", true},
+		{"read release of a free lock", free, "A", false},
+		{"write release of a free lock", free, "A", true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.desc, func(t *testing.T) {
+			channel := redisops.RWChannelName(tt.lock)
+			ps := subscribe(t, c, channel)
+			req := "req-" + t.Name()
+			var err error
+			if tt.write {
+				_, err = ops.WriteRelease(t.Context(), tt.lock, tt.owner, req, lease)
+			} else {
+				_, err = ops.ReadRelease(t.Context(), tt.lock, tt.owner, req, lease)
+			}
+			if !errors.Is(err, redisops.ErrNotHeld) {
+				t.Fatalf("got error %v, want %v", err, redisops.ErrNotHeld)
+			}
+			checkGone(t, c, redisops.UnlockLatchKey(tt.lock, req))
+			expectNoMessage(t, c, ps, channel)
+		})
+	}
+	checkHash(t, c, readLocked, map[string]string{"mode": "read", "A": "1"})
+	checkPTTL(t, c, readLocked, lease)
+	checkPTTL(t, c, redisops.ReadTimeoutKey(readLocked, "A", 1), lease)
+	checkHash(t, c, writeLocked, map[string]string{"mode": "write", "W:write": "1"})
+	checkPTTL(t, c, writeLocked, lease)
+	checkGone(t, c, free)
+}
+
+func TestReadRenew(t *testing.T) {
+	t.Parallel()
+	ops, c := setup(t)
+
+	t.Run("reader", func(t *testing.T) {
+		name := t.Name()
+		mustRead(t, ops, name, "A", shortLease)
+		mustRead(t, ops, name, "A", lease)
+		mustRead(t, ops, name, "B", shortLease)
+		if err := ops.ReadRenew(t.Context(), name, "A", longLease); err != nil {
+			t.Fatalf("ReadRenew: %v", err)
+		}
+		checkPTTL(t, c, redisops.ReadTimeoutKey(name, "A", 1), longLease)
+		checkPTTL(t, c, redisops.ReadTimeoutKey(name, "A", 2), longLease)
+		checkPTTL(t, c, redisops.ReadTimeoutKey(name, "B", 1), shortLease)
+		checkPTTL(t, c, redisops.LockKey(name), longLease)
+
+		// A shorter renewal of B does not cut the hash's expiry below A's holds.
+		if err := ops.ReadRenew(t.Context(), name, "B", midLease); err != nil {
+			t.Fatalf("ReadRenew: %v", err)
+		}
+		checkPTTL(t, c, redisops.ReadTimeoutKey(name, "B", 1), midLease)
+		checkPTTL(t, c, redisops.LockKey(name), longLease)
+		checkHash(t, c, redisops.LockKey(name), map[string]string{"mode": "read", "A": "2", "B": "1"})
+	})
+
+	t.Run("downgraded writer", func(t *testing.T) {
+		name := t.Name()
+		mustWrite(t, ops, name, "W", lease)
+		mustRead(t, ops, name, "W", shortLease)
+		if err := ops.ReadRenew(t.Context(), name, "W", longLease); err != nil {
+			t.Fatalf("ReadRenew: %v", err)
+		}
+		checkPTTL(t, c, redisops.ReadTimeoutKey(name, "W", 1), longLease)
+		checkPTTL(t, c, redisops.LockKey(name), longLease)
+	})
+
+	t.Run("not held", func(t *testing.T) {
+		name := t.Name()
+		mustRead(t, ops, name, "A", lease)
+		for _, tt := range []struct{ lock, owner string }{
+			{name, "B"},
+			{t.Name() + "/free", "A"},
+		} {
+			if err := ops.ReadRenew(t.Context(), tt.lock, tt.owner, longLease); !errors.Is(err, redisops.ErrNotHeld) {
+				t.Errorf("ReadRenew(%q, %q): got %v, want %v", tt.lock, tt.owner, err, redisops.ErrNotHeld)
+			}
+		}
+		writeLocked := t.Name() + "/write"
+		mustWrite(t, ops, writeLocked, "W", lease)
+		if err := ops.ReadRenew(t.Context(), writeLocked, "W", longLease); !errors.Is(err, redisops.ErrNotHeld) {
+			t.Errorf("ReadRenew by a writer without read holds: got %v, want %v", err, redisops.ErrNotHeld)
+		}
+		checkPTTL(t, c, writeLocked, lease)
+		checkPTTL(t, c, redisops.LockKey(name), lease)
+		checkPTTL(t, c, redisops.ReadTimeoutKey(name, "A", 1), lease)
+	})
+
+	t.Run("a hold ran out", func(t *testing.T) {
+		name := t.Name()
+		mustRead(t, ops, name, "A", lease)
+		mustRead(t, ops, name, "A", lease)
+		mustRead(t, ops, name, "B", lease)
+		if err := c.Del(t.Context(), redisops.ReadTimeoutKey(name, "A", 1)).Err(); err != nil {
+			t.Fatalf("DEL: %v", err)
+		}
+		if err := ops.ReadRenew(t.Context(), name, "A", longLease); !errors.Is(err, redisops.ErrNotHeld) {
+			t.Fatalf("ReadRenew after a hold ran out: got %v, want %v", err, redisops.ErrNotHeld)
+		}
+		// Nothing was renewed.
+		checkPTTL(t, c, redisops.ReadTimeoutKey(name, "A", 2), lease)
+		checkPTTL(t, c, redisops.LockKey(name), lease)
+	})
+}
+
+func TestWriteRenew(t *testing.T) {
+	t.Parallel()
+	ops, c := setup(t)
+
+	t.Run("writer", func(t *testing.T) {
+		name := t.Name()
+		mustWrite(t, ops, name, "W", lease)
+		if err := ops.WriteRenew(t.Context(), name, "W", longLease); err != nil {
+			t.Fatalf("WriteRenew: %v", err)
+		}
+		checkPTTL(t, c, redisops.LockKey(name), longLease)
+		checkHash(t, c, redisops.LockKey(name), map[string]string{"mode": "write", "W:write": "1"})
+	})
+
+	t.Run("writer with longer read holds", func(t *testing.T) {
+		name := t.Name()
+		mustWrite(t, ops, name, "W", lease)
+		mustRead(t, ops, name, "W", longLease)
+		if err := ops.WriteRenew(t.Context(), name, "W", lease); err != nil {
+			t.Fatalf("WriteRenew: %v", err)
+		}
+		checkPTTL(t, c, redisops.LockKey(name), longLease)
+	})
+
+	t.Run("not held", func(t *testing.T) {
+		name := t.Name()
+		mustWrite(t, ops, name, "W", lease)
+		readLocked := t.Name() + "/read"
+		mustRead(t, ops, readLocked, "A", lease)
+		for _, tt := range []struct{ lock, owner string }{
+			{name, "B"},
+			{readLocked, "A"},
+			{t.Name() + "/free", "W"},
+		} {
+			if err := ops.WriteRenew(t.Context(), tt.lock, tt.owner, longLease); !errors.Is(err, redisops.ErrNotHeld) {
+				t.Errorf("WriteRenew(%q, %q): got %v, want %v", tt.lock, tt.owner, err, redisops.ErrNotHeld)
+			}
+		}
+		checkPTTL(t, c, redisops.LockKey(name), lease)
+		checkPTTL(t, c, readLocked, lease)
+		checkGone(t, c, t.Name()+"/free")
+	})
+}
+
+func TestRWForceUnlock(t *testing.T) {
+	t.Parallel()
+	ops, c := setup(t)
+
+	t.Run("read-locked", func(t *testing.T) {
+		name := t.Name()
+		channel := redisops.RWChannelName(name)
+		ps := subscribe(t, c, channel)
+		mustRead(t, ops, name, "A", lease)
+		mustRead(t, ops, name, "A", lease)
+		mustRead(t, ops, name, "B", lease)
+
+		ok, err := ops.ForceUnlockWrite(t.Context(), name)
+		if err != nil || ok {
+			t.Fatalf("ForceUnlockWrite of a read-locked lock = %v, %v; want false", ok, err)
+		}
+		checkHash(t, c, redisops.LockKey(name), map[string]string{"mode": "read", "A": "2", "B": "1"})
+		expectNoMessage(t, c, ps, channel)
+
+		ok, err = ops.ForceUnlockRead(t.Context(), name)
+		if err != nil || !ok {
+			t.Fatalf("ForceUnlockRead = %v, %v; want true", ok, err)
+		}
+		checkGone(t, c, redisops.LockKey(name))
+		for _, k := range []string{
+			redisops.ReadTimeoutKey(name, "A", 1),
+			redisops.ReadTimeoutKey(name, "A", 2),
+			redisops.ReadTimeoutKey(name, "B", 1),
+		} {
+			checkGone(t, c, k)
+		}
+		if msg := nextMessage(t, ps); msg != redisops.UnlockMessage {
+			t.Errorf("message: got %q, want %q", msg, redisops.UnlockMessage)
+		}
+		if _, err := ops.ReadRelease(t.Context(), name, "A", "r1", lease); !errors.Is(err, redisops.ErrNotHeld) {
+			t.Errorf("ReadRelease after ForceUnlockRead: got %v, want %v", err, redisops.ErrNotHeld)
+		}
+	})
+
+	t.Run("write-locked", func(t *testing.T) {
+		name := t.Name()
+		channel := redisops.RWChannelName(name)
+		ps := subscribe(t, c, channel)
+		mustWrite(t, ops, name, "W", lease)
+		mustRead(t, ops, name, "W", lease)
+
+		ok, err := ops.ForceUnlockRead(t.Context(), name)
+		if err != nil || ok {
+			t.Fatalf("ForceUnlockRead of a write-locked lock = %v, %v; want false", ok, err)
+		}
+		checkHash(t, c, redisops.LockKey(name), map[string]string{"mode": "write", "W:write": "1", "W": "1"})
+		expectNoMessage(t, c, ps, channel)
+
+		ok, err = ops.ForceUnlockWrite(t.Context(), name)
+		if err != nil || !ok {
+			t.Fatalf("ForceUnlockWrite = %v, %v; want true", ok, err)
+		}
+		checkGone(t, c, redisops.LockKey(name))
+		checkGone(t, c, redisops.ReadTimeoutKey(name, "W", 1))
+		if msg := nextMessage(t, ps); msg != redisops.ReadUnlockMessage {
+			t.Errorf("message: got %q, want %q", msg, redisops.ReadUnlockMessage)
+		}
+		if _, err := ops.WriteRelease(t.Context(), name, "W", "r1", lease); !errors.Is(err, redisops.ErrNotHeld) {
+			t.Errorf("WriteRelease after ForceUnlockWrite: got %v, want %v", err, redisops.ErrNotHeld)
+		}
+	})
+
+	t.Run("free", func(t *testing.T) {
+		name := t.Name()
+		channel := redisops.RWChannelName(name)
+		ps := subscribe(t, c, channel)
+		for _, f := range []func() (bool, error){
+			func() (bool, error) { return ops.ForceUnlockRead(t.Context(), name) },
+			func() (bool, error) { return ops.ForceUnlockWrite(t.Context(), name) },
+		} {
+			if ok, err := f(); err != nil || ok {
+				t.Errorf("force unlock of a free lock = %v, %v; want false", ok, err)
+			}
+		}
+		expectNoMessage(t, c, ps, channel)
+	})
+}
+
+func TestRWStatus(t *testing.T) {
+	t.Parallel()
+	ops, c := setup(t)
+
+	readLocked := t.Name() + "/read"
+	mustRead(t, ops, readLocked, "A", lease)
+	mustRead(t, ops, readLocked, "A", lease)
+	mustRead(t, ops, readLocked, "B", lease)
+	writeLocked := t.Name() + "/write"
+	mustWrite(t, ops, writeLocked, "W", lease)
+	mustWrite(t, ops, writeLocked, "W", lease)
+	mustRead(t, ops, writeLocked, "W", lease)
+	noExpiry := t.Name() + "/noexpiry"
+	if err := c.HSet(t.Context(), noExpiry, "mode", "read", "A", 1).Err(); err != nil {
+		t.Fatalf("HSET: %v", err)
+	}
+
+	tests := []struct {
+		name   string
+		lock   string
+		owner  string
+		mode   string
+		reads  int64
+		writes int64
+		ttl    time.Duration // exact when negative, else about
+	}{
+		{"free", t.Name() + "/free", "A", "", 0, 0, -2},
+		{"free, empty owner", t.Name() + "/free", "", "", 0, 0, -2},
+		{"read, reader", readLocked, "A", "read", 2, 0, lease},
+		{"read, other reader", readLocked, "B", "read", 1, 0, lease},
+		{"read, non-holder", readLocked, "C", "read", 0, 0, lease},
+		{"read, empty owner", readLocked, "", "read", 0, 0, lease},
+		{"write, writer", writeLocked, "W", "write", 1, 2, lease},
+		{"write, other owner", writeLocked, "B", "write", 0, 0, lease},
+		{"no expiry", noExpiry, "A", "read", 1, 0, -1},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := ops.RWStatus(t.Context(), tt.lock, tt.owner)
+			if err != nil {
+				t.Fatalf("RWStatus: %v", err)
+			}
+			if got.Mode != tt.mode || got.ReadHolds != tt.reads || got.WriteHolds != tt.writes {
+				t.Errorf("RWStatus: got %+v, want Mode %q, ReadHolds %d, WriteHolds %d", got, tt.mode, tt.reads, tt.writes)
+			}
+			if tt.ttl < 0 {
+				if got.TTL != tt.ttl {
+					t.Errorf("RWStatus TTL: got %d, want %d", got.TTL, tt.ttl)
+				}
+			} else if got.TTL <= tt.ttl-ttlSlack || got.TTL > tt.ttl {
+				t.Errorf("RWStatus TTL: got %v, want about %v", got.TTL, tt.ttl)
+			}
+		})
+	}
+}

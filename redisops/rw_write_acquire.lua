@@ -1,0 +1,43 @@
+-- rw_write_acquire.lua: take or re-enter the write lock of the read-write lock N for owner O and issue a
+-- fencing token.
+-- KEYS[1]  the lock hash N (field mode = read|write, field O -> read count, field O:write -> write count)
+-- KEYS[2]  the fencing token counter redisson_lock_token:{N}
+-- ARGV[1]  lease in milliseconds
+-- ARGV[2]  owner id O
+-- ARGV[3]  O's write field O:write
+-- ARGV[4]  O's write count before this acquisition as far as the caller knows, or -1 if unknown.
+--          When O's count is already above it, this call is a retry of one whose reply was lost:
+--          it answers without taking a second hold.
+-- Allowed when mode is absent, or when mode is write and O is the writer (re-entry). An owner that
+-- holds read holds and is not the writer is refused without any change: it would wait for itself.
+-- Returns {1, O's write count, token} when O now holds the write lock,
+-- {0, pttl} when other owners hold the lock (pttl is -1 when the key has no expiry),
+-- or {-1} when O holds read holds and is not the writer (an upgrade).
+local expected = tonumber(ARGV[4])
+local state = redis.call('hmget', KEYS[1], 'mode', ARGV[3], ARGV[2])
+local mode, current, reads = state[1], state[2], state[3]
+if current then
+    current = tonumber(current)
+    if expected >= 0 and current > expected then
+        return {1, current, tonumber(redis.call('get', KEYS[2]) or '0')}
+    end
+elseif reads then
+    return {-1}
+elseif mode then
+    return {0, redis.call('pttl', KEYS[1])}
+end
+local count = 1
+if current then
+    count = redis.call('hincrby', KEYS[1], ARGV[3], 1)
+else
+    redis.call('hset', KEYS[1], 'mode', 'write', ARGV[3], 1)
+end
+if reads then
+    -- O's own downgraded read holds: keep the expiry at least as long as they need.
+    if redis.call('pttl', KEYS[1]) < tonumber(ARGV[1]) then
+        redis.call('pexpire', KEYS[1], ARGV[1])
+    end
+else
+    redis.call('pexpire', KEYS[1], ARGV[1])
+end
+return {1, count, redis.call('incr', KEYS[2])}
