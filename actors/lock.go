@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"slices"
 	"sync"
 	"time"
 
@@ -495,12 +496,15 @@ func (a *lockActor) onRelease(m *Release) {
 	if !rel.HandedOff {
 		// The unlock notice, our own included, wakes the head waiter, so that waiters in other
 		// processes race on equal terms. A read-write lock lets local waiters that were only kept out
-		// by the released hold (writers behind local readers) try now; a fair lock lets its local
-		// head try, which is quicker than the notice when that head is next in Redis.
+		// by the released hold (writers behind local readers) try now; a fair lock lets the waiter at
+		// the head of the Redis queue try at once if it is local, without waiting for its notice.
 		a.handoffs = 0
 		m.Ticket.deliver(Outcome{})
-		if a.family != familyPlain {
+		switch {
+		case a.family == familyRW:
 			a.tryHead()
+		case a.family == familyFair && rel.Next != "":
+			a.tryWaiter(func(w *Acquire) bool { return w.Owner == rel.Next })
 		}
 		return
 	}
@@ -581,6 +585,20 @@ func (a *lockActor) onNotice(m *messages.Notice) {
 	if _, ok := a.subs[m.Channel]; !ok {
 		return
 	}
+	if a.family == familyFair {
+		// The notice names the waiter at the head of the Redis queue, which need not be the local
+		// head (a local waiter whose place lapsed queued again at the tail). A notice for a waiter
+		// that already got the lock (from our own release) is stale.
+		match := func(w *Acquire) bool { return a.proto.channel(w) == m.Channel }
+		if !slices.ContainsFunc(a.queue, func(w *Acquire) bool { return match(w) && !w.Ticket.Abandoned() }) {
+			return
+		}
+		if len(a.holds) > 0 && !a.holdsGone() {
+			return
+		}
+		a.tryWaiter(match)
+		return
+	}
 	if a.family == familyRW {
 		// Readers of other processes come and go while we hold: whether a local waiter may try is
 		// decided by the local holds (nextInLine), and lost holds by the watchdog.
@@ -592,26 +610,30 @@ func (a *lockActor) onNotice(m *messages.Notice) {
 		// will wake the queue.
 		return
 	}
-	if a.family == familyFair {
-		// The notice names the waiter at the head of the Redis queue, which need not be the local
-		// head (a local waiter whose place lapsed queued again at the tail).
-		for i, w := range a.queue {
-			if w.Ticket.Abandoned() || a.proto.channel(w) != m.Channel {
-				continue
-			}
-			ok, ttl, err := a.attempt(w)
-			switch {
-			case ok:
-				a.queue = append(a.queue[:i:i], a.queue[i+1:]...)
-			case err != nil:
-				a.armRetry(a.backoff.NextBackOff())
-			default:
-				a.armRetry(ttl)
-			}
+	a.tryHead()
+}
+
+// tryWaiter makes one attempt for the first live waiter that match accepts, if its owner may hold the
+// lock next to the local holds.
+func (a *lockActor) tryWaiter(match func(*Acquire) bool) {
+	for i, w := range a.queue {
+		if w.Ticket.Abandoned() || !match(w) {
+			continue
+		}
+		if !a.compatible(w) {
 			return
 		}
+		ok, ttl, err := a.attempt(w)
+		switch {
+		case ok:
+			a.queue = append(a.queue[:i:i], a.queue[i+1:]...)
+		case err != nil:
+			a.armRetry(a.backoff.NextBackOff())
+		default:
+			a.armRetry(ttl)
+		}
+		return
 	}
-	a.tryHead()
 }
 
 // holdsGone checks in Redis whether the local holds still exist, after a notice said the lock was

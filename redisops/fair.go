@@ -106,25 +106,33 @@ func (o *Ops) FairCancel(ctx context.Context, name, owner string, waitWindow tim
 // FairRelease drops one hold of owner on the fair lock name. While holds remain, the lock's expiry is
 // reset to lease. When the last hold goes, the lock is deleted and [UnlockMessage] is published on the
 // [FairChannelName] of the waiter at the head of the queue, if any, after waiters whose window has
-// passed are purged; nothing is published on the plain [ChannelName]. There is no handoff, so
-// Released.HandedOff is always false.
+// passed are purged; nothing is published on the plain [ChannelName]. Released.Next names that waiter
+// (empty on a retried call). There is no handoff, so Released.HandedOff is always false.
 //
 // requestID makes the call retry-safe, with the same latch as [Ops.Release]: a retry with the same id
 // returns the first answer. It returns [ErrNotHeld] when owner holds nothing.
 func (o *Ops) FairRelease(ctx context.Context, name, owner, requestID string, lease time.Duration) (Released, error) {
 	vals, err := fairReleaseScript.Run(ctx, o.client,
 		[]string{LockKey(name), FairQueueKey(name), FairTimeoutKey(name), UnlockLatchKey(name, requestID)},
-		millis(lease), owner, UnlockMessage, millis(o.latchExpiry), o.publish, ChannelName(name)).Int64Slice()
+		millis(lease), owner, UnlockMessage, millis(o.latchExpiry), o.publish, ChannelName(name)).Slice()
 	if err != nil {
 		return Released{}, fmt.Errorf("lockwarden: fair release %q: %w", name, err)
 	}
-	if len(vals) != 2 {
+	if len(vals) < 2 {
 		return Released{}, fmt.Errorf("lockwarden: fair release %q: unexpected reply %v", name, vals)
 	}
-	if vals[0] < 0 {
+	remaining, ok := vals[0].(int64)
+	if !ok {
+		return Released{}, fmt.Errorf("lockwarden: fair release %q: unexpected reply %v", name, vals)
+	}
+	if remaining < 0 {
 		return Released{}, ErrNotHeld
 	}
-	return Released{Remaining: vals[0]}, nil
+	rel := Released{Remaining: remaining}
+	if len(vals) > 2 {
+		rel.Next, _ = vals[2].(string)
+	}
+	return rel, nil
 }
 
 // FairForceUnlock deletes the fair lock name whoever holds it. It purges the waiters whose window has

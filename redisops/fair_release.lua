@@ -10,7 +10,9 @@
 -- ARGV[4]  latch expiry in milliseconds
 -- ARGV[5]  publish command ("publish", or "spublish" for sharded pub/sub)
 -- ARGV[6]  the unlock channel redisson_lock__channel:{N}; the head waiter W is told on <channel>:W
--- Returns {remaining, 0}: remaining is O's hold count left (0 = released), or -1 when O holds nothing.
+-- Returns {remaining, 0, next}: remaining is O's hold count left (0 = released), or -1 when O holds
+-- nothing; next is the waiter that was told it is at the head when the lock became free, else "" (also
+-- on a retried call, whose stored answer does not keep it).
 -- A retried call with the same request id returns the stored answer instead of releasing twice.
 local latched = redis.call('get', KEYS[4])
 if latched then
@@ -39,15 +41,16 @@ if not held then
     return {-1, 0}
 end
 local remaining = tonumber(held) - 1
+local next = false
 if remaining > 0 then
     redis.call('hincrby', KEYS[1], ARGV[2], -1)
     redis.call('pexpire', KEYS[1], ARGV[1])
 else
     redis.call('del', KEYS[1])
-    local head = redis.call('lindex', KEYS[2], 0)
-    if head then
-        redis.call(ARGV[5], ARGV[6] .. ':' .. head, ARGV[3])
+    next = redis.call('lindex', KEYS[2], 0)
+    if next then
+        redis.call(ARGV[5], ARGV[6] .. ':' .. next, ARGV[3])
     end
 end
 redis.call('set', KEYS[4], string.format('%d:%d', remaining, 0), 'px', ARGV[4])
-return {remaining, 0}
+return {remaining, 0, next or ''}

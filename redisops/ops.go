@@ -118,6 +118,8 @@ type Released struct {
 	HandedOff bool
 	// Token is the handoff owner's fencing token, when HandedOff.
 	Token int64
+	// Next is the waiter that a fair lock's release told it is now at the head of the queue, or "".
+	Next string
 }
 
 // Release drops one hold of owner on the lock name. While holds remain, the lock's expiry is reset to

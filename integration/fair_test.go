@@ -1,0 +1,692 @@
+package integration
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"runtime"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/lockwarden/lockwarden/coordinator"
+	"github.com/lockwarden/lockwarden/integration/redistest"
+	"github.com/lockwarden/lockwarden/redisops"
+)
+
+// fairQueue returns the owners queued for the fair lock name, head first.
+func fairQueue(t *testing.T, client redis.Cmdable, name string) []string {
+	t.Helper()
+	q, err := client.LRange(t.Context(), redisops.FairQueueKey(name), 0, -1).Result()
+	if err != nil {
+		t.Fatalf("LRANGE %s: %v", redisops.FairQueueKey(name), err)
+	}
+	return q
+}
+
+// fairExpectQueue fails the test unless the queue LIST of name holds exactly owners, in order, and the
+// timeout ZSET holds the same owners.
+func fairExpectQueue(t *testing.T, client redis.Cmdable, name string, owners ...string) {
+	t.Helper()
+	ctx := t.Context()
+	q := fairQueue(t, client, name)
+	if !slices.Equal(q, owners) && (len(q) > 0 || len(owners) > 0) {
+		t.Fatalf("LRANGE %s = %q, want %q", redisops.FairQueueKey(name), q, owners)
+	}
+	n, err := client.ZCard(ctx, redisops.FairTimeoutKey(name)).Result()
+	if err != nil || n != int64(len(owners)) {
+		zs, _ := client.ZRangeWithScores(ctx, redisops.FairTimeoutKey(name), 0, -1).Result()
+		t.Fatalf("ZCARD %s = %d, %v; want %d (members %v)", redisops.FairTimeoutKey(name), n, err, len(owners), zs)
+	}
+	for _, o := range owners {
+		if _, err := client.ZScore(ctx, redisops.FairTimeoutKey(name), o).Result(); err != nil {
+			t.Fatalf("ZSCORE %s %s: %v; want a score for every queued owner", redisops.FairTimeoutKey(name), o, err)
+		}
+	}
+}
+
+// fairWaitQueued waits until owner has a place in the queue of the fair lock name.
+func fairWaitQueued(t *testing.T, client redis.Cmdable, name, owner string) {
+	t.Helper()
+	leakEventually(t, 5*time.Second, owner+" queued for "+name, func() (bool, error) {
+		q, err := client.LRange(t.Context(), redisops.FairQueueKey(name), 0, -1).Result()
+		return slices.Contains(q, owner), err
+	})
+}
+
+// fairState describes the Redis state of the fair lock name, for failure messages.
+func fairState(t *testing.T, client redis.Cmdable, name string) string {
+	t.Helper()
+	ctx := t.Context()
+	fields, _ := client.HGetAll(ctx, name).Result()
+	pttl, _ := client.PTTL(ctx, name).Result()
+	q, _ := client.LRange(ctx, redisops.FairQueueKey(name), 0, -1).Result()
+	zs, _ := client.ZRangeWithScores(ctx, redisops.FairTimeoutKey(name), 0, -1).Result()
+	now, _ := client.Time(ctx).Result()
+	scores := make([]string, 0, len(zs))
+	for _, z := range zs {
+		scores = append(scores, fmt.Sprintf("%v:%+dms", z.Member, int64(z.Score)-now.UnixMilli()))
+	}
+	return fmt.Sprintf("lock %v (PTTL %v), queue %q, timeouts relative to now %v", fields, pttl, q, scores)
+}
+
+// fairSnapshot reads, atomically, the server's clock, the PTTL of the lock name and the timeout score of
+// owner (ok false when owner has none).
+func fairSnapshot(t *testing.T, client *redis.Client, name, owner string) (now time.Time, pttl time.Duration, score time.Time, ok bool) {
+	t.Helper()
+	ctx := t.Context()
+	var timeCmd *redis.TimeCmd
+	var pttlCmd *redis.DurationCmd
+	var scoreCmd *redis.FloatCmd
+	_, err := client.TxPipelined(ctx, func(p redis.Pipeliner) error {
+		timeCmd = p.Time(ctx)
+		pttlCmd = p.PTTL(ctx, name)
+		scoreCmd = p.ZScore(ctx, redisops.FairTimeoutKey(name), owner)
+		return nil
+	})
+	if err != nil && !errors.Is(err, redis.Nil) {
+		t.Fatalf("TIME, PTTL, ZSCORE: %v", err)
+	}
+	s, err := scoreCmd.Result()
+	if err != nil && !errors.Is(err, redis.Nil) {
+		t.Fatalf("ZSCORE %s %s: %v", redisops.FairTimeoutKey(name), owner, err)
+	}
+	return timeCmd.Val(), pttlCmd.Val(), time.UnixMilli(int64(s)), err == nil
+}
+
+// TestFairRedisLayout checks the key names of the fair lock, shared with Redisson's RFairLock.
+func TestFairRedisLayout(t *testing.T) {
+	name := "fair"
+	if got, want := redisops.FairQueueKey(name), "redisson_lock_queue:{fair}"; got != want {
+		t.Errorf("FairQueueKey = %q, want %q", got, want)
+	}
+	if got, want := redisops.FairTimeoutKey(name), "redisson_lock_timeout:{fair}"; got != want {
+		t.Errorf("FairTimeoutKey = %q, want %q", got, want)
+	}
+	if got, want := redisops.FairChannelName(name, "o"), "redisson_lock__channel:{fair}:o"; got != want {
+		t.Errorf("FairChannelName = %q, want %q", got, want)
+	}
+}
+
+// TestFairOrderAcrossCoordinators: owners on three coordinators (three processes, as far as lockwarden
+// can tell) that start waiting 100 ms apart get the fair lock in the order they started, although
+// nobody unlocks: each hold just runs out its 1 s lease, which publishes nothing, so every waiter must
+// notice the expiry by itself. Fencing tokens increase in the same order.
+func TestFairOrderAcrossCoordinators(t *testing.T) {
+	t.Parallel()
+	const (
+		owners  = 8
+		lease   = time.Second
+		spacing = 100 * time.Millisecond
+		// slack allows for the delay between an acquisition in Redis and the return of Lock.
+		slack = 200 * time.Millisecond
+		// late is how long after the previous lease ran out the next owner may take to get the lock.
+		late = 1500 * time.Millisecond
+	)
+	srv, client, c0 := setup(t)
+	_, c1 := semOther(t, srv)
+	_, c2 := semOther(t, srv)
+	cs := []*coordinator.Coordinator{c0, c1, c2}
+	name := t.Name()
+
+	type acquisition struct {
+		i     int
+		token int64
+		at    time.Time
+		err   error
+	}
+	acqs := make(chan acquisition, owners)
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	start := time.Now()
+	for i := range owners {
+		m := cs[i%len(cs)].FairMutex(name, coordinator.WithLease(lease))
+		go func() {
+			// The starts are spaced deliberately: their order is the order under test. All of them
+			// happen while owner 0 holds its lease.
+			time.Sleep(time.Until(start.Add(time.Duration(i) * spacing)))
+			err := m.Lock(ctx)
+			acqs <- acquisition{i: i, token: m.Token(), at: time.Now(), err: err}
+		}()
+	}
+
+	var got []acquisition
+	for k := range owners {
+		within := 2 * time.Second
+		if k > 0 {
+			within = time.Until(got[k-1].at.Add(lease + late))
+		}
+		timer := time.NewTimer(within)
+		select {
+		case a := <-acqs:
+			timer.Stop()
+			got = append(got, a)
+		case <-timer.C:
+			order := make([]int, 0, len(got))
+			for _, a := range got {
+				order = append(order, a.i)
+			}
+			t.Fatalf("acquisition %d did not happen within %v after the previous one (order so far %v): "+
+				"the previous hold expired at about %v, but no waiter took the lock; %s",
+				k, lease+late, order, lease, fairState(t, client, name))
+		}
+		a := got[k]
+		if a.err != nil {
+			t.Fatalf("owner %d Lock: %v", a.i, a.err)
+		}
+		if a.i != k {
+			t.Fatalf("acquisition %d went to owner %d, which started %v after the test; want owner %d (started %v)",
+				k, a.i, time.Duration(a.i)*spacing, k, time.Duration(k)*spacing)
+		}
+		if a.token <= 0 || (k > 0 && a.token <= got[k-1].token) {
+			t.Fatalf("owner %d got token %d after owner %d's %d; want a strictly increasing positive token",
+				a.i, a.token, k-1, got[max(k-1, 0)].token)
+		}
+		if k > 0 {
+			if gap := a.at.Sub(got[k-1].at); gap < lease-slack {
+				t.Fatalf("owner %d got the lock %v after owner %d, whose %v lease had not run out", a.i, gap, k-1, lease)
+			}
+		}
+	}
+	t.Logf("acquisitions at %v after the first start", func() []time.Duration {
+		var ds []time.Duration
+		for _, a := range got {
+			ds = append(ds, a.at.Sub(start).Round(time.Millisecond))
+		}
+		return ds
+	}())
+}
+
+// TestFairOrderManyGoroutines: many goroutines on two coordinators, started 50 ms apart and alternating
+// coordinators while the first holder keeps the lock, get the lock strictly in the order they started,
+// each holding it for a while and unlocking.
+func TestFairOrderManyGoroutines(t *testing.T) {
+	t.Parallel()
+	// At least 8 waiters, so that the order means something on small machines.
+	n := max(8, 2*runtime.NumCPU())
+	spacing := min(50*time.Millisecond, 4*time.Second/time.Duration(n))
+	const hold = 20 * time.Millisecond
+	srv, client, c0 := setup(t)
+	_, c1 := semOther(t, srv)
+	cs := []*coordinator.Coordinator{c0, c1}
+	name := t.Name()
+	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
+	defer cancel()
+
+	first := c0.FairMutex(name)
+	mustLock(t, first)
+
+	var (
+		mu     sync.Mutex
+		order  []int
+		tokens []int64
+	)
+	errs := make(chan error, n)
+	owners := make([]string, 0, n)
+	start := time.Now()
+	for i := 1; i < n; i++ {
+		m := cs[i%len(cs)].FairMutex(name)
+		owners = append(owners, m.Owner())
+		go func() {
+			// Deliberately spaced starts: their order is the order under test.
+			time.Sleep(time.Until(start.Add(time.Duration(i-1) * spacing)))
+			if err := m.Lock(ctx); err != nil {
+				errs <- fmt.Errorf("waiter %d Lock: %w", i, err)
+				return
+			}
+			mu.Lock()
+			order = append(order, i)
+			tokens = append(tokens, m.Token())
+			mu.Unlock()
+			time.Sleep(hold) // holding the lock for a while is the point
+			if err := m.Unlock(ctx); err != nil {
+				errs <- fmt.Errorf("waiter %d Unlock: %w", i, err)
+				return
+			}
+			errs <- nil
+		}()
+	}
+	// Every waiter has its place in Redis, in the order it started, before the first holder unlocks.
+	leakEventually(t, 10*time.Second, "every waiter queued", func() (bool, error) {
+		l, err := client.LLen(ctx, redisops.FairQueueKey(name)).Result()
+		return l == int64(n-1), err
+	})
+	fairExpectQueue(t, client, name, owners...)
+	mustUnlock(t, first)
+
+	for range n - 1 {
+		if err := semRecv(t, errs, 10*time.Second, "a waiter"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	want := make([]int, 0, n-1)
+	for i := 1; i < n; i++ {
+		want = append(want, i)
+	}
+	if !slices.Equal(order, want) {
+		t.Fatalf("acquisition order %v, want the start order %v", order, want)
+	}
+	for i := 1; i < len(tokens); i++ {
+		if tokens[i] <= tokens[i-1] {
+			t.Fatalf("tokens %v do not strictly increase in acquisition order", tokens)
+		}
+	}
+	fairExpectQueue(t, client, name)
+	if n, err := client.Exists(ctx, name).Result(); err != nil || n != 0 {
+		t.Fatalf("EXISTS %s after every waiter unlocked = %d, %v; want 0", name, n, err)
+	}
+}
+
+// TestFairTimedOutWaitLeavesNoTrace: TryLock with Wait that runs out returns only once its waiter has
+// left the Redis queue, so nothing is left in the queue or the timeout set, and a TryLock without Wait
+// from another coordinator gets the lock as soon as the holder unlocks.
+func TestFairTimedOutWaitLeavesNoTrace(t *testing.T) {
+	t.Parallel()
+	const wait = 300 * time.Millisecond
+	srv, client, cA := setup(t)
+	_, cB := semOther(t, srv)
+	_, cC := semOther(t, srv)
+	ctx := t.Context()
+	name := t.Name()
+	holder := cA.FairMutex(name)
+	mustLock(t, holder)
+
+	// Three waiters at once: one behind the holder in its own coordinator, two in another.
+	waiters := []*coordinator.Mutex{cA.FairMutex(name), cB.FairMutex(name), cB.FairMutex(name)}
+	start := time.Now()
+	var results []<-chan semTry
+	for _, w := range waiters {
+		results = append(results, semTryAsync(ctx, w, coordinator.Wait(wait)))
+	}
+	for i, res := range results {
+		r := semRecv(t, res, 5*time.Second, fmt.Sprintf("waiter %d TryLock(Wait %v)", i, wait))
+		if r.ok || r.err != nil {
+			t.Fatalf("waiter %d TryLock(Wait %v) on a held lock = %v, %v; want false, nil", i, wait, r.ok, r.err)
+		}
+	}
+	if elapsed := time.Since(start); elapsed < wait-20*time.Millisecond || elapsed > 3*time.Second {
+		t.Fatalf("the timed-out TryLocks returned after %v; want about %v", elapsed, wait)
+	}
+	// Nothing left: no place in the queue, no score.
+	for _, key := range []string{redisops.FairQueueKey(name), redisops.FairTimeoutKey(name)} {
+		if n, err := client.Exists(ctx, key).Result(); err != nil || n != 0 {
+			t.Fatalf("EXISTS %s after the timed-out waits = %d, %v; want 0 (%s)", key, n, err, fairState(t, client, name))
+		}
+	}
+	fairExpectQueue(t, client, name)
+
+	mustUnlock(t, holder)
+	next := cC.FairMutex(name)
+	if ok, err := next.TryLock(ctx); !ok || err != nil {
+		t.Fatalf("TryLock without Wait from another coordinator after the unlock = %v, %v; want true, nil (%s)",
+			ok, err, fairState(t, client, name))
+	}
+	for i, w := range waiters {
+		if n := holdCount(t, w); n != 0 {
+			t.Fatalf("timed-out waiter %d has hold count %d", i, n)
+		}
+	}
+	mustUnlock(t, next)
+}
+
+// TestFairDeadWaiterPurged: a waiter whose process died (its connection cut, so it never tries again
+// nor leaves) keeps its place only until its wait window has passed; then the next waiter, in another
+// process, gets the lock, and the dead waiter's place is purged.
+func TestFairDeadWaiterPurged(t *testing.T) {
+	t.Parallel()
+	const (
+		watchdog = time.Second
+		window   = 300 * time.Millisecond
+	)
+	ctx := t.Context()
+	srv := redistest.Start(t)
+	client := srv.Client(t)
+	cA := newCoordinator(t, client, coordinator.WithWatchdogTimeout(watchdog))
+	pxB, clientB := faultProxiedClient(t, srv)
+	cB := newCoordinator(t, clientB, coordinator.WithFairWaitWindow(window))
+	_, cC := semOther(t, srv)
+	name := t.Name()
+
+	a := cA.FairMutex(name)
+	mustLock(t, a)
+	b := cB.FairMutex(name)
+	lockAsync(ctx, b) // never returns before the cleanup closes cB
+	fairWaitQueued(t, client, name, b.Owner())
+	// B's place lapses one window after the holder's lease at the time B queued, at most the watchdog
+	// timeout: by the Redis clock, which is this host's.
+	_, _, scoreB, ok := fairSnapshot(t, client, name, b.Owner())
+	if !ok {
+		t.Fatalf("B is queued but has no timeout score: %s", fairState(t, client, name))
+	}
+	pxB.Disable() // B's process is dead, as far as Redis can tell
+
+	c := cC.FairMutex(name)
+	lctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	errc := lockAsync(lctx, c)
+	fairWaitQueued(t, client, name, c.Owner())
+	fairExpectQueue(t, client, name, b.Owner(), c.Owner())
+
+	mustUnlock(t, a) // the unlock notice goes to B, which is dead
+	unlocked := time.Now()
+	if err := semRecv(t, errc, 8*time.Second, "C's Lock behind a dead waiter"); err != nil {
+		t.Fatalf("C Lock: %v", err)
+	}
+	got := time.Now()
+	if d := got.Sub(unlocked); d > watchdog+window+time.Second {
+		t.Fatalf("C got the lock %v after the unlock; want within the dead waiter's window, %v, plus the holder's lease at the time it queued (at most %v), plus 1s",
+			d, window, watchdog)
+	}
+	// The dead waiter kept its place while its window lasted: fairness includes waiters that are slow
+	// to try again.
+	if got.Before(scoreB.Add(-100 * time.Millisecond)) {
+		t.Fatalf("C got the lock %v before B's place lapsed", scoreB.Sub(got))
+	}
+	t.Logf("C got the lock %v after the unlock, %v after B's place lapsed", got.Sub(unlocked), got.Sub(scoreB))
+	if q := fairQueue(t, client, name); slices.Contains(q, b.Owner()) {
+		t.Fatalf("the dead waiter is still queued: %q", q)
+	}
+	if _, err := client.ZScore(ctx, redisops.FairTimeoutKey(name), b.Owner()).Result(); !errors.Is(err, redis.Nil) {
+		t.Fatalf("ZSCORE of the dead waiter = %v; want none", err)
+	}
+	fairExpectQueue(t, client, name)
+	if fields := semHGetAll(t, client, name); !maps.Equal(fields, map[string]string{c.Owner(): "1"}) {
+		t.Fatalf("HGETALL after C's Lock = %v, want only C", fields)
+	}
+	mustUnlock(t, c)
+}
+
+// TestFairScoresBounded: waiters that time out give their windows back, and a dead waiter's window is
+// counted once: after 50 timed-out waiters around a dead one, the scores of the dead waiter and of a
+// fresh waiter are what a queue with only them would give (Redisson checks this "timeout drift").
+func TestFairScoresBounded(t *testing.T) {
+	t.Parallel()
+	const (
+		lease      = 10 * time.Second // longer than the test: the holder stays put
+		batch      = 25
+		waitBefore = time.Second // the waiters queued ahead of the dead one
+		waitAfter  = 300 * time.Millisecond
+		windowDead = 300 * time.Millisecond
+		waitFresh  = 2 * time.Second
+		margin     = 250 * time.Millisecond
+	)
+	ctx := t.Context()
+	srv, client, cA := setup(t)
+	_, cB := semOther(t, srv)
+	pxK, clientK := faultProxiedClient(t, srv)
+	cK := newCoordinator(t, clientK, coordinator.WithFairWaitWindow(windowDead))
+	cs := []*coordinator.Coordinator{cA, cB}
+	name := t.Name()
+
+	holder := cA.FairMutex(name)
+	if ok, err := holder.TryLock(ctx, coordinator.Lease(lease)); !ok || err != nil {
+		t.Fatalf("holder TryLock(Lease %v) = %v, %v", lease, ok, err)
+	}
+
+	var results []<-chan semTry
+	startBatch := func(wait time.Duration) {
+		for i := range batch {
+			results = append(results, semTryAsync(ctx, cs[i%len(cs)].FairMutex(name), coordinator.Wait(wait)))
+		}
+	}
+	// 25 waiters queue, then the one that dies behind them, then 25 more behind it.
+	startBatch(waitBefore)
+	leakEventually(t, 5*time.Second, "the first waiters queued", func() (bool, error) {
+		l, err := client.LLen(ctx, redisops.FairQueueKey(name)).Result()
+		return l == batch, err
+	})
+	dead := cK.FairMutex(name)
+	lockAsync(ctx, dead) // returns at the cleanup
+	fairWaitQueued(t, client, name, dead.Owner())
+	if q := fairQueue(t, client, name); len(q) < batch+1 || q[batch] != dead.Owner() {
+		t.Fatalf("the dead waiter is not queued behind the first %d: %s", batch, fairState(t, client, name))
+	}
+	pxK.Disable()
+	startBatch(waitAfter)
+	for i, res := range results {
+		if r := semRecv(t, res, 5*time.Second, fmt.Sprintf("waiter %d", i)); r.ok || r.err != nil {
+			t.Fatalf("waiter %d TryLock(Wait) = %v, %v; want false, nil", i, r.ok, r.err)
+		}
+	}
+	fairExpectQueue(t, client, name, dead.Owner())
+
+	// The dead waiter's place lapses one window after the holder's lease: the windows of the 25 that
+	// queued ahead of it and left are given back.
+	now, pttl, score, ok := fairSnapshot(t, client, name, dead.Owner())
+	if !ok {
+		t.Fatalf("the dead waiter has no score: %s", fairState(t, client, name))
+	}
+	if want, got := pttl+windowDead, score.Sub(now); got > want+margin || got < want-margin {
+		t.Fatalf("the dead waiter's score is now%+v; want now + PTTL (%v) + its window (%v) = now%+v, give or take %v: %s",
+			got, pttl, windowDead, want, margin, fairState(t, client, name))
+	}
+
+	// A fresh waiter queues behind the dead one: one window more, not one per waiter that came before.
+	fresh := cB.FairMutex(name)
+	fctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	res := semTryAsync(fctx, fresh, coordinator.Wait(waitFresh))
+	fairWaitQueued(t, client, name, fresh.Owner())
+	now, pttl, score, ok = fairSnapshot(t, client, name, fresh.Owner())
+	if !ok {
+		t.Fatalf("the fresh waiter has no score: %s", fairState(t, client, name))
+	}
+	if bound, got := pttl+windowDead+waitFresh, score.Sub(now); got > bound+margin || got < pttl+waitFresh-margin {
+		t.Fatalf("the fresh waiter's score is now%+v; want at most now + PTTL (%v) + the dead waiter's window (%v) + its own (%v) + %v: %s",
+			got, pttl, windowDead, waitFresh, margin, fairState(t, client, name))
+	}
+	cancel()
+	if r := semRecv(t, res, 5*time.Second, "the fresh waiter's TryLock after its ctx was cancelled"); r.ok || !errors.Is(r.err, context.Canceled) {
+		t.Fatalf("fresh TryLock with a cancelled ctx = %v, %v; want false, context.Canceled", r.ok, r.err)
+	}
+	fairExpectQueue(t, client, name, dead.Owner())
+	if !semIsHeld(t, holder) {
+		t.Fatal("the holder lost the lock")
+	}
+	mustUnlock(t, holder)
+}
+
+// TestFairReentryAndForceUnlock covers hold counts through re-entry, Unlock without a hold, and
+// ForceUnlock, which wakes the waiter at the head of the queue, and only it.
+func TestFairReentryAndForceUnlock(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	srv, client, cA := setup(t)
+	_, cB := semOther(t, srv)
+	_, cC := semOther(t, srv)
+	name := t.Name()
+
+	m := cA.FairMutex(name)
+	if err := m.Unlock(ctx); !errors.Is(err, coordinator.ErrNotHeld) {
+		t.Fatalf("Unlock of a never-locked fair lock = %v, want ErrNotHeld", err)
+	}
+	var tokens []int64
+	mustLock(t, m)
+	tokens = append(tokens, m.Token())
+	mustLock(t, m)
+	tokens = append(tokens, m.Token())
+	if ok, err := m.TryLock(ctx); !ok || err != nil { // a re-entry never queues
+		t.Fatalf("re-entrant TryLock = %v, %v; want true, nil", ok, err)
+	}
+	tokens = append(tokens, m.Token())
+	if n := holdCount(t, m); n != 3 {
+		t.Fatalf("HoldCount after three acquisitions = %d, want 3", n)
+	}
+	if fields := semHGetAll(t, client, name); !maps.Equal(fields, map[string]string{m.Owner(): "3"}) {
+		t.Fatalf("HGETALL = %v, want {%s: 3}", fields, m.Owner())
+	}
+	for i := 1; i < len(tokens); i++ {
+		if tokens[i-1] <= 0 || tokens[i] != tokens[i-1]+1 {
+			t.Fatalf("tokens through re-entry %v; want consecutive positive values", tokens)
+		}
+	}
+	other := cB.FairMutex(name)
+	if err := other.Unlock(ctx); !errors.Is(err, coordinator.ErrNotHeld) {
+		t.Fatalf("Unlock by another owner = %v, want ErrNotHeld", err)
+	}
+	for want := 2; want >= 0; want-- {
+		mustUnlock(t, m)
+		if n := holdCount(t, m); n != want {
+			t.Fatalf("HoldCount after an Unlock = %d, want %d", n, want)
+		}
+	}
+	if err := m.Unlock(ctx); !errors.Is(err, coordinator.ErrNotHeld) {
+		t.Fatalf("Unlock after the last hold = %v, want ErrNotHeld", err)
+	}
+	if n, err := client.Exists(ctx, name).Result(); err != nil || n != 0 {
+		t.Fatalf("EXISTS %s after the last Unlock = %d, %v", name, n, err)
+	}
+	fairExpectQueue(t, client, name)
+
+	// ForceUnlock wakes the head waiter (in another coordinator), not the one behind it, and not after
+	// a window: with the default 5 minute window, nothing but the notice can wake it in time.
+	holder := cA.FairMutex(name)
+	mustLock(t, holder)
+	done := holder.Done()
+	head, second := cB.FairMutex(name), cC.FairMutex(name)
+	headErr := lockAsync(ctx, head)
+	fairWaitQueued(t, client, name, head.Owner())
+	secondErr := lockAsync(ctx, second)
+	fairWaitQueued(t, client, name, second.Owner())
+	fairExpectQueue(t, client, name, head.Owner(), second.Owner())
+
+	deleted, err := cA.FairMutex(name).ForceUnlock(ctx)
+	if err != nil || !deleted {
+		t.Fatalf("ForceUnlock of a held fair lock = %v, %v; want true, nil", deleted, err)
+	}
+	forced := time.Now()
+	waitFor(t, done, time.Second, "the holder's Done closing after ForceUnlock")
+	if err := semRecv(t, headErr, 5*time.Second, "the head waiter's Lock after ForceUnlock"); err != nil {
+		t.Fatalf("head waiter Lock: %v", err)
+	}
+	if d := time.Since(forced); d > time.Second {
+		t.Fatalf("the head waiter got the lock %v after ForceUnlock; want the notice to wake it at once", d)
+	}
+	select {
+	case err := <-secondErr:
+		t.Fatalf("the second waiter's Lock returned while the head waiter holds the lock: %v", err)
+	default:
+	}
+	if err := holder.Unlock(ctx); !errors.Is(err, coordinator.ErrNotHeld) {
+		t.Fatalf("Unlock by the force-unlocked holder = %v, want ErrNotHeld", err)
+	}
+	if !semIsHeld(t, head) {
+		t.Fatal("the force-unlocked holder's Unlock took the head waiter's lock")
+	}
+	fairExpectQueue(t, client, name, second.Owner())
+	mustUnlock(t, head)
+	if err := semRecv(t, secondErr, 2*time.Second, "the second waiter's Lock after the head unlocked"); err != nil {
+		t.Fatalf("second waiter Lock: %v", err)
+	}
+	fairExpectQueue(t, client, name)
+	mustUnlock(t, second)
+	deleted, err = m.ForceUnlock(ctx)
+	if err != nil || deleted {
+		t.Fatalf("ForceUnlock of a free fair lock = %v, %v; want false, nil", deleted, err)
+	}
+}
+
+// TestFairMixedWithPlainMutex: as in Redisson, a fair lock and a plain lock of the same name are the same
+// lock hash N, so they exclude each other whichever holds it. (The plain lock ignores the fair queue, so
+// a plain Lock may overtake fair waiters; that is not tested here, since it is a race.)
+func TestFairMixedWithPlainMutex(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	srv, client, cA := setup(t)
+	_, cB := semOther(t, srv)
+	name := t.Name()
+
+	plain, fair := cA.Mutex(name), cB.FairMutex(name)
+	mustLock(t, plain)
+	if ok, err := fair.TryLock(ctx); ok || err != nil {
+		t.Fatalf("fair TryLock while a plain Lock holds the name = %v, %v; want false, nil", ok, err)
+	}
+	if ok, err := fair.TryLock(ctx, coordinator.Wait(200*time.Millisecond)); ok || err != nil {
+		t.Fatalf("fair TryLock(Wait 200ms) while a plain Lock holds the name = %v, %v; want false, nil", ok, err)
+	}
+	fairExpectQueue(t, client, name)
+	if !semIsLocked(t, fair) || semIsHeld(t, fair) {
+		t.Fatal("the fair handle does not see the plain hold as a hold of another owner")
+	}
+	// The same in one coordinator.
+	if ok, err := cA.FairMutex(name).TryLock(ctx); ok || err != nil {
+		t.Fatalf("fair TryLock in the plain holder's coordinator = %v, %v; want false, nil", ok, err)
+	}
+	mustUnlock(t, plain)
+
+	if ok, err := fair.TryLock(ctx); !ok || err != nil {
+		t.Fatalf("fair TryLock after the plain Unlock = %v, %v; want true, nil", ok, err)
+	}
+	for _, p := range []*coordinator.Mutex{plain, cB.Mutex(name)} {
+		if ok, err := p.TryLock(ctx); ok || err != nil {
+			t.Fatalf("plain TryLock while a fair lock holds the name = %v, %v; want false, nil", ok, err)
+		}
+	}
+	if fields := semHGetAll(t, client, name); !maps.Equal(fields, map[string]string{fair.Owner(): "1"}) {
+		t.Fatalf("HGETALL = %v, want only the fair owner", fields)
+	}
+	// A plain waiter gets the lock when the fair holder unlocks: the fair release frees the hash.
+	lctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	errc := lockAsync(lctx, plain)
+	mustUnlock(t, fair)
+	if err := semRecv(t, errc, 6*time.Second, "plain Lock after the fair Unlock"); err != nil {
+		t.Fatalf("plain Lock after the fair Unlock: %v", err)
+	}
+	mustUnlock(t, plain)
+}
+
+// TestFairBadInput: invalid handles, Unlock without a hold and calls after Close fail as for a plain
+// Mutex, and change nothing in Redis.
+func TestFairBadInput(t *testing.T) {
+	t.Parallel()
+	_, client, c := setup(t)
+	ctx := t.Context()
+	other := c.FairMutex(t.Name())
+	mustLock(t, other)
+	for _, tc := range []struct {
+		name string
+		m    *coordinator.Mutex
+		want error
+	}{
+		{"empty name", c.FairMutex(""), coordinator.ErrEmptyName},
+		{"negative lease", c.FairMutex(t.Name(), coordinator.WithLease(-1)), coordinator.ErrInvalidLease},
+		{"zero lease", c.FairMutex(t.Name(), coordinator.WithLease(0)), coordinator.ErrInvalidLease},
+		{"empty owner", c.FairMutex(t.Name(), coordinator.WithOwner("")), coordinator.ErrEmptyOwner},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			badExpectAll(t, client, ctx, tc.m, tc.want)
+		})
+	}
+	if !semIsHeld(t, other) || holdCount(t, other) != 1 {
+		t.Fatal("calls on invalid handles touched the lock of another owner")
+	}
+	mustUnlock(t, other)
+
+	m := c.FairMutex(t.Name() + ":unheld")
+	before := badDump(t, client)
+	if err := m.Unlock(ctx); !errors.Is(err, coordinator.ErrNotHeld) {
+		t.Fatalf("Unlock without a hold = %v, want ErrNotHeld", err)
+	}
+	badUnchanged(t, client, before, "Unlock without a hold")
+
+	held := c.FairMutex(t.Name() + ":held")
+	mustLock(t, held)
+	done := held.Done()
+	if err := c.Close(); err != nil {
+		t.Fatalf("Close = %v", err)
+	}
+	waitFor(t, done, time.Second, "Done of a fair hold dropped by Close")
+	if n, err := client.Exists(ctx, t.Name()+":held").Result(); err != nil || n != 0 {
+		t.Fatalf("a fair lock held at Close was not released: EXISTS = %d, %v", n, err)
+	}
+	for _, h := range []*coordinator.Mutex{m, held, c.FairMutex(t.Name() + ":after")} {
+		badExpectAll(t, client, ctx, h, coordinator.ErrClosed)
+	}
+}
