@@ -66,15 +66,15 @@ func (h *hold) ended() bool {
 // lockActor serialises everything about one lock name of one family (plain, fair or read-write) in
 // one coordinator.
 type lockActor struct {
-	name    string
-	key     string
-	family  family
-	proto   protocol
-	env     *Env
-	self    *actor.PID
-	parent  *actor.PID
-	root    *actor.RootContext
-	sched   *scheduler.TimerScheduler
+	name   string
+	key    string
+	family family
+	proto  protocol
+	env    *Env
+	self   *actor.PID
+	parent *actor.PID
+	root   *actor.RootContext
+	sched  *scheduler.TimerScheduler
 
 	holds map[holdKey]*hold
 	// lost holds the owners whose last hold was lost, so that their Unlock answers "not held" even

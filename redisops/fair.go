@@ -59,8 +59,10 @@ func FairChannelName(name, owner string) string { return ChannelName(name) + ":"
 // The owner gets the lock only when it is free and the queue is empty or owner is at its head. Waiters
 // at the head whose window has passed are purged first. When owner does not get the lock and enqueue is
 // true, it takes its place at the tail of the queue, or keeps the place and score it has; Acquired.TTL
-// is then how long to wait before trying again, at least 1 ms. A queued owner must try again (or call
-// [Ops.FairCancel]) before its window runs out, or the others purge it. With enqueue false the call is a
+// is then the longest to wait before trying again, at least 1 ms: the lock's PTTL while it is held
+// (an expiring lease publishes nothing), at most 1 s while it is free and another waiter is at the
+// head. Trying again does not move a waiter's deadline: once it passes, the others purge the waiter,
+// as in Redisson; a waiter that gives up calls [Ops.FairCancel]. With enqueue false the call is a
 // single attempt that never queues owner (Redisson's tryLock without wait); Acquired.TTL is then the
 // lock's PTTL (-1 when it has no expiry), or the time until the head waiter's window ends when the lock
 // is free but others are queued.

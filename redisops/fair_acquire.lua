@@ -12,8 +12,8 @@
 -- ARGV[4]  wait window in milliseconds: how long a queued waiter may stay silent before it is purged
 -- ARGV[5]  "1" to queue O when the lock is not obtained, "0" for a single attempt that leaves no trace
 -- Returns {1, holdCount, token} when O now holds the lock, or {0, ttl} when it does not: ttl is how
--- long O should wait before it tries again, in milliseconds, at least 1 (-1 only for a single attempt
--- on a lock without expiry, as acquire.lua answers).
+-- long O should wait at most before it tries again, in milliseconds, at least 1 (-1 only for a single
+-- attempt on a lock without expiry, as acquire.lua answers): the lock's PTTL while it is held.
 -- The clock is the server's (TIME), so clients with skewed clocks agree on the scores.
 local t = redis.call('time')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
@@ -79,14 +79,26 @@ if ARGV[5] ~= '1' then
     return {0, math.max(tonumber(redis.call('zscore', KEYS[3], head)) - now, 1)}
 end
 
--- Already queued: keep O's place and score; answer the time until its predecessor's window ends.
+-- Already queued: keep O's place and score.
+-- The answer of a queued waiter is when to look again if no notice comes: when the lock expires (a
+-- lease that runs out publishes nothing), or soon when the lock is free but another waiter is at the
+-- head (it should take the lock at once; if it is dead, its deadline purges it). The deadline stored
+-- in the zset is another matter: it says when the waiter counts as gone.
+local function retryHint(fallback)
+    if locked and pttl >= 0 then
+        -- PTTL is 0 in the last millisecond of a lease.
+        return math.max(pttl, 1)
+    end
+    if not locked and head then
+        local headScore = tonumber(redis.call('zscore', KEYS[3], head) or now)
+        return math.max(math.min(headScore - now, 1000), 1)
+    end
+    return math.max(fallback, 1)
+end
+
 local score = redis.call('zscore', KEYS[3], ARGV[2])
 if score then
-    local ttl = tonumber(score) - window - now
-    if pttl > ttl then
-        ttl = pttl
-    end
-    return {0, math.max(ttl, 1)}
+    return {0, retryHint(tonumber(score) - window - now)}
 end
 
 -- Append O: its window starts when its predecessor's ends (or when the lease of the lock runs out).
@@ -100,4 +112,4 @@ elseif pttl > 0 then
 end
 redis.call('zadd', KEYS[3], now + ttl + window, ARGV[2])
 redis.call('rpush', KEYS[2], ARGV[2])
-return {0, math.max(ttl, 1)}
+return {0, retryHint(ttl)}
