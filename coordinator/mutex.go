@@ -73,8 +73,9 @@ func (c *Coordinator) Mutex(name string, opts ...MutexOption) *Mutex {
 //
 // Every waiter takes a place in a queue in Redis (redisson_lock_queue:{name}) when it starts to wait,
 // with a deadline in a sorted set (redisson_lock_timeout:{name}), and is woken on a channel of its own
-// when it reaches the head. A waiter that gives up (its ctx ends, or the wait of TryLock runs out)
-// leaves the queue; TryLock returns only once it has. A waiter whose process died is purged by the
+// when it reaches the head. A waiter that gives up leaves the queue: a TryLock whose [Wait] runs out
+// returns only once it has left; a call whose ctx ends returns at once, and the waiter leaves right
+// after. A waiter whose process died is purged by the
 // other clients once its wait window has passed ([WithFairWaitWindow], 5 minutes by default). TryLock
 // without [Wait] never queues: it gets the lock only if it is free and nobody is queued.
 //

@@ -166,12 +166,12 @@ func TestFairOrderAcrossCoordinators(t *testing.T) {
 			timer.Stop()
 			got = append(got, a)
 		case <-timer.C:
-			order := make([]int, 0, len(got))
+			var order []string
 			for _, a := range got {
-				order = append(order, a.i)
+				order = append(order, fmt.Sprintf("%d@%v", a.i, a.at.Sub(start).Round(time.Millisecond)))
 			}
-			t.Fatalf("acquisition %d did not happen within %v after the previous one (order so far %v): "+
-				"the previous hold expired at about %v, but no waiter took the lock; %s",
+			t.Fatalf("acquisition %d did not happen within %v after the previous one (owner@time so far %v): "+
+				"the previous hold expired %v after it was taken, but no waiter took the lock; %s",
 				k, lease+late, order, lease, fairState(t, client, name))
 		}
 		a := got[k]
@@ -375,6 +375,14 @@ func TestFairDeadWaiterPurged(t *testing.T) {
 
 	mustUnlock(t, a) // the unlock notice goes to B, which is dead
 	unlocked := time.Now()
+	// Free, or taken by C already, the lock is not for a TryLock without Wait while waiters are
+	// queued, and such a TryLock does not queue.
+	if ok, err := cA.FairMutex(name).TryLock(ctx); ok || err != nil {
+		t.Fatalf("TryLock without Wait with waiters queued = %v, %v; want false, nil (%s)", ok, err, fairState(t, client, name))
+	}
+	if q := fairQueue(t, client, name); len(q) > 2 {
+		t.Fatalf("a TryLock without Wait queued: %q", q)
+	}
 	if err := semRecv(t, errc, 8*time.Second, "C's Lock behind a dead waiter"); err != nil {
 		t.Fatalf("C Lock: %v", err)
 	}
@@ -485,6 +493,12 @@ func TestFairScoresBounded(t *testing.T) {
 	if r := semRecv(t, res, 5*time.Second, "the fresh waiter's TryLock after its ctx was cancelled"); r.ok || !errors.Is(r.err, context.Canceled) {
 		t.Fatalf("fresh TryLock with a cancelled ctx = %v, %v; want false, context.Canceled", r.ok, r.err)
 	}
+	// TryLock does not wait on a cancelled ctx for its waiter to leave the queue, but the waiter
+	// leaves right after.
+	leakEventually(t, time.Second, "the cancelled waiter leaving the queue", func() (bool, error) {
+		l, err := client.LLen(ctx, redisops.FairQueueKey(name)).Result()
+		return l == 1, err
+	})
 	fairExpectQueue(t, client, name, dead.Owner())
 	if !semIsHeld(t, holder) {
 		t.Fatal("the holder lost the lock")
@@ -593,13 +607,16 @@ func TestFairReentryAndForceUnlock(t *testing.T) {
 }
 
 // TestFairMixedWithPlainMutex: as in Redisson, a fair lock and a plain lock of the same name are the same
-// lock hash N, so they exclude each other whichever holds it. (The plain lock ignores the fair queue, so
-// a plain Lock may overtake fair waiters; that is not tested here, since it is a race.)
+// lock hash N, so they exclude each other whichever holds it. Also as in Redisson, the plain lock ignores
+// the fair queue (a plain Lock may overtake fair waiters: a race, not tested here), and a fair unlock
+// notifies only the head of the fair queue, not the plain channel: a plain waiter behind a fair holder
+// wakes by its retry timer, at most the fair holder's lease after the unlock.
 func TestFairMixedWithPlainMutex(t *testing.T) {
 	t.Parallel()
+	const timeout = time.Second // the fair holder's lease, renewed by the watchdog
 	ctx := t.Context()
 	srv, client, cA := setup(t)
-	_, cB := semOther(t, srv)
+	_, cB := semOther(t, srv, coordinator.WithWatchdogTimeout(timeout))
 	name := t.Name()
 
 	plain, fair := cA.Mutex(name), cB.FairMutex(name)
@@ -631,13 +648,17 @@ func TestFairMixedWithPlainMutex(t *testing.T) {
 	if fields := semHGetAll(t, client, name); !maps.Equal(fields, map[string]string{fair.Owner(): "1"}) {
 		t.Fatalf("HGETALL = %v, want only the fair owner", fields)
 	}
-	// A plain waiter gets the lock when the fair holder unlocks: the fair release frees the hash.
 	lctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	errc := lockAsync(lctx, plain)
+	rwExpectBlocked(t, []<-chan error{errc}, "the plain Lock")
 	mustUnlock(t, fair)
+	unlocked := time.Now()
 	if err := semRecv(t, errc, 6*time.Second, "plain Lock after the fair Unlock"); err != nil {
 		t.Fatalf("plain Lock after the fair Unlock: %v", err)
+	}
+	if d := time.Since(unlocked); d > timeout+time.Second {
+		t.Fatalf("the plain waiter got the lock %v after the fair Unlock; want at most the fair holder's lease, %v, plus 1s", d, timeout)
 	}
 	mustUnlock(t, plain)
 }

@@ -13,8 +13,9 @@
 --          {N}, so they live in the lock's Redis Cluster slot.
 -- Drops O's latest read hold and its timeout key. While a writer holds the lock (O itself, after a
 -- downgrade) the hash's expiry stands. Otherwise the hash's expiry becomes the longest remaining timeout
--- key's; when no read hold is left (or every one left has run out), the hash is deleted and the
--- message published.
+-- key's, and when that is more than 50 ms sooner than before the message is published too (a waiting
+-- writer then learns the new expiry); when no read hold is left (or every one left has run out), the hash is
+-- deleted and the message published.
 -- Returns O's read count left (0 = O holds no read hold any more), or -1 when O holds no read hold.
 -- A retried call with the same request id returns the stored answer instead of releasing twice.
 local latched = redis.call('get', KEYS[3])
@@ -49,7 +50,13 @@ if mode ~= 'write' then
         end
     end
     if longest > 0 then
+        -- A lock that now expires sooner than before wakes a waiter too, so that a writer does not
+        -- sleep until the lease of a reader that has already left (Redisson publishes nothing here).
+        local before = redis.call('pttl', KEYS[1])
         redis.call('pexpire', KEYS[1], longest)
+        if before > longest + 50 then
+            redis.call(ARGV[4], KEYS[2], ARGV[2])
+        end
     else
         redis.call('del', KEYS[1])
         redis.call(ARGV[4], KEYS[2], ARGV[2])

@@ -555,7 +555,11 @@ func TestWriteRelease(t *testing.T) {
 			t.Errorf("WriteAcquire by the former writer: got %v, want %v", err, redisops.ErrUpgrade)
 		}
 
+		// Dropping W's longest hold makes the lock expire sooner: a waiting writer is told.
 		mustReadRelease(t, ops, name, "W", "r2", 1)
+		if msg := nextMessage(t, ps); msg != redisops.UnlockMessage {
+			t.Errorf("message: got %q, want %q", msg, redisops.UnlockMessage)
+		}
 		mustReadRelease(t, ops, name, "W", "r3", 0)
 		expectNoMessage(t, c, ps, channel)
 		mustReadRelease(t, ops, name, "R", "r4", 0)
