@@ -131,7 +131,13 @@ func (a *lockActor) Receive(ctx actor.Context) {
 		a.onAbandon(m)
 	case *messages.Subscribed:
 		if _, ok := a.subs[m.Channel]; ok {
-			a.tryHead()
+			if a.family == familyFair {
+				// The confirmation is for one waiter's channel: a notice for it may have been
+				// published before the subscription took, so that waiter tries now.
+				a.tryWaiter(func(w *Acquire) bool { return a.proto.channel(w) == m.Channel })
+			} else {
+				a.tryHead()
+			}
 		}
 	case *messages.Notice:
 		a.onNotice(m)
@@ -231,7 +237,7 @@ func (a *lockActor) onAcquire(m *Acquire) {
 		m.Ticket.deliver(Outcome{Reason: messages.ReasonUpgrade})
 		return
 	}
-	_, reentry := a.holds[k]
+	reentry := a.isReentry(m)
 	// A fair waiter takes its place in the Redis queue on arrival, even behind local waiters, so that
 	// the order across processes is the order of arrival.
 	fairWaiter := a.family == familyFair && m.Wait
@@ -275,6 +281,16 @@ func (a *lockActor) onAcquire(m *Acquire) {
 	default:
 		a.queue = append(a.queue, m)
 	}
+}
+
+// isReentry reports whether m's owner already holds the lock in a way that lets m in at once: a hold
+// of the same kind, or, on a read-write lock, the write side when m asks for a read hold (a downgrade).
+func (a *lockActor) isReentry(m *Acquire) bool {
+	if _, ok := a.holds[holdKey{m.Owner, m.Kind}]; ok {
+		return true
+	}
+	_, writer := a.holds[holdKey{m.Owner, KindWrite}]
+	return m.Kind == KindRead && writer
 }
 
 // isUpgrade reports whether m asks for the write side of a read-write lock while its owner holds only
@@ -405,19 +421,25 @@ func (a *lockActor) tryHead() {
 // nextInLine drops abandoned waiters and returns the index of the waiter that may try Redis now: a
 // queued re-entry of a local holder first, else the head if no local owner holds the lock, else -1.
 func (a *lockActor) nextInLine() int {
+	var gone []*Acquire
 	live := a.queue[:0]
 	for _, m := range a.queue {
-		if !m.Ticket.Abandoned() {
+		if m.Ticket.Abandoned() {
+			gone = append(gone, m)
+		} else {
 			live = append(live, m)
 		}
 	}
 	clear(a.queue[len(live):])
 	a.queue = live
+	for _, m := range gone {
+		a.leaveQueue(m)
+	}
 	if len(a.queue) == 0 {
 		return -1
 	}
 	for i, m := range a.queue {
-		if _, holder := a.holds[holdKey{m.Owner, m.Kind}]; holder {
+		if a.isReentry(m) {
 			return i
 		}
 	}
@@ -562,7 +584,17 @@ func (a *lockActor) onAbandon(m *Abandon) {
 			break
 		}
 	}
-	if a.family != familyFair || gone == nil {
+	if gone != nil {
+		a.leaveQueue(gone)
+	}
+}
+
+// leaveQueue gives up the Redis queue place of a fair waiter that was taken out of the local queue
+// because its caller left, unless its owner still waits through another call or holds the lock.
+// (When the waiter was already dropped by nextInLine, the Abandon message finds nothing: nextInLine
+// left the Redis queue for it.)
+func (a *lockActor) leaveQueue(gone *Acquire) {
+	if a.family != familyFair {
 		return
 	}
 	for _, w := range a.queue {

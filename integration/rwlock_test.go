@@ -872,3 +872,37 @@ func TestRWBadInput(t *testing.T) {
 		}
 	})
 }
+
+// TestRWDowngradeWithLocalWriterWaiting: the writer downgrades (RLock while it holds the write side)
+// while another owner of the same coordinator waits for the write side. The read hold is a re-entry of
+// the writer's hold and must not queue behind that waiter, which waits for the writer itself.
+func TestRWDowngradeWithLocalWriterWaiting(t *testing.T) {
+	t.Parallel()
+	_, client, c := setup(t)
+	name := t.Name()
+	owner, other := c.RWMutex(name), c.RWMutex(name)
+	rwMustLock(t, owner)
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	otherLocked := rwAsync(ctx, other.Lock)
+	rwExpectBlocked(t, []<-chan error{otherLocked}, "the other writer")
+
+	rctx, rcancel := context.WithTimeout(t.Context(), 2*time.Second)
+	defer rcancel()
+	if err := owner.RLock(rctx); err != nil {
+		t.Fatalf("downgrade RLock with a local writer waiting: %v (%s)", err, rwState(t, client, name))
+	}
+	rwMustUnlock(t, owner)
+	rwExpectMode(t, client, owner, "read")
+	rwExpectBlocked(t, []<-chan error{otherLocked}, "the other writer while the downgraded reader holds")
+	rwMustRUnlock(t, owner)
+	select {
+	case err := <-otherLocked:
+		if err != nil {
+			t.Fatalf("the other writer: %v", err)
+		}
+	case <-ctx.Done():
+		t.Fatalf("the other writer did not get the lock after the downgraded reader left (%s)", rwState(t, client, name))
+	}
+	rwMustUnlock(t, other)
+}
