@@ -197,6 +197,9 @@ func (a *lockActor) afterMessage() {
 // so that busy locks don't subscribe and unsubscribe on every handoff. A fair lock has a channel per
 // waiting owner, subscribed while that owner waits.
 func (a *lockActor) syncSubscriptions() {
+	if len(a.queue) == 0 && len(a.subs) == 0 {
+		return // the common uncontended case: nothing to do
+	}
 	want := make(map[string]struct{}, len(a.queue))
 	for _, m := range a.queue {
 		if !m.Ticket.Abandoned() {
@@ -561,9 +564,7 @@ func (a *lockActor) onForceUnlock(m *ForceUnlock) {
 	// A read-write lock is only force-unlocked in the mode asked for; every other lock is gone.
 	if deleted || a.family != familyRW {
 		for k := range a.holds {
-			if a.family != familyRW || deleted {
-				a.lose(k, "force-unlocked")
-			}
+			a.lose(k, "force-unlocked")
 		}
 	}
 	m.Ticket.deliver(Outcome{Deleted: deleted})
