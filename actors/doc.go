@@ -1,17 +1,20 @@
 // Package actors holds lockwarden's actor behaviour: the guardian that routes commands to one actor per
-// lock name, the lock actor that serialises everything about one name, and the pub/sub bridge that turns
-// Redis unlock notices into messages for the lock actors.
+// lock name and family, the lock actor that serialises everything about one name, and the pub/sub
+// bridge that turns Redis unlock notices into messages for the lock actors.
 //
 // # Lock actor
 //
-// A lock actor owns one lock name within one coordinator. It runs acquire, re-entry, release and renewal
+// A lock actor owns one lock name of one family (plain, fair or read-write; see [Kind]) within one
+// coordinator; what differs between the families is in the protocol it runs its Redis calls through.
+// A fair waiter takes its place in the Redis queue on arrival and is woken on its own channel; readers
+// of a read-write lock share the lock locally as they do in Redis. It runs acquire, re-entry, release and renewal
 // one at a time, keeps the local holders of the name, and keeps a FIFO of local waiters. Only the waiter
 // at the head of the queue tries Redis on each wake-up, so many goroutines waiting in one process cost
 // Redis one attempt per wake-up. A waiter retries after the channel subscription is confirmed, so an
 // unlock published between the failed try and the subscription is never missed.
 //
-// When a local holder releases while a local waiter is queued, the release script hands the lock to the
-// head waiter in the same round trip (a local handoff). After [Env.MaxHandoffs] handoffs in a row, the
+// When a local holder of a plain lock releases while a local waiter is queued, the release script hands
+// the lock to the head waiter in the same round trip (a local handoff). After [Env.MaxHandoffs] handoffs in a row, the
 // release hands off only if no other client is subscribed to the lock's channel, and otherwise publishes
 // an ordinary unlock, so that waiters in other processes get their turn.
 //

@@ -13,6 +13,12 @@
 //	if err := m.Lock(ctx); err != nil { ... }
 //	defer m.Unlock(ctx)
 //
+// # Kinds of lock
+//
+// [Coordinator.Mutex] is Redisson's reentrant lock. [Coordinator.FairMutex] serves waiters in arrival
+// order across processes (RFairLock). [Coordinator.RWMutex] is a read-write lock (RReadWriteLock)
+// whose sides are [Mutex] handles too. All three use Redisson's layout in Redis.
+//
 // # Waiting and the watchdog
 //
 // A waiter is woken by the unlock notice that Redis publishes when the lock becomes free, with the
