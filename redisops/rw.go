@@ -116,9 +116,21 @@ func allReadersPrefix(name string) string { return suffixed(name, "") }
 // with a known count the call is retry-safe like [Ops.Acquire]: a replay that finds the count already
 // above held takes no second hold.
 func (o *Ops) ReadAcquire(ctx context.Context, name, owner string, lease time.Duration, held int64) (Acquired, error) {
-	vals, err := rwReadAcquireScript.Run(ctx, o.client,
-		[]string{LockKey(name), readTimeoutPrefix(name, owner)},
-		millis(lease), owner, WriteField(owner), held).Int64Slice()
+	return readAcquireReply(name, o.run(ctx, readAcquireCall(name, owner, lease, held)))
+}
+
+// readAcquireCall is the script call of [Ops.ReadAcquire], shared with [Batch.ReadAcquire].
+func readAcquireCall(name, owner string, lease time.Duration, held int64) call {
+	return call{
+		script: rwReadAcquireScript,
+		keys:   []string{LockKey(name), readTimeoutPrefix(name, owner)},
+		args:   []any{millis(lease), owner, WriteField(owner), held},
+	}
+}
+
+// readAcquireReply reads the answer of a [readAcquireCall].
+func readAcquireReply(name string, cmd *redis.Cmd) (Acquired, error) {
+	vals, err := cmd.Int64Slice()
 	if err != nil {
 		return Acquired{}, fmt.Errorf("lockwarden: read acquire %q: %w", name, err)
 	}
@@ -169,9 +181,21 @@ func (o *Ops) WriteAcquire(ctx context.Context, name, owner string, lease time.D
 // requestID makes the call retry-safe like [Ops.Release]. It returns [ErrNotHeld] when owner holds no
 // read hold.
 func (o *Ops) ReadRelease(ctx context.Context, name, owner, requestID string, lease time.Duration) (Released, error) {
-	n, err := rwReadReleaseScript.Run(ctx, o.client,
-		[]string{LockKey(name), RWChannelName(name), UnlockLatchKey(name, requestID), readTimeoutPrefix(name, owner)},
-		owner, UnlockMessage, millis(o.latchExpiry), o.publish, allReadersPrefix(name)).Int64()
+	return readReleaseReply(name, o.run(ctx, o.readReleaseCall(name, owner, requestID)))
+}
+
+// readReleaseCall is the script call of [Ops.ReadRelease], shared with [Batch.ReadRelease].
+func (o *Ops) readReleaseCall(name, owner, requestID string) call {
+	return call{
+		script: rwReadReleaseScript,
+		keys:   []string{LockKey(name), RWChannelName(name), UnlockLatchKey(name, requestID), readTimeoutPrefix(name, owner)},
+		args:   []any{owner, UnlockMessage, millis(o.latchExpiry), o.publish, allReadersPrefix(name)},
+	}
+}
+
+// readReleaseReply reads the answer of a [Ops.readReleaseCall].
+func readReleaseReply(name string, cmd *redis.Cmd) (Released, error) {
+	n, err := cmd.Int64()
 	if err != nil {
 		return Released{}, fmt.Errorf("lockwarden: read release %q: %w", name, err)
 	}

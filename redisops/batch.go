@@ -1,0 +1,85 @@
+package redisops
+
+import (
+	"context"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// call is one script call: the script with its keys and arguments.
+type call struct {
+	script *redis.Script
+	keys   []string
+	args   []any
+}
+
+// run runs c on its own, loading the script first if the server does not know it.
+func (o *Ops) run(ctx context.Context, c call) *redis.Cmd {
+	return c.script.Run(ctx, o.client, c.keys, c.args...)
+}
+
+// pipeliner is what a client needs for [Batch] to send its calls in one round trip. Every go-redis
+// client (single node, failover, cluster, ring, universal) has it.
+type pipeliner interface {
+	Pipeline() redis.Pipeliner
+}
+
+// Batch collects lock script calls and runs them together in one round trip (a pipeline), in the
+// order they were added. Each call behaves as if made on its own: its answer, and its retry-safety,
+// are those of the matching [Ops] method. The calls are independent: a failed call does not stop the
+// others. A Batch is for one goroutine and one Exec.
+type Batch struct {
+	o     *Ops
+	calls []call
+	cmds  []*redis.Cmd
+}
+
+// NewBatch returns an empty batch on o's client.
+func (o *Ops) NewBatch() *Batch { return &Batch{o: o} }
+
+// Len returns the number of calls added so far.
+func (b *Batch) Len() int { return len(b.calls) }
+
+func (b *Batch) add(c call) int {
+	b.calls = append(b.calls, c)
+	return len(b.calls) - 1
+}
+
+// ReadAcquire adds an [Ops.ReadAcquire] call. The returned function gives its answer after Exec.
+func (b *Batch) ReadAcquire(name, owner string, lease time.Duration, held int64) func() (Acquired, error) {
+	i := b.add(readAcquireCall(name, owner, lease, held))
+	return func() (Acquired, error) { return readAcquireReply(name, b.cmds[i]) }
+}
+
+// ReadRelease adds an [Ops.ReadRelease] call. The returned function gives its answer after Exec.
+func (b *Batch) ReadRelease(name, owner, requestID string) func() (Released, error) {
+	i := b.add(b.o.readReleaseCall(name, owner, requestID))
+	return func() (Released, error) { return readReleaseReply(name, b.cmds[i]) }
+}
+
+// Exec runs every call added. One call runs on its own; several run in a pipeline when the client can
+// pipeline, and otherwise one after another. A call that meets a server that lost its scripts
+// (NOSCRIPT, after a restart or SCRIPT FLUSH) is run again on its own, which loads the script. The
+// answers, errors included, are read through the functions the adding methods returned.
+func (b *Batch) Exec(ctx context.Context) {
+	b.cmds = make([]*redis.Cmd, len(b.calls))
+	p, ok := b.o.client.(pipeliner)
+	if len(b.calls) < 2 || !ok {
+		for i, c := range b.calls {
+			b.cmds[i] = b.o.run(ctx, c)
+		}
+		return
+	}
+	pipe := p.Pipeline()
+	for i, c := range b.calls {
+		b.cmds[i] = c.script.EvalSha(ctx, pipe, c.keys, c.args...)
+	}
+	_, _ = pipe.Exec(ctx) // each command keeps its own error
+	for i, c := range b.calls {
+		if err := b.cmds[i].Err(); err != nil && strings.HasPrefix(err.Error(), "NOSCRIPT") {
+			b.cmds[i] = b.o.run(ctx, c)
+		}
+	}
+}
