@@ -91,21 +91,28 @@ func TestBatchSingleCall(t *testing.T) {
 	}
 }
 
-// roundTrips is a go-redis hook that counts round trips: one per command or pipeline sent.
+// roundTrips is a go-redis hook that counts the round trips that run scripts: one per script command
+// or pipeline of them (connection set-up commands are not counted).
 type roundTrips struct{ count atomic.Int64 }
 
 func (h *roundTrips) DialHook(next redis.DialHook) redis.DialHook { return next }
 
 func (h *roundTrips) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 	return func(ctx context.Context, cmd redis.Cmder) error {
-		h.count.Add(1)
+		if isScript(cmd) {
+			h.count.Add(1)
+		}
 		return next(ctx, cmd)
 	}
 }
 
 func (h *roundTrips) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
 	return func(ctx context.Context, cmds []redis.Cmder) error {
-		h.count.Add(1)
+		if len(cmds) > 0 && isScript(cmds[0]) {
+			h.count.Add(1)
+		}
 		return next(ctx, cmds)
 	}
 }
+
+func isScript(cmd redis.Cmder) bool { return cmd.Name() == "evalsha" || cmd.Name() == "eval" }
