@@ -88,6 +88,10 @@ type lockActor struct {
 	// routed counts the commands received from the guardian.
 	routed uint64
 
+	// batch holds the read acquires and read releases of a read-write lock waiting to go to Redis
+	// together; nil when there are none.
+	batch *readBatch
+
 	retry    oneShot
 	expiry   oneShot
 	expiryAt time.Time
@@ -112,7 +116,16 @@ func newLockActor(name, key string, f family, env *Env) *lockActor {
 
 // Receive implements actor.Actor.
 func (a *lockActor) Receive(ctx actor.Context) {
+	switch ctx.Message().(type) {
+	case *Acquire, *Release, flushBatch:
+		// They decide themselves whether they join the pending batch or must wait for it.
+	default:
+		// Everything else sees the state after the batch, as if its calls had run one by one.
+		a.flush()
+	}
 	switch m := ctx.Message().(type) {
+	case flushBatch:
+		a.flush()
 	case *actor.Started:
 		a.self, a.parent = ctx.Self(), ctx.Parent()
 		a.root = ctx.ActorSystem().Root
@@ -169,7 +182,7 @@ func (a *lockActor) Receive(ctx actor.Context) {
 
 func (a *lockActor) log() *slog.Logger { return a.env.Logger.With("lock", a.name) }
 
-func (a *lockActor) isIdle() bool { return len(a.holds) == 0 && len(a.queue) == 0 }
+func (a *lockActor) isIdle() bool { return len(a.holds) == 0 && len(a.queue) == 0 && a.batch == nil }
 
 // afterMessage keeps the subscription, the timers and the idle clock in line with the state.
 func (a *lockActor) afterMessage() {
@@ -229,6 +242,9 @@ func (a *lockActor) syncSubscriptions() {
 func (a *lockActor) redisContext() context.Context { return a.env.Context }
 
 func (a *lockActor) onAcquire(m *Acquire) {
+	if a.batch != nil && !a.batchable(m.Owner, m.Kind) {
+		a.flush()
+	}
 	if m.Ticket.Abandoned() {
 		return
 	}
@@ -246,43 +262,52 @@ func (a *lockActor) onAcquire(m *Acquire) {
 	fairWaiter := a.family == familyFair && m.Wait
 	switch {
 	case reentry || (len(a.queue) == 0 && a.compatible(m)) || fairWaiter:
+		if a.batchable(m.Owner, m.Kind) {
+			a.batchAcquire(m, func(ok bool, ttl time.Duration, err error) { a.afterFirstAttempt(m, reentry, ok, ttl, err) })
+			return
+		}
 		ok, ttl, err := a.attempt(m)
-		if ok {
-			return
-		}
-		if err != nil && (!m.Wait || isUpgrade(err)) {
-			reason := messages.ReasonRedis
-			if isUpgrade(err) {
-				reason = messages.ReasonUpgrade
-			}
-			m.Ticket.deliver(Outcome{Reason: reason, Err: err})
-			return
-		}
-		if !m.Wait {
-			m.Ticket.deliver(Outcome{Reason: messages.ReasonNotObtained})
-			return
-		}
-		if reentry {
-			// A re-entry that failed on a Redis error goes first: it must not wait behind waiters
-			// that wait for this very owner.
-			a.queue = append([]*Acquire{m}, a.queue...)
-		} else {
-			a.queue = append(a.queue, m)
-		}
-		if a.retry.armed() && len(a.queue) > 1 {
-			return
-		}
-		if err != nil {
-			a.armRetry(a.backoff.NextBackOff())
-		} else {
-			a.armRetry(ttl)
-		}
+		a.afterFirstAttempt(m, reentry, ok, ttl, err)
 	case !m.Wait:
 		// Another local owner holds the lock, or local waiters are ahead: the answer is known
 		// without asking Redis.
 		m.Ticket.deliver(Outcome{Reason: messages.ReasonNotObtained})
 	default:
 		a.queue = append(a.queue, m)
+	}
+}
+
+// afterFirstAttempt answers or queues m after the attempt it made on arrival.
+func (a *lockActor) afterFirstAttempt(m *Acquire, reentry, ok bool, ttl time.Duration, err error) {
+	if ok {
+		return
+	}
+	if err != nil && (!m.Wait || isUpgrade(err)) {
+		reason := messages.ReasonRedis
+		if isUpgrade(err) {
+			reason = messages.ReasonUpgrade
+		}
+		m.Ticket.deliver(Outcome{Reason: reason, Err: err})
+		return
+	}
+	if !m.Wait {
+		m.Ticket.deliver(Outcome{Reason: messages.ReasonNotObtained})
+		return
+	}
+	if reentry {
+		// A re-entry that failed on a Redis error goes first: it must not wait behind waiters
+		// that wait for this very owner.
+		a.queue = append([]*Acquire{m}, a.queue...)
+	} else {
+		a.queue = append(a.queue, m)
+	}
+	if a.retry.armed() && len(a.queue) > 1 {
+		return
+	}
+	if err != nil {
+		a.armRetry(a.backoff.NextBackOff())
+	} else {
+		a.armRetry(ttl)
 	}
 }
 
@@ -325,16 +350,26 @@ func (a *lockActor) compatible(m *Acquire) bool {
 // attempt runs the acquire script for m and grants the lock on success. It reports whether it
 // succeeded, the holder's remaining lease when the lock is taken, and any Redis error.
 func (a *lockActor) attempt(m *Acquire) (bool, time.Duration, error) {
-	k := holdKey{m.Owner, m.Kind}
-	held := int64(redisops.UnknownHoldCount)
-	if !m.SharedOwner {
-		held = 0
-		if h := a.holds[k]; h != nil {
-			held = h.count
-		}
-	}
 	sent := time.Now()
-	res, err := a.proto.acquire(a.redisContext(), m, held, m.Wait)
+	res, err := a.proto.acquire(a.redisContext(), m, a.knownHeld(m), m.Wait)
+	return a.settleAttempt(m, sent, res, err)
+}
+
+// knownHeld is the hold count of m's owner and kind that the acquire scripts check retries against:
+// the local count, or redisops.UnknownHoldCount for an owner id shared with other processes.
+func (a *lockActor) knownHeld(m *Acquire) int64 {
+	if m.SharedOwner {
+		return redisops.UnknownHoldCount
+	}
+	if h := a.holds[holdKey{m.Owner, m.Kind}]; h != nil {
+		return h.count
+	}
+	return 0
+}
+
+// settleAttempt takes the answer to an acquire attempt for m sent at sent, as attempt reports it.
+func (a *lockActor) settleAttempt(m *Acquire, sent time.Time, res redisops.Acquired, err error) (bool, time.Duration, error) {
+	k := holdKey{m.Owner, m.Kind}
 	if err != nil {
 		if !isUpgrade(err) {
 			a.log().Warn("acquire failed", "owner", m.Owner, "err", err)
@@ -405,6 +440,12 @@ func (a *lockActor) tryHead() {
 			// Held by another local owner: its release or loss wakes the queue.
 			return
 		}
+		if run := a.readRun(i); len(run) > 1 {
+			if !a.attemptReads(run) {
+				return
+			}
+			continue
+		}
 		m := a.queue[i]
 		ok, ttl, err := a.attempt(m)
 		switch {
@@ -419,6 +460,56 @@ func (a *lockActor) tryHead() {
 		}
 		a.queue = append(a.queue[:i:i], a.queue[i+1:]...)
 	}
+}
+
+// readRun returns the waiters that may try along with the waiter at index i: on a read-write lock, when
+// it is a reader at the head of the queue, the readers that follow it up to the first writer (a
+// waiting writer keeps later readers out). It is nil otherwise.
+func (a *lockActor) readRun(i int) []*Acquire {
+	if a.family != familyRW || i != 0 || a.queue[0].Kind != KindRead {
+		return nil
+	}
+	var run []*Acquire
+	seen := make(map[string]struct{})
+	for _, m := range a.queue {
+		if m.Kind != KindRead {
+			break
+		}
+		if _, dup := seen[m.Owner]; dup || m.Ticket.Abandoned() || !a.compatible(m) {
+			continue // a second call of one owner waits for the answer to its first
+		}
+		seen[m.Owner] = struct{}{}
+		run = append(run, m)
+	}
+	return run
+}
+
+// attemptReads makes one attempt for every reader of run in one batch, takes the ones that got the
+// lock out of the queue, and reports whether all of them did; if not, the retry timer is armed.
+func (a *lockActor) attemptReads(run []*Acquire) bool {
+	a.flush()
+	settled := make(map[*Acquire]bool, len(run))
+	all := true
+	for _, m := range run {
+		a.batchAcquire(m, func(ok bool, ttl time.Duration, err error) {
+			switch {
+			case ok:
+				settled[m] = true
+			case isUpgrade(err):
+				m.Ticket.deliver(Outcome{Reason: messages.ReasonUpgrade, Err: err})
+				settled[m] = true
+			case err != nil:
+				all = false
+				a.armRetry(a.backoff.NextBackOff())
+			default:
+				all = false
+				a.armRetry(ttl)
+			}
+		})
+	}
+	a.flush()
+	a.queue = slices.DeleteFunc(a.queue, func(m *Acquire) bool { return settled[m] })
+	return all
 }
 
 // nextInLine drops abandoned waiters and returns the index of the waiter that may try Redis now: a
@@ -464,6 +555,13 @@ func (a *lockActor) armRetry(ttl time.Duration) {
 
 func (a *lockActor) onRelease(m *Release) {
 	k := holdKey{m.Owner, m.Kind}
+	joinable := func() bool {
+		h := a.holds[k]
+		return h != nil && !h.ended() && a.batchable(m.Owner, m.Kind)
+	}
+	if a.batch != nil && !joinable() {
+		a.flush()
+	}
 	h := a.holds[k]
 	if h != nil && h.ended() {
 		a.lose(k, "lease ran out")
@@ -493,8 +591,21 @@ func (a *lockActor) onRelease(m *Release) {
 			Owner: nextCmd.Owner, Lease: nextCmd.Lease, OnlyIfAlone: a.handoffs >= a.env.MaxHandoffs,
 		}
 	}
+	if joinable() {
+		a.batchRelease(m, func(sent time.Time, rel redisops.Released, err error) {
+			a.settleRelease(m, h, lease, nil, sent, rel, err)
+		})
+		return
+	}
 	sent := time.Now()
 	rel, err := a.proto.release(a.redisContext(), k, a.env.NewRequestID(), lease, next)
+	a.settleRelease(m, h, lease, nextCmd, sent, rel, err)
+}
+
+// settleRelease takes the answer to the release of m's hold h (nil when the actor knew of no hold),
+// sent at sent with nextCmd as the handoff candidate, and answers m.
+func (a *lockActor) settleRelease(m *Release, h *hold, lease time.Duration, nextCmd *Acquire, sent time.Time, rel redisops.Released, err error) {
+	k := holdKey{m.Owner, m.Kind}
 	switch {
 	case errors.Is(err, redisops.ErrNotHeld):
 		if h != nil {
