@@ -172,8 +172,14 @@ func (o *Ops) WriteAcquire(ctx context.Context, name, owner string, lease time.D
 // ReadRelease drops owner's latest read hold on the read-write lock name and deletes that hold's timeout
 // key. While the writer (owner itself, after a downgrade) still holds the lock, the expiry stands.
 // Otherwise the expiry becomes the longest remaining read hold's; when no read hold is left, or every one
-// left has run out, the lock is deleted and [UnlockMessage] published on [RWChannelName]. Remaining is
-// owner's read hold count left, and 0 when the lock was deleted.
+// left has run out, the lock is deleted and [UnlockMessage] published on [RWChannelName]. When the
+// expiry becomes more than 50 ms sooner, [UnlockMessage] is published too, so that a waiting writer
+// learns it. Remaining is owner's read hold count left, and 0 when the lock was deleted.
+//
+// The common case costs O(1): the lock's expiry is kept at its longest read hold's, so when the released
+// hold expired more than 2 ms before the lock and other holders remain, the longest remaining hold is
+// unchanged; the expiry stands and nothing is published. Only the release of the longest hold (or of
+// one that already ran out) walks every reader's timeout keys to find the new expiry.
 //
 // lease is not used: a read hold's expiry is its own timeout key's, and Redisson's read unlock takes no
 // lease either; the parameter keeps the call shaped like [Ops.WriteRelease].

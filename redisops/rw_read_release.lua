@@ -16,6 +16,16 @@
 -- key's, and when that is more than 50 ms sooner than before the message is published too (a waiting
 -- writer then learns the new expiry); when no read hold is left (or every one left has run out), the hash is
 -- deleted and the message published.
+-- Fast path, O(1) instead of a walk over every reader's timeout keys: in read mode the hash's PTTL is
+-- the longest hold's, because every read acquire and read renew raises it to that hold's lease, and a
+-- downgrade and every walk set it to the longest timeout key. So when the released hold was still alive,
+-- its PTTL was lower than the hash's by more than a slack of 2 ms (for rounding), and the hash still has
+-- a holder field, another hold with a longer or equal expiry remains: removing a shorter one cannot
+-- change the longest remaining hold, so the hash's expiry, nor free the lock. Then nothing is walked, the
+-- expiry is left alone and nothing is published. A released hold that was the longest (within the slack)
+-- or had already run out, or a hash left with no holder, takes the walk. A hash whose expiry is longer
+-- than every hold (Redisson's write unlock keeps the write lease after a downgrade) keeps it until a walk:
+-- the lock is then freed late, never early.
 -- Returns O's read count left (0 = O holds no read hold any more), or -1 when O holds no read hold.
 -- A retried call with the same request id returns the stored answer instead of releasing twice.
 local latched = redis.call('get', KEYS[3])
@@ -34,8 +44,12 @@ if remaining > 0 then
 else
     redis.call('hdel', KEYS[1], ARGV[1])
 end
+local released = redis.call('pttl', KEYS[4] .. ':' .. held)
 redis.call('del', KEYS[4] .. ':' .. held)
-if mode ~= 'write' then
+-- The fast path (see above): a longer hold remains, so the expiry stands and the lock is not free.
+local shorter = mode == 'read' and released > 0 and released + 2 < redis.call('pttl', KEYS[1])
+    and redis.call('hlen', KEYS[1]) > 1
+if mode ~= 'write' and not shorter then
     local longest = -2
     local fields = redis.call('hgetall', KEYS[1])
     for i = 1, #fields, 2 do

@@ -3,6 +3,7 @@ package redisops_test
 import (
 	"errors"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -84,6 +85,46 @@ func checkToken(t *testing.T, c *redis.Client, name string, want int64) {
 	if err != nil || got != want {
 		t.Errorf("token counter: got %d (err %v), want %d", got, err, want)
 	}
+}
+
+// commandCalls returns how many times the server ran cmd (a lowercase command name) since the last
+// CONFIG RESETSTAT, commands run by scripts included.
+func commandCalls(t *testing.T, c *redis.Client, cmd string) int64 {
+	t.Helper()
+	info, err := c.Info(t.Context(), "commandstats").Result()
+	if err != nil {
+		t.Fatalf("INFO commandstats: %v", err)
+	}
+	for _, line := range strings.Split(info, "\n") {
+		rest, ok := strings.CutPrefix(strings.TrimSpace(line), "cmdstat_"+cmd+":calls=")
+		if !ok {
+			continue
+		}
+		n, err := strconv.ParseInt(rest[:strings.IndexByte(rest+",", ',')], 10, 64)
+		if err != nil {
+			t.Fatalf("INFO commandstats line %q: %v", line, err)
+		}
+		return n
+	}
+	return 0
+}
+
+// resetStats zeroes the server's command statistics, for [commandCalls].
+func resetStats(t *testing.T, c *redis.Client) {
+	t.Helper()
+	if err := c.ConfigResetStat(t.Context()).Err(); err != nil {
+		t.Fatalf("CONFIG RESETSTAT: %v", err)
+	}
+}
+
+// pttl returns the PTTL of key.
+func pttl(t *testing.T, c *redis.Client, key string) time.Duration {
+	t.Helper()
+	d, err := c.PTTL(t.Context(), key).Result()
+	if err != nil {
+		t.Fatalf("PTTL %q: %v", key, err)
+	}
+	return d
 }
 
 func TestRWKeyNames(t *testing.T) {
@@ -412,16 +453,112 @@ func TestReadRelease(t *testing.T) {
 
 	t.Run("longest hold leaves", func(t *testing.T) {
 		name := t.Name()
+		channel := redisops.RWChannelName(name)
+		ps := subscribe(t, c, channel)
 		mustRead(t, ops, name, "A", shortLease)
 		mustRead(t, ops, name, "B", midLease)
 		checkPTTL(t, c, redisops.LockKey(name), midLease)
 
+		resetStats(t, c)
 		mustReadRelease(t, ops, name, "B", "r1", 0)
+		// The hash now follows the remaining, shorter, read hold, found by a walk, and a waiting writer
+		// is told, since the lock expires much sooner.
+		if n := commandCalls(t, c, "hgetall"); n != 1 {
+			t.Errorf("HGETALL calls: got %d, want 1 (the walk)", n)
+		}
 		checkGone(t, c, redisops.ReadTimeoutKey(name, "B", 1))
 		checkHash(t, c, redisops.LockKey(name), map[string]string{"mode": "read", "A": "1"})
-		// The hash now follows the remaining, shorter, read hold.
 		checkPTTL(t, c, redisops.LockKey(name), shortLease)
 		checkPTTL(t, c, redisops.ReadTimeoutKey(name, "A", 1), shortLease)
+		if msg := nextMessage(t, ps); msg != redisops.UnlockMessage {
+			t.Errorf("message: got %q, want %q", msg, redisops.UnlockMessage)
+		}
+		expectNoMessage(t, c, ps, channel)
+	})
+
+	t.Run("shorter hold leaves", func(t *testing.T) {
+		name := t.Name()
+		channel := redisops.RWChannelName(name)
+		ps := subscribe(t, c, channel)
+		mustRead(t, ops, name, "A", shortLease)
+		mustRead(t, ops, name, "A", midLease)
+		mustRead(t, ops, name, "B", shortLease)
+		// Raise the hash's expiry above every hold (as Redisson's write unlock leaves it after a
+		// downgrade), so that a walk would show: it would lower the expiry to the longest hold left,
+		// and publish.
+		if err := c.PExpire(t.Context(), redisops.LockKey(name), longLease).Err(); err != nil {
+			t.Fatalf("PEXPIRE: %v", err)
+		}
+		before := pttl(t, c, redisops.LockKey(name))
+
+		for i, hold := range []struct {
+			owner string
+			left  int64
+		}{{"B", 0}, {"A", 1}} {
+			// Both holds are shorter than the lock, and a holder is left after each release: no walk,
+			// the expiry stands, nothing is published.
+			resetStats(t, c)
+			mustReadRelease(t, ops, name, hold.owner, "r"+strconv.Itoa(i), hold.left)
+			if n := commandCalls(t, c, "hgetall"); n != 0 {
+				t.Errorf("release of %s: HGETALL calls: got %d, want 0 (no walk)", hold.owner, n)
+			}
+			if after := pttl(t, c, redisops.LockKey(name)); after > before || after < before-ttlSlack {
+				t.Errorf("release of %s: lock PTTL: got %v, want it unchanged from %v", hold.owner, after, before)
+			}
+			expectNoMessage(t, c, ps, channel)
+		}
+		checkGone(t, c, redisops.ReadTimeoutKey(name, "B", 1))
+		checkGone(t, c, redisops.ReadTimeoutKey(name, "A", 2))
+		checkPTTL(t, c, redisops.ReadTimeoutKey(name, "A", 1), shortLease)
+		checkHash(t, c, redisops.LockKey(name), map[string]string{"mode": "read", "A": "1"})
+
+		// The last hold is shorter than the lock too, but no other holder is left: the walk runs,
+		// finds nothing, and frees the lock.
+		mustReadRelease(t, ops, name, "A", "r2", 0)
+		checkGone(t, c, redisops.LockKey(name))
+		if msg := nextMessage(t, ps); msg != redisops.UnlockMessage {
+			t.Errorf("message: got %q, want %q", msg, redisops.UnlockMessage)
+		}
+		expectNoMessage(t, c, ps, channel)
+	})
+
+	t.Run("many readers", func(t *testing.T) {
+		// 32 readers with rising leases: every release but the last is of a shorter hold than the
+		// lock's, and costs no walk.
+		name := t.Name()
+		channel := redisops.RWChannelName(name)
+		ps := subscribe(t, c, channel)
+		const readers = 32
+		leaseOf := func(i int) time.Duration { return shortLease + time.Duration(i)*100*time.Millisecond }
+		for i := range readers {
+			mustRead(t, ops, name, "R"+strconv.Itoa(i), leaseOf(i))
+		}
+		longest := leaseOf(readers - 1)
+		checkPTTL(t, c, redisops.LockKey(name), longest)
+		before := pttl(t, c, redisops.LockKey(name))
+
+		resetStats(t, c)
+		for i := range readers - 1 {
+			mustReadRelease(t, ops, name, "R"+strconv.Itoa(i), "r"+strconv.Itoa(i), 0)
+		}
+		if n := commandCalls(t, c, "hgetall"); n != 0 {
+			t.Errorf("HGETALL calls: got %d, want 0 (no walk)", n)
+		}
+		if n := commandCalls(t, c, "pttl"); n != 2*(readers-1) {
+			t.Errorf("PTTL calls: got %d, want %d (two per release)", n, 2*(readers-1))
+		}
+		if after := pttl(t, c, redisops.LockKey(name)); after > before || after < before-ttlSlack {
+			t.Errorf("lock PTTL: got %v, want it unchanged from %v", after, before)
+		}
+		last := "R" + strconv.Itoa(readers-1)
+		checkHash(t, c, redisops.LockKey(name), map[string]string{"mode": "read", last: "1"})
+		expectNoMessage(t, c, ps, channel)
+
+		mustReadRelease(t, ops, name, last, "rlast", 0)
+		checkGone(t, c, redisops.LockKey(name))
+		if msg := nextMessage(t, ps); msg != redisops.UnlockMessage {
+			t.Errorf("message: got %q, want %q", msg, redisops.UnlockMessage)
+		}
 	})
 
 	t.Run("latest hold of a re-entrant reader", func(t *testing.T) {
@@ -463,9 +600,10 @@ func TestReadRelease(t *testing.T) {
 		channel := redisops.RWChannelName(name)
 		ps := subscribe(t, c, channel)
 		mustRead(t, ops, name, "A", lease)
-		mustRead(t, ops, name, "A", lease)
+		mustRead(t, ops, name, "A", longLease)
 		mustRead(t, ops, name, "B", lease)
-		// B's hold and A's first hold run out (their timeout keys expire) while the hash lives on.
+		// B's hold and A's first hold run out (their timeout keys expire) while the hash lives on; the
+		// hash follows A's second, longest, hold (a shorter one would take the fast path).
 		if err := c.Del(t.Context(), redisops.ReadTimeoutKey(name, "B", 1), redisops.ReadTimeoutKey(name, "A", 1)).Err(); err != nil {
 			t.Fatalf("DEL: %v", err)
 		}
