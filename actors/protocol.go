@@ -111,7 +111,7 @@ type rwProtocol struct {
 
 func (p rwProtocol) acquire(ctx context.Context, m *Acquire, held int64, _ bool) (redisops.Acquired, error) {
 	if m.Kind == KindWrite {
-		return p.ops.WriteAcquire(ctx, p.name, m.Owner, m.Lease, held)
+		return p.ops.WriteAcquire(ctx, p.name, m.Owner, m.Lease, held, 0)
 	}
 	return p.ops.ReadAcquire(ctx, p.name, m.Owner, m.Lease, held)
 }

@@ -28,6 +28,11 @@ func ChannelName(name string) string { return prefixed("redisson_lock__channel",
 // TokenKey returns the key of the fencing token counter for the lock name.
 func TokenKey(name string) string { return prefixed("redisson_lock_token", name) }
 
+// WriteIntentKey returns the key of the write intent of the read-write lock name: a STRING holding the
+// owner id of the writer that waits for the readers to leave, with an expiry, while which new readers
+// are refused: lockwarden_write_intent:{N}. Redisson does not know this key.
+func WriteIntentKey(name string) string { return prefixed("lockwarden_write_intent", name) }
+
 // UnlockLatchKey returns the key that stores the answer of the release with the given request id.
 func UnlockLatchKey(name, requestID string) string {
 	return prefixed("redisson_unlock_latch", name) + ":" + requestID

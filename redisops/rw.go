@@ -20,6 +20,11 @@ import (
 // pin another's short one. A writer may take read holds (a downgrade); a reader may not take the write
 // lock (an upgrade, refused with [ErrUpgrade]). Notices go to [RWChannelName]: [UnlockMessage] when the
 // last read hold goes, [ReadUnlockMessage] when the write lock goes (it wakes every waiter).
+//
+// Writers are preferred, as with sync.RWMutex: a writer refused by readers may leave its intent in the
+// STRING [WriteIntentKey](N) (its owner id, with an expiry), and while it is there new readers are
+// refused, so that a stream of overlapping readers cannot starve the writer. The key is ours: Redisson
+// does not know it.
 
 // ErrUpgrade is returned when an owner that holds read holds asks for the write lock: Redisson would wait
 // forever for itself; we refuse.
@@ -51,6 +56,8 @@ var (
 	rwForceUnlockSource string
 	//go:embed rw_status.lua
 	rwStatusSource string
+	//go:embed rw_clear_intent.lua
+	rwClearIntentSource string
 
 	rwReadAcquireScript  = redis.NewScript(rwReadAcquireSource)
 	rwWriteAcquireScript = redis.NewScript(rwWriteAcquireSource)
@@ -60,6 +67,7 @@ var (
 	rwWriteRenewScript   = redis.NewScript(rwWriteRenewSource)
 	rwForceUnlockScript  = redis.NewScript(rwForceUnlockSource)
 	rwStatusScript       = redis.NewScript(rwStatusSource)
+	rwClearIntentScript  = redis.NewScript(rwClearIntentSource)
 )
 
 // RWScripts returns every script of the read-write lock, so that tests and warm-up code can load them
@@ -74,6 +82,7 @@ func RWScripts() map[string]*redis.Script {
 		"rw_write_renew":   rwWriteRenewScript,
 		"rw_forceunlock":   rwForceUnlockScript,
 		"rw_status":        rwStatusScript,
+		"rw_clear_intent":  rwClearIntentScript,
 	}
 }
 
@@ -112,6 +121,11 @@ func allReadersPrefix(name string) string { return suffixed(name, "") }
 // answer's Token is 0 and HoldCount is owner's read hold count. When another owner holds the write lock,
 // the answer carries the lock's remaining TTL.
 //
+// A new reader (owner holds no read hold and is not the writer) is also refused, free lock or
+// read-locked, while another owner's write intent stands (see [Ops.WriteAcquire]); the answer's TTL is
+// then the intent's remaining expiry, at least 1 ms. A re-entry (owner already holds read holds) and a
+// downgrade are always allowed: refusing them could deadlock a reader against the writer waiting for it.
+//
 // held is owner's read hold count before this call as far as the caller knows, or [UnknownHoldCount];
 // with a known count the call is retry-safe like [Ops.Acquire]: a replay that finds the count already
 // above held takes no second hold.
@@ -123,7 +137,7 @@ func (o *Ops) ReadAcquire(ctx context.Context, name, owner string, lease time.Du
 func readAcquireCall(name, owner string, lease time.Duration, held int64) call {
 	return call{
 		script: rwReadAcquireScript,
-		keys:   []string{LockKey(name), readTimeoutPrefix(name, owner)},
+		keys:   []string{LockKey(name), readTimeoutPrefix(name, owner), WriteIntentKey(name)},
 		args:   []any{millis(lease), owner, WriteField(owner), held},
 	}
 }
@@ -151,10 +165,25 @@ func readAcquireReply(name string, cmd *redis.Cmd) (Acquired, error) {
 //
 // held is owner's write hold count before this call as far as the caller knows, or [UnknownHoldCount];
 // with a known count the call is retry-safe like [Ops.Acquire], and a replay returns the current token.
-func (o *Ops) WriteAcquire(ctx context.Context, name, owner string, lease time.Duration, held int64) (Acquired, error) {
+//
+// intent, when above 0, leaves a write intent when owner is refused because other owners hold the lock
+// in read mode: [WriteIntentKey] is set to owner with an expiry of intent, or its expiry refreshed to
+// intent when it already holds owner. While it stands, new readers are refused (see [Ops.ReadAcquire]),
+// so the readers drain and the writer gets its turn, as with sync.RWMutex. An intent of another owner is
+// left alone: the first waiting writer keeps its place. A refusal because another writer holds the lock
+// sets nothing: after that writer's unlock, readers and writers race, as in Redisson and as
+// sync.RWMutex lets waiting readers in after a writer. With intent 0 nothing is set. Whenever owner gets
+// the write lock (a replay or a re-entry too), its own intent is deleted. A waiter that gives up
+// withdraws its intent with [Ops.ClearWriteIntent]; otherwise it runs out with its expiry, so a waiter
+// refreshes it while it waits. Java Redisson readers do not know the key and are not held back by it.
+func (o *Ops) WriteAcquire(ctx context.Context, name, owner string, lease time.Duration, held int64, intent time.Duration) (Acquired, error) {
+	intentMillis := int64(0)
+	if intent > 0 {
+		intentMillis = millis(intent)
+	}
 	vals, err := rwWriteAcquireScript.Run(ctx, o.client,
-		[]string{LockKey(name), TokenKey(name)},
-		millis(lease), owner, WriteField(owner), held).Int64Slice()
+		[]string{LockKey(name), TokenKey(name), WriteIntentKey(name)},
+		millis(lease), owner, WriteField(owner), held, intentMillis).Int64Slice()
 	if err != nil {
 		return Acquired{}, fmt.Errorf("lockwarden: write acquire %q: %w", name, err)
 	}
@@ -167,6 +196,17 @@ func (o *Ops) WriteAcquire(ctx context.Context, name, owner string, lease time.D
 		return Acquired{}, ErrUpgrade
 	}
 	return Acquired{}, fmt.Errorf("lockwarden: write acquire %q: unexpected reply %v", name, vals)
+}
+
+// ClearWriteIntent withdraws owner's write intent on the read-write lock name (see [Ops.WriteAcquire]):
+// a waiting writer that gave up calls it so that new readers are let in at once. The intent is deleted
+// only if it holds owner; another writer's intent is left alone. It reports whether it deleted one.
+func (o *Ops) ClearWriteIntent(ctx context.Context, name, owner string) (bool, error) {
+	n, err := rwClearIntentScript.Run(ctx, o.client, []string{WriteIntentKey(name)}, owner).Int64()
+	if err != nil {
+		return false, fmt.Errorf("lockwarden: clear write intent %q: %w", name, err)
+	}
+	return n == 1, nil
 }
 
 // ReadRelease drops owner's latest read hold on the read-write lock name and deletes that hold's timeout
@@ -265,14 +305,16 @@ func (o *Ops) WriteRenew(ctx context.Context, name, owner string, lease time.Dur
 
 // ForceUnlockRead deletes the read-write lock name, with its readers' timeout keys, whoever holds it,
 // but only while it is read-locked, and publishes [UnlockMessage]. It reports whether it deleted the
-// lock; a write-locked lock is left alone.
+// lock; a write-locked lock is left alone. A waiting writer's intent ([WriteIntentKey]) is left alone too:
+// it belongs to the writer, which still waits.
 func (o *Ops) ForceUnlockRead(ctx context.Context, name string) (bool, error) {
 	return o.rwForceUnlock(ctx, name, modeRead, UnlockMessage)
 }
 
 // ForceUnlockWrite deletes the read-write lock name, with the writer's downgraded read holds, whoever
 // holds it, but only while it is write-locked, and publishes [ReadUnlockMessage]. It reports whether it
-// deleted the lock; a read-locked lock is left alone.
+// deleted the lock; a read-locked lock is left alone. A waiting writer's intent ([WriteIntentKey]) is
+// left alone too.
 func (o *Ops) ForceUnlockWrite(ctx context.Context, name string) (bool, error) {
 	return o.rwForceUnlock(ctx, name, modeWrite, ReadUnlockMessage)
 }
@@ -296,21 +338,26 @@ type RWStatus struct {
 	WriteHolds int64
 	// TTL is the remaining expiry: -2 when the lock is free, -1 when it has no expiry.
 	TTL time.Duration
+	// WriteIntent is the owner id held by the write intent ([WriteIntentKey]), or "" when no writer
+	// waits with an intent.
+	WriteIntent string
 }
 
 // RWStatus reads the state of the read-write lock name as seen by owner (which may be empty).
 func (o *Ops) RWStatus(ctx context.Context, name, owner string) (RWStatus, error) {
-	vals, err := rwStatusScript.Run(ctx, o.client, []string{LockKey(name)}, owner, WriteField(owner)).Slice()
+	vals, err := rwStatusScript.Run(ctx, o.client,
+		[]string{LockKey(name), WriteIntentKey(name)}, owner, WriteField(owner)).Slice()
 	if err != nil {
 		return RWStatus{}, fmt.Errorf("lockwarden: rw status %q: %w", name, err)
 	}
-	if len(vals) == 4 {
+	if len(vals) == 5 {
 		mode, ok0 := vals[0].(string)
 		reads, ok1 := vals[1].(int64)
 		writes, ok2 := vals[2].(int64)
 		pttl, ok3 := vals[3].(int64)
-		if ok0 && ok1 && ok2 && ok3 {
-			return RWStatus{Mode: mode, ReadHolds: reads, WriteHolds: writes, TTL: ttlFromMillis(pttl)}, nil
+		intent, ok4 := vals[4].(string)
+		if ok0 && ok1 && ok2 && ok3 && ok4 {
+			return RWStatus{Mode: mode, ReadHolds: reads, WriteHolds: writes, TTL: ttlFromMillis(pttl), WriteIntent: intent}, nil
 		}
 	}
 	return RWStatus{}, fmt.Errorf("lockwarden: rw status %q: unexpected reply %v", name, vals)

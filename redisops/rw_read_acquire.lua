@@ -2,6 +2,8 @@
 -- KEYS[1]  the lock hash N (field mode = read|write, field O -> read count, field O:write -> write count)
 -- KEYS[2]  O's read timeout key prefix {N}:O:rwlock_timeout; O's k-th read hold has the STRING key
 --          <prefix>:<k> with that hold's own expiry
+-- KEYS[3]  the write intent lockwarden_write_intent:{N} (STRING: the id of the writer waiting for the
+--          readers to leave, with an expiry)
 -- ARGV[1]  lease in milliseconds of this hold
 -- ARGV[2]  owner id O
 -- ARGV[3]  O's write field O:write
@@ -9,21 +11,32 @@
 --          When O's count is already above it, this call is a retry of one whose reply was lost:
 --          it answers without taking a second hold.
 -- Allowed when mode is absent or read, or when mode is write and O is the writer (a downgrade).
+-- A new reader (O holds no read hold and is not the writer) is refused while the write intent holds
+-- another owner's id, whether the lock is free or read-locked, so that a stream of readers cannot starve
+-- a waiting writer. Re-entries and downgrades are always allowed: refusing them would deadlock a reader
+-- against the writer that waits for it to leave.
 -- The hash's expiry is raised to the lease if it is shorter, so it outlives every read hold.
 -- Returns {1, O's read count} when O now holds a read hold (reads get no fencing token),
--- or {0, pttl} when another owner holds the write lock (pttl is -1 when the key has no expiry).
+-- {0, pttl} when another owner holds the write lock (pttl is -1 when the key has no expiry),
+-- or {0, intent pttl} (at least 1) when a waiting writer's intent keeps O out.
 local lease = tonumber(ARGV[1])
 local expected = tonumber(ARGV[4])
 local state = redis.call('hmget', KEYS[1], 'mode', ARGV[2], ARGV[3])
-local mode, current = state[1], state[2]
+local mode, current, writer = state[1], state[2], state[3]
 if current then
     current = tonumber(current)
     if expected >= 0 and current > expected then
         return {1, current}
     end
 end
-if mode and mode ~= 'read' and not (mode == 'write' and state[3]) then
+if mode and mode ~= 'read' and not (mode == 'write' and writer) then
     return {0, redis.call('pttl', KEYS[1])}
+end
+if not current and not writer then
+    local intent = redis.call('get', KEYS[3])
+    if intent and intent ~= ARGV[2] then
+        return {0, math.max(redis.call('pttl', KEYS[3]), 1)}
+    end
 end
 if not mode then
     redis.call('hset', KEYS[1], 'mode', 'read')

@@ -32,7 +32,7 @@ func mustRead(t *testing.T, ops *redisops.Ops, name, owner string, l time.Durati
 
 func mustWrite(t *testing.T, ops *redisops.Ops, name, owner string, l time.Duration) redisops.Acquired {
 	t.Helper()
-	got, err := ops.WriteAcquire(t.Context(), name, owner, l, redisops.UnknownHoldCount)
+	got, err := ops.WriteAcquire(t.Context(), name, owner, l, redisops.UnknownHoldCount, 0)
 	if err != nil {
 		t.Fatalf("WriteAcquire(%q, %q): %v", name, owner, err)
 	}
@@ -139,6 +139,8 @@ func TestRWKeyNames(t *testing.T) {
 		{"WriteField", redisops.WriteField("uuid:7"), "uuid:7:write"},
 		{"ReadTimeoutKey", redisops.ReadTimeoutKey("orders", "uuid:7", 1), "{orders}:uuid:7:rwlock_timeout:1"},
 		{"ReadTimeoutKey braces", redisops.ReadTimeoutKey("a{b}c", "uuid:7", 12), "a{b}c:uuid:7:rwlock_timeout:12"},
+		{"WriteIntentKey", redisops.WriteIntentKey("orders"), "lockwarden_write_intent:{orders}"},
+		{"WriteIntentKey braces", redisops.WriteIntentKey("a{b}c"), "lockwarden_write_intent:a{b}c"},
 	}
 	for _, tt := range tests {
 		if tt.got != tt.want {
@@ -162,6 +164,7 @@ func TestRWKeysShareSlot(t *testing.T) {
 			redisops.UnlockLatchKey(name, "req-1"),
 			redisops.ReadTimeoutKey(name, "uuid:7", 1),
 			redisops.ReadTimeoutKey(name, "other", 42),
+			redisops.WriteIntentKey(name),
 		}
 		want, err := c.ClusterKeySlot(t.Context(), keys[0]).Result()
 		if err != nil {
@@ -185,7 +188,7 @@ func TestRWScriptsLoad(t *testing.T) {
 	scripts := redisops.RWScripts()
 	for _, name := range []string{
 		"rw_read_acquire", "rw_write_acquire", "rw_read_release", "rw_write_release",
-		"rw_read_renew", "rw_write_renew", "rw_forceunlock", "rw_status",
+		"rw_read_renew", "rw_write_renew", "rw_forceunlock", "rw_status", "rw_clear_intent",
 	} {
 		if scripts[name] == nil {
 			t.Errorf("RWScripts()[%q]: missing", name)
@@ -228,6 +231,9 @@ func TestRWWithoutLoadedScripts(t *testing.T) {
 	}
 	if _, err := ops.RWStatus(t.Context(), name, "A"); err != nil {
 		t.Fatalf("RWStatus: %v", err)
+	}
+	if _, err := ops.ClearWriteIntent(t.Context(), name, "A"); err != nil {
+		t.Fatalf("ClearWriteIntent: %v", err)
 	}
 	mustReadRelease(t, ops, name, "A", "r1", 0)
 	mustWriteRelease(t, ops, name, "A", "r2", 0)
@@ -277,7 +283,7 @@ func TestWriteRefusedWhileRead(t *testing.T) {
 	mustRead(t, ops, name, "A", lease)
 	mustRead(t, ops, name, "B", longLease)
 
-	got, err := ops.WriteAcquire(t.Context(), name, "W", lease, redisops.UnknownHoldCount)
+	got, err := ops.WriteAcquire(t.Context(), name, "W", lease, redisops.UnknownHoldCount, 0)
 	if err != nil {
 		t.Fatalf("WriteAcquire: %v", err)
 	}
@@ -300,7 +306,7 @@ func TestReadRefusedWhileWrite(t *testing.T) {
 		t.Fatalf("ReadAcquire by another owner: %v", err)
 	}
 	checkRefused(t, "ReadAcquire while write-locked", got, lease)
-	got, err = ops.WriteAcquire(t.Context(), name, "X", longLease, redisops.UnknownHoldCount)
+	got, err = ops.WriteAcquire(t.Context(), name, "X", longLease, redisops.UnknownHoldCount, 0)
 	if err != nil {
 		t.Fatalf("WriteAcquire by another owner: %v", err)
 	}
@@ -343,7 +349,7 @@ func TestWriteAcquireUpgradeRefused(t *testing.T) {
 			want["B"] = "1"
 		}
 		for _, held := range []int64{redisops.UnknownHoldCount, 0} {
-			got, err := ops.WriteAcquire(t.Context(), name, "A", lease, held)
+			got, err := ops.WriteAcquire(t.Context(), name, "A", lease, held, 0)
 			if !errors.Is(err, redisops.ErrUpgrade) {
 				t.Fatalf("%s: WriteAcquire by reader (held %d): got %+v, %v, want %v", name, held, got, err, redisops.ErrUpgrade)
 			}
@@ -430,16 +436,16 @@ func TestRWAcquireRetryIsIdempotent(t *testing.T) {
 
 	t.Run("write", func(t *testing.T) {
 		name := t.Name()
-		first, err := ops.WriteAcquire(t.Context(), name, "W", lease, 0)
+		first, err := ops.WriteAcquire(t.Context(), name, "W", lease, 0, 0)
 		if err != nil || first != (redisops.Acquired{OK: true, HoldCount: 1, Token: 1}) {
 			t.Fatalf("first WriteAcquire = %+v, %v", first, err)
 		}
-		replay, err := ops.WriteAcquire(t.Context(), name, "W", lease, 0)
+		replay, err := ops.WriteAcquire(t.Context(), name, "W", lease, 0, 0)
 		if err != nil || replay != first {
 			t.Fatalf("replayed WriteAcquire = %+v, %v; want the first answer %+v", replay, err, first)
 		}
 		checkToken(t, c, name, 1)
-		reentry, err := ops.WriteAcquire(t.Context(), name, "W", lease, 1)
+		reentry, err := ops.WriteAcquire(t.Context(), name, "W", lease, 1, 0)
 		if err != nil || reentry != (redisops.Acquired{OK: true, HoldCount: 2, Token: 2}) {
 			t.Fatalf("write re-entry = %+v, %v; want count 2, token 2", reentry, err)
 		}
@@ -683,13 +689,13 @@ func TestWriteRelease(t *testing.T) {
 
 		// Other readers may join now; writers may not.
 		mustRead(t, ops, name, "R", shortLease)
-		got, err := ops.WriteAcquire(t.Context(), name, "X", lease, redisops.UnknownHoldCount)
+		got, err := ops.WriteAcquire(t.Context(), name, "X", lease, redisops.UnknownHoldCount, 0)
 		if err != nil {
 			t.Fatalf("WriteAcquire: %v", err)
 		}
 		checkRefused(t, "WriteAcquire after downgrade", got, midLease)
 		// The former writer is a plain reader now: it cannot take the write lock back.
-		if _, err := ops.WriteAcquire(t.Context(), name, "W", lease, redisops.UnknownHoldCount); !errors.Is(err, redisops.ErrUpgrade) {
+		if _, err := ops.WriteAcquire(t.Context(), name, "W", lease, redisops.UnknownHoldCount, 0); !errors.Is(err, redisops.ErrUpgrade) {
 			t.Errorf("WriteAcquire by the former writer: got %v, want %v", err, redisops.ErrUpgrade)
 		}
 
@@ -1104,8 +1110,8 @@ func TestRWStatus(t *testing.T) {
 			if err != nil {
 				t.Fatalf("RWStatus: %v", err)
 			}
-			if got.Mode != tt.mode || got.ReadHolds != tt.reads || got.WriteHolds != tt.writes {
-				t.Errorf("RWStatus: got %+v, want Mode %q, ReadHolds %d, WriteHolds %d", got, tt.mode, tt.reads, tt.writes)
+			if got.Mode != tt.mode || got.ReadHolds != tt.reads || got.WriteHolds != tt.writes || got.WriteIntent != "" {
+				t.Errorf("RWStatus: got %+v, want Mode %q, ReadHolds %d, WriteHolds %d, no WriteIntent", got, tt.mode, tt.reads, tt.writes)
 			}
 			if tt.ttl < 0 {
 				if got.TTL != tt.ttl {
@@ -1116,4 +1122,295 @@ func TestRWStatus(t *testing.T) {
 			}
 		})
 	}
+}
+
+// intentOf returns the owner id held by the write intent of name, or "" when there is none.
+func intentOf(t *testing.T, c *redis.Client, name string) string {
+	t.Helper()
+	v, err := c.Get(t.Context(), redisops.WriteIntentKey(name)).Result()
+	if errors.Is(err, redis.Nil) {
+		return ""
+	}
+	if err != nil {
+		t.Fatalf("GET write intent: %v", err)
+	}
+	return v
+}
+
+// checkIntent fails unless the write intent of name holds owner, with a PTTL of about ttl.
+func checkIntent(t *testing.T, c *redis.Client, name, owner string, ttl time.Duration) {
+	t.Helper()
+	if got := intentOf(t, c, name); got != owner {
+		t.Fatalf("write intent: got %q, want %q", got, owner)
+	}
+	checkPTTL(t, c, redisops.WriteIntentKey(name), ttl)
+}
+
+// writeRefused asks for the write lock for owner with the given intent and fails unless it is refused
+// with a TTL of about want.
+func writeRefused(t *testing.T, ops *redisops.Ops, name, owner string, intent, want time.Duration) {
+	t.Helper()
+	got, err := ops.WriteAcquire(t.Context(), name, owner, lease, redisops.UnknownHoldCount, intent)
+	if err != nil {
+		t.Fatalf("WriteAcquire(%q, %q): %v", name, owner, err)
+	}
+	checkRefused(t, "WriteAcquire by "+owner, got, want)
+}
+
+// readRefused asks for a read hold for owner and fails unless it is refused with a TTL of about want,
+// leaving no trace of owner in the hash nor a timeout key.
+func readRefused(t *testing.T, ops *redisops.Ops, c *redis.Client, name, owner string, want time.Duration) {
+	t.Helper()
+	got, err := ops.ReadAcquire(t.Context(), name, owner, longLease, redisops.UnknownHoldCount)
+	if err != nil {
+		t.Fatalf("ReadAcquire(%q, %q): %v", name, owner, err)
+	}
+	checkRefused(t, "ReadAcquire by "+owner, got, want)
+	if ok, err := c.HExists(t.Context(), redisops.LockKey(name), owner).Result(); err != nil || ok {
+		t.Errorf("HEXISTS %q: got %v, %v; want false", owner, ok, err)
+	}
+	checkGone(t, c, redisops.ReadTimeoutKey(name, owner, 1))
+}
+
+func TestWriteIntent(t *testing.T) {
+	t.Parallel()
+	ops, c := setup(t)
+
+	t.Run("set on a read-mode refusal", func(t *testing.T) {
+		name := t.Name()
+		mustRead(t, ops, name, "R", lease)
+		writeRefused(t, ops, name, "W", midLease, lease)
+		checkIntent(t, c, name, "W", midLease)
+		checkHash(t, c, redisops.LockKey(name), map[string]string{"mode": "read", "R": "1"})
+		checkToken(t, c, name, 0)
+	})
+
+	t.Run("not with intent 0", func(t *testing.T) {
+		name := t.Name()
+		mustRead(t, ops, name, "R", lease)
+		writeRefused(t, ops, name, "W", 0, lease)
+		checkGone(t, c, redisops.WriteIntentKey(name))
+		mustRead(t, ops, name, "N", lease)
+	})
+
+	t.Run("not when refused by a writer", func(t *testing.T) {
+		name := t.Name()
+		mustWrite(t, ops, name, "X", lease)
+		writeRefused(t, ops, name, "W", midLease, lease)
+		checkGone(t, c, redisops.WriteIntentKey(name))
+		// Nor by a writer that downgraded (the lock is still write-locked).
+		mustRead(t, ops, name, "X", lease)
+		writeRefused(t, ops, name, "W", midLease, lease)
+		checkGone(t, c, redisops.WriteIntentKey(name))
+	})
+
+	t.Run("not on an upgrade", func(t *testing.T) {
+		name := t.Name()
+		mustRead(t, ops, name, "R", lease)
+		mustRead(t, ops, name, "S", lease)
+		if _, err := ops.WriteAcquire(t.Context(), name, "R", lease, redisops.UnknownHoldCount, midLease); !errors.Is(err, redisops.ErrUpgrade) {
+			t.Fatalf("WriteAcquire by a reader: got %v, want %v", err, redisops.ErrUpgrade)
+		}
+		checkGone(t, c, redisops.WriteIntentKey(name))
+	})
+
+	t.Run("the first waiting writer keeps its place", func(t *testing.T) {
+		name := t.Name()
+		mustRead(t, ops, name, "R", lease)
+		writeRefused(t, ops, name, "W1", midLease, lease)
+		writeRefused(t, ops, name, "W2", longLease, lease)
+		checkIntent(t, c, name, "W1", midLease)
+	})
+
+	t.Run("refresh keeps the owner", func(t *testing.T) {
+		name := t.Name()
+		mustRead(t, ops, name, "R", lease)
+		writeRefused(t, ops, name, "W", shortLease, lease)
+		checkIntent(t, c, name, "W", shortLease)
+		writeRefused(t, ops, name, "W", longLease, lease)
+		checkIntent(t, c, name, "W", longLease)
+		// A refresh with intent 0 sets nothing, and leaves the intent as it is.
+		writeRefused(t, ops, name, "W", 0, lease)
+		checkIntent(t, c, name, "W", longLease)
+	})
+
+	t.Run("new readers are refused", func(t *testing.T) {
+		name := t.Name()
+		channel := redisops.RWChannelName(name)
+		ps := subscribe(t, c, channel)
+		mustRead(t, ops, name, "R", lease)
+		writeRefused(t, ops, name, "W", midLease, lease)
+
+		// Read-locked: a new reader is told to wait for the intent, not for the lock.
+		readRefused(t, ops, c, name, "N", midLease)
+		checkHash(t, c, redisops.LockKey(name), map[string]string{"mode": "read", "R": "1"})
+		checkPTTL(t, c, redisops.LockKey(name), lease)
+		// With a known hold count too.
+		got, err := ops.ReadAcquire(t.Context(), name, "N", lease, 0)
+		if err != nil {
+			t.Fatalf("ReadAcquire: %v", err)
+		}
+		checkRefused(t, "ReadAcquire with a known count", got, midLease)
+
+		// Free: still refused, and the lock stays free.
+		mustReadRelease(t, ops, name, "R", "r1", 0)
+		if msg := nextMessage(t, ps); msg != redisops.UnlockMessage {
+			t.Errorf("message: got %q, want %q", msg, redisops.UnlockMessage)
+		}
+		readRefused(t, ops, c, name, "N", midLease)
+		checkGone(t, c, redisops.LockKey(name))
+		// The intent's owner itself may read.
+		mustRead(t, ops, name, "W", lease)
+	})
+
+	t.Run("re-entries and downgrades are allowed", func(t *testing.T) {
+		name := t.Name()
+		mustRead(t, ops, name, "R", lease)
+		writeRefused(t, ops, name, "W", midLease, lease)
+		if got := mustRead(t, ops, name, "R", lease); got.HoldCount != 2 {
+			t.Errorf("re-entering ReadAcquire: got %+v, want HoldCount 2", got)
+		}
+		// A replayed acquisition (reply lost) answers as before.
+		got, err := ops.ReadAcquire(t.Context(), name, "R", lease, 1)
+		if err != nil || got != (redisops.Acquired{OK: true, HoldCount: 2}) {
+			t.Fatalf("replayed ReadAcquire = %+v, %v; want count 2", got, err)
+		}
+		checkHash(t, c, redisops.LockKey(name), map[string]string{"mode": "read", "R": "2"})
+
+		// Another writer takes the lock once the readers left; W's intent stays, and that writer
+		// may still take read holds (a downgrade).
+		mustReadRelease(t, ops, name, "R", "r1", 1)
+		mustReadRelease(t, ops, name, "R", "r2", 0)
+		mustWrite(t, ops, name, "X", lease)
+		checkIntent(t, c, name, "W", midLease)
+		if got := mustRead(t, ops, name, "X", lease); got.HoldCount != 1 {
+			t.Errorf("downgrade ReadAcquire: got %+v, want HoldCount 1", got)
+		}
+		checkHash(t, c, redisops.LockKey(name), map[string]string{"mode": "write", "X:write": "1", "X": "1"})
+		// X's re-entering read hold after its write lock went is allowed too.
+		mustWriteRelease(t, ops, name, "X", "r3", 0)
+		if got := mustRead(t, ops, name, "X", lease); got.HoldCount != 2 {
+			t.Errorf("re-entering ReadAcquire after the downgrade: got %+v, want HoldCount 2", got)
+		}
+		readRefused(t, ops, c, name, "N", midLease)
+	})
+
+	t.Run("success clears the own intent", func(t *testing.T) {
+		name := t.Name()
+		mustRead(t, ops, name, "R", lease)
+		writeRefused(t, ops, name, "W", midLease, lease)
+		mustReadRelease(t, ops, name, "R", "r1", 0)
+		got, err := ops.WriteAcquire(t.Context(), name, "W", lease, 0, midLease)
+		if err != nil || got != (redisops.Acquired{OK: true, HoldCount: 1, Token: 1}) {
+			t.Fatalf("WriteAcquire = %+v, %v; want count 1, token 1", got, err)
+		}
+		checkGone(t, c, redisops.WriteIntentKey(name))
+
+		// A replay and a re-entry clear it too (here set by hand: a writer does not leave one while
+		// it holds the lock).
+		for _, held := range []int64{0, 1} {
+			if err := c.Set(t.Context(), redisops.WriteIntentKey(name), "W", midLease).Err(); err != nil {
+				t.Fatalf("SET: %v", err)
+			}
+			if _, err := ops.WriteAcquire(t.Context(), name, "W", lease, held, 0); err != nil {
+				t.Fatalf("WriteAcquire (held %d): %v", held, err)
+			}
+			checkGone(t, c, redisops.WriteIntentKey(name))
+		}
+	})
+
+	t.Run("success leaves another's intent", func(t *testing.T) {
+		name := t.Name()
+		mustRead(t, ops, name, "R", lease)
+		writeRefused(t, ops, name, "W", midLease, lease)
+		mustReadRelease(t, ops, name, "R", "r1", 0)
+		mustWrite(t, ops, name, "X", lease)
+		checkIntent(t, c, name, "W", midLease)
+	})
+
+	t.Run("ClearWriteIntent clears only its own", func(t *testing.T) {
+		name := t.Name()
+		mustRead(t, ops, name, "R", lease)
+		writeRefused(t, ops, name, "W", midLease, lease)
+		if ok, err := ops.ClearWriteIntent(t.Context(), name, "X"); err != nil || ok {
+			t.Fatalf("ClearWriteIntent by another owner = %v, %v; want false", ok, err)
+		}
+		checkIntent(t, c, name, "W", midLease)
+		if ok, err := ops.ClearWriteIntent(t.Context(), name, "W"); err != nil || !ok {
+			t.Fatalf("ClearWriteIntent = %v, %v; want true", ok, err)
+		}
+		checkGone(t, c, redisops.WriteIntentKey(name))
+		if ok, err := ops.ClearWriteIntent(t.Context(), name, "W"); err != nil || ok {
+			t.Fatalf("second ClearWriteIntent = %v, %v; want false", ok, err)
+		}
+		mustRead(t, ops, name, "N", lease)
+	})
+
+	t.Run("the intent expires by itself", func(t *testing.T) {
+		name := t.Name()
+		mustRead(t, ops, name, "R", lease)
+		writeRefused(t, ops, name, "W", 100*time.Millisecond, lease)
+		if intentOf(t, c, name) != "W" {
+			t.Fatalf("write intent: got %q, want %q", intentOf(t, c, name), "W")
+		}
+		time.Sleep(200 * time.Millisecond)
+		checkGone(t, c, redisops.WriteIntentKey(name))
+		mustRead(t, ops, name, "N", lease)
+	})
+
+	t.Run("force unlocks leave it alone", func(t *testing.T) {
+		name := t.Name()
+		mustRead(t, ops, name, "R", lease)
+		writeRefused(t, ops, name, "W", midLease, lease)
+		if ok, err := ops.ForceUnlockRead(t.Context(), name); err != nil || !ok {
+			t.Fatalf("ForceUnlockRead = %v, %v; want true", ok, err)
+		}
+		checkIntent(t, c, name, "W", midLease)
+		mustWrite(t, ops, name, "X", lease)
+		if ok, err := ops.ForceUnlockWrite(t.Context(), name); err != nil || !ok {
+			t.Fatalf("ForceUnlockWrite = %v, %v; want true", ok, err)
+		}
+		checkIntent(t, c, name, "W", midLease)
+	})
+
+	t.Run("RWStatus shows it", func(t *testing.T) {
+		name := t.Name()
+		mustRead(t, ops, name, "R", lease)
+		st, err := ops.RWStatus(t.Context(), name, "R")
+		if err != nil || st.WriteIntent != "" {
+			t.Fatalf("RWStatus = %+v, %v; want no WriteIntent", st, err)
+		}
+		writeRefused(t, ops, name, "W", midLease, lease)
+		for _, owner := range []string{"R", "W", ""} {
+			st, err := ops.RWStatus(t.Context(), name, owner)
+			if err != nil || st.WriteIntent != "W" || st.Mode != "read" {
+				t.Fatalf("RWStatus(%q) = %+v, %v; want Mode read, WriteIntent W", owner, st, err)
+			}
+		}
+		// On a free lock too.
+		mustReadRelease(t, ops, name, "R", "r1", 0)
+		st, err = ops.RWStatus(t.Context(), name, "")
+		if err != nil || st != (redisops.RWStatus{TTL: -2, WriteIntent: "W"}) {
+			t.Fatalf("RWStatus of a free lock = %+v, %v; want TTL -2, WriteIntent W", st, err)
+		}
+	})
+
+	t.Run("batched read acquires are refused", func(t *testing.T) {
+		name := t.Name()
+		mustRead(t, ops, name, "R", lease)
+		writeRefused(t, ops, name, "W", midLease, lease)
+		b := ops.NewBatch()
+		newReader := b.ReadAcquire(name, "N", lease, 0)
+		reentry := b.ReadAcquire(name, "R", lease, 1)
+		b.Exec(t.Context())
+		got, err := newReader()
+		if err != nil {
+			t.Fatalf("batched ReadAcquire by a new reader: %v", err)
+		}
+		checkRefused(t, "batched ReadAcquire by a new reader", got, midLease)
+		if got, err := reentry(); err != nil || got != (redisops.Acquired{OK: true, HoldCount: 2}) {
+			t.Fatalf("batched re-entering ReadAcquire = %+v, %v; want count 2", got, err)
+		}
+		checkHash(t, c, redisops.LockKey(name), map[string]string{"mode": "read", "R": "2"})
+	})
 }

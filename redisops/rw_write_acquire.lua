@@ -1,29 +1,53 @@
 -- rw_write_acquire.lua: take or re-enter the write lock of the read-write lock N for owner O and issue a
--- fencing token.
+-- fencing token; a writer refused by readers may leave its intent, which keeps new readers out.
 -- KEYS[1]  the lock hash N (field mode = read|write, field O -> read count, field O:write -> write count)
 -- KEYS[2]  the fencing token counter redisson_lock_token:{N}
+-- KEYS[3]  the write intent lockwarden_write_intent:{N} (STRING: the id of the writer waiting for the
+--          readers to leave, with an expiry)
 -- ARGV[1]  lease in milliseconds
 -- ARGV[2]  owner id O
 -- ARGV[3]  O's write field O:write
 -- ARGV[4]  O's write count before this acquisition as far as the caller knows, or -1 if unknown.
 --          When O's count is already above it, this call is a retry of one whose reply was lost:
 --          it answers without taking a second hold.
+-- ARGV[5]  write intent expiry in milliseconds, or 0 to leave no intent
 -- Allowed when mode is absent, or when mode is write and O is the writer (re-entry). An owner that
 -- holds read holds and is not the writer is refused without any change: it would wait for itself.
+-- When O is refused because other owners hold the lock in read mode and ARGV[5] > 0, the intent is set
+-- to O with that expiry, or its expiry refreshed when it already holds O; an intent of another owner is
+-- left alone (the first waiting writer keeps its place). A refusal by another writer sets nothing:
+-- after its unlock, readers and writers race as in Redisson. When O gets the write lock (retry and
+-- re-entry included), the intent is deleted if it holds O.
 -- Returns {1, O's write count, token} when O now holds the write lock,
 -- {0, pttl} when other owners hold the lock (pttl is -1 when the key has no expiry),
 -- or {-1} when O holds read holds and is not the writer (an upgrade).
 local expected = tonumber(ARGV[4])
 local state = redis.call('hmget', KEYS[1], 'mode', ARGV[3], ARGV[2])
 local mode, current, reads = state[1], state[2], state[3]
+
+-- O holds the write lock now: its own intent has served.
+local function clearIntent()
+    if redis.call('get', KEYS[3]) == ARGV[2] then
+        redis.call('del', KEYS[3])
+    end
+end
+
 if current then
     current = tonumber(current)
     if expected >= 0 and current > expected then
+        clearIntent()
         return {1, current, tonumber(redis.call('get', KEYS[2]) or '0')}
     end
 elseif reads then
     return {-1}
 elseif mode then
+    local intent = tonumber(ARGV[5])
+    if mode == 'read' and intent > 0 then
+        local holder = redis.call('get', KEYS[3])
+        if not holder or holder == ARGV[2] then
+            redis.call('set', KEYS[3], ARGV[2], 'px', intent)
+        end
+    end
     return {0, redis.call('pttl', KEYS[1])}
 end
 local count = 1
@@ -40,4 +64,5 @@ if reads then
 else
     redis.call('pexpire', KEYS[1], ARGV[1])
 end
+clearIntent()
 return {1, count, redis.call('incr', KEYS[2])}
