@@ -701,16 +701,16 @@ func (a *lockActor) onAbandon(m *Abandon) {
 	}
 }
 
-// leaveQueue gives up the Redis queue place of a fair waiter that was taken out of the local queue
-// because its caller left, unless its owner still waits through another call or holds the lock.
-// (When the waiter was already dropped by nextInLine, the Abandon message finds nothing: nextInLine
-// left the Redis queue for it.)
+// leaveQueue gives up what a waiter that was taken out of the local queue because its caller left
+// keeps in Redis (a fair lock's queue place, a writer's intent), unless its owner still waits through
+// another call or holds the lock. (When the waiter was already dropped by nextInLine, the Abandon
+// message finds nothing: nextInLine left for it.)
 func (a *lockActor) leaveQueue(gone *Acquire) {
-	if a.family != familyFair {
+	if a.family == familyPlain || (a.family == familyRW && gone.Kind != KindWrite) {
 		return
 	}
 	for _, w := range a.queue {
-		if w.Owner == gone.Owner && !w.Ticket.Abandoned() {
+		if w.Owner == gone.Owner && w.Kind == gone.Kind && !w.Ticket.Abandoned() {
 			return // the owner still waits through another call
 		}
 	}
@@ -898,7 +898,7 @@ func (a *lockActor) shutdown() {
 	for _, m := range a.queue {
 		m.Ticket.deliver(Outcome{Reason: messages.ReasonClosed})
 		// A fair waiter gives its place back, so that it doesn't hold up other processes for the
-		// wait window.
+		// wait window, and a waiting writer its intent.
 		if err := a.proto.leave(ctx, m); err != nil {
 			a.log().Warn("leaving the fair queue at close failed", "owner", m.Owner, "err", err)
 		}

@@ -206,9 +206,9 @@ func (m *Mutex) acquire(ctx context.Context, lease time.Duration, wait bool, win
 	}
 	o, err := m.c.do(ctx, cmd, cmd.Ticket)
 	if err != nil {
-		if m.kind == actors.KindFair && leaveCtx != nil {
-			// TryLock's wait ran out: leave the Redis queue before answering, so that an
-			// immediate TryLock anywhere finds no trace of this waiter.
+		if (m.kind == actors.KindFair || m.kind == actors.KindWrite) && leaveCtx != nil {
+			// TryLock's wait ran out: leave the Redis queue (fair) or withdraw the write intent
+			// before answering, so that an immediate TryLock anywhere finds no trace of this waiter.
 			m.c.awaitAbandon(leaveCtx, err)
 		}
 		return false, errors.Join(ErrNotObtained, errors.Unwrap(err))
