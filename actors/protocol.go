@@ -79,8 +79,8 @@ func (p fairProtocol) acquire(ctx context.Context, m *Acquire, held int64, enque
 	return p.ops.FairAcquire(ctx, p.name, m.Owner, m.Lease, m.WaitWindow, held, enqueue)
 }
 
-func (p fairProtocol) release(ctx context.Context, k holdKey, requestID string, lease time.Duration, _ *redisops.Handoff) (redisops.Released, error) {
-	return p.ops.FairRelease(ctx, p.name, k.owner, requestID, lease)
+func (p fairProtocol) release(ctx context.Context, k holdKey, requestID string, lease time.Duration, next *redisops.Handoff) (redisops.Released, error) {
+	return p.ops.FairRelease(ctx, p.name, k.owner, requestID, lease, next)
 }
 
 func (p fairProtocol) renew(ctx context.Context, k holdKey, lease time.Duration) error {

@@ -106,31 +106,46 @@ func (o *Ops) FairCancel(ctx context.Context, name, owner string, waitWindow tim
 }
 
 // FairRelease drops one hold of owner on the fair lock name. While holds remain, the lock's expiry is
-// reset to lease. When the last hold goes, the lock is deleted and [UnlockMessage] is published on the
-// [FairChannelName] of the waiter at the head of the queue, if any, after waiters whose window has
-// passed are purged; nothing is published on the plain [ChannelName]. Released.Next names that waiter
-// (empty on a retried call). There is no handoff, so Released.HandedOff is always false.
+// reset to lease. When the last hold goes, waiters whose window has passed are purged from the head of
+// the queue first. Then, if next is not nil and next.Owner is the waiter now at the head, the lock goes
+// to it in the same call, exactly as if it had won [Ops.FairAcquire]: it leaves the queue, the scores of
+// the waiters behind it move back by next.WaitWindow (when it had a score), it holds the lock once with
+// next.Lease and gets a new fencing token; nothing is published. The answer is then Released{HandedOff:
+// true, Token: its token, Next: next.Owner}. A next that is not the head gets nothing, so the queue
+// order stays strict; next.OnlyIfAlone is ignored. Otherwise (no next, another head, or an empty queue)
+// the lock is deleted and [UnlockMessage] is published on the [FairChannelName] of the head waiter, if
+// any; Released.Next names that waiter. Nothing is ever published on the plain [ChannelName].
 //
 // requestID makes the call retry-safe, with the same latch as [Ops.Release]: a retry with the same id
-// returns the first answer. It returns [ErrNotHeld] when owner holds nothing.
-func (o *Ops) FairRelease(ctx context.Context, name, owner, requestID string, lease time.Duration) (Released, error) {
+// returns the first answer, handoff, token and Next included, and neither releases nor hands off again.
+// It returns [ErrNotHeld] when owner holds nothing.
+func (o *Ops) FairRelease(ctx context.Context, name, owner, requestID string, lease time.Duration, next *Handoff) (Released, error) {
+	nextOwner, nextLease, nextWindow := "", int64(0), int64(0)
+	if next != nil {
+		nextOwner, nextLease = next.Owner, millis(next.Lease)
+		if next.WaitWindow > 0 {
+			nextWindow = millis(next.WaitWindow)
+		}
+	}
 	vals, err := fairReleaseScript.Run(ctx, o.client,
-		[]string{LockKey(name), FairQueueKey(name), FairTimeoutKey(name), UnlockLatchKey(name, requestID)},
-		millis(lease), owner, UnlockMessage, millis(o.latchExpiry), o.publish, ChannelName(name)).Slice()
+		[]string{LockKey(name), FairQueueKey(name), FairTimeoutKey(name), UnlockLatchKey(name, requestID), TokenKey(name)},
+		millis(lease), owner, UnlockMessage, millis(o.latchExpiry), o.publish, ChannelName(name),
+		nextOwner, nextLease, nextWindow).Slice()
 	if err != nil {
 		return Released{}, fmt.Errorf("lockwarden: fair release %q: %w", name, err)
 	}
 	if len(vals) < 2 {
 		return Released{}, fmt.Errorf("lockwarden: fair release %q: unexpected reply %v", name, vals)
 	}
-	remaining, ok := vals[0].(int64)
-	if !ok {
+	remaining, ok1 := vals[0].(int64)
+	token, ok2 := vals[1].(int64)
+	if !ok1 || !ok2 {
 		return Released{}, fmt.Errorf("lockwarden: fair release %q: unexpected reply %v", name, vals)
 	}
 	if remaining < 0 {
 		return Released{}, ErrNotHeld
 	}
-	rel := Released{Remaining: remaining}
+	rel := Released{Remaining: remaining, HandedOff: token > 0, Token: token}
 	if len(vals) > 2 {
 		rel.Next, _ = vals[2].(string)
 	}

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
 	"testing"
 	"time"
 
@@ -338,7 +339,7 @@ func TestFairSingleAttemptLeavesNoTrace(t *testing.T) {
 		name := t.Name()
 		mustFairAcquire(t, ops, name, "A", lease)
 		mustFairQueue(t, ops, name, "B", fairWindow)
-		if _, err := ops.FairRelease(t.Context(), name, "A", "r1", lease); err != nil {
+		if _, err := ops.FairRelease(t.Context(), name, "A", "r1", lease, nil); err != nil {
 			t.Fatalf("FairRelease: %v", err)
 		}
 		got := fairTry(t, ops, name, "C", lease, fairWindow, false)
@@ -373,7 +374,7 @@ func TestFairOnlyHeadAcquires(t *testing.T) {
 	mustFairQueue(t, ops, name, "C", fairWindow)
 	mustFairQueue(t, ops, name, "D", fairWindow)
 	c0, d0 := fairScore(t, c, name, "C"), fairScore(t, c, name, "D")
-	if _, err := ops.FairRelease(t.Context(), name, "A", "r1", lease); err != nil {
+	if _, err := ops.FairRelease(t.Context(), name, "A", "r1", lease, nil); err != nil {
 		t.Fatalf("FairRelease: %v", err)
 	}
 
@@ -416,7 +417,7 @@ func TestFairReleaseNotifiesHead(t *testing.T) {
 	mustFairQueue(t, ops, name, "B", fairWindow)
 	mustFairQueue(t, ops, name, "C", fairWindow)
 
-	got, err := ops.FairRelease(t.Context(), name, "A", "r1", lease)
+	got, err := ops.FairRelease(t.Context(), name, "A", "r1", lease, nil)
 	if err != nil {
 		t.Fatalf("FairRelease with holds left: %v", err)
 	}
@@ -426,7 +427,7 @@ func TestFairReleaseNotifiesHead(t *testing.T) {
 	checkHash(t, c, redisops.LockKey(name), map[string]string{"A": "1"})
 	checkPTTL(t, c, redisops.LockKey(name), lease)
 
-	got, err = ops.FairRelease(t.Context(), name, "A", "r2", lease)
+	got, err = ops.FairRelease(t.Context(), name, "A", "r2", lease, nil)
 	if err != nil {
 		t.Fatalf("last FairRelease: %v", err)
 	}
@@ -445,7 +446,7 @@ func TestFairReleaseNotifiesHead(t *testing.T) {
 	// With no waiters, a release publishes nothing at all.
 	mustFairAcquire(t, ops, name+"/alone", "A", lease)
 	lone := subscribe(t, c, redisops.ChannelName(name+"/alone"))
-	if _, err := ops.FairRelease(t.Context(), name+"/alone", "A", "r1", lease); err != nil {
+	if _, err := ops.FairRelease(t.Context(), name+"/alone", "A", "r1", lease, nil); err != nil {
 		t.Fatalf("FairRelease without waiters: %v", err)
 	}
 	checkGone(t, c, redisops.LockKey(name+"/alone"))
@@ -464,7 +465,7 @@ func TestFairReleasePurgesDeadHead(t *testing.T) {
 	mustFairQueue(t, ops, name, "C", fairWindow)
 	fairExpire(t, c, name, "B")
 
-	if _, err := ops.FairRelease(t.Context(), name, "A", "r1", lease); err != nil {
+	if _, err := ops.FairRelease(t.Context(), name, "A", "r1", lease, nil); err != nil {
 		t.Fatalf("FairRelease: %v", err)
 	}
 	checkFairQueue(t, c, name, "C")
@@ -484,7 +485,7 @@ func TestFairReleaseRetry(t *testing.T) {
 			mustFairAcquire(t, ops, name, "A", lease)
 		}
 		for i := range 2 {
-			got, err := ops.FairRelease(t.Context(), name, "A", "req", lease)
+			got, err := ops.FairRelease(t.Context(), name, "A", "req", lease, nil)
 			if err != nil {
 				t.Fatalf("FairRelease attempt %d: %v", i+1, err)
 			}
@@ -503,15 +504,12 @@ func TestFairReleaseRetry(t *testing.T) {
 		mustFairQueue(t, ops, name, "B", fairWindow)
 		var first redisops.Released
 		for i := range 2 {
-			got, err := ops.FairRelease(t.Context(), name, "A", "req", lease)
+			got, err := ops.FairRelease(t.Context(), name, "A", "req", lease, nil)
 			if err != nil {
 				t.Fatalf("FairRelease attempt %d: %v", i+1, err)
 			}
-			// The first call names the waiter it woke; the stored answer of a retry does not.
+			// The first call names the waiter it woke; the stored answer of a retry does too.
 			want := redisops.Released{Next: "B"}
-			if i > 0 {
-				want.Next = ""
-			}
 			if got != want {
 				t.Errorf("FairRelease attempt %d: got %+v, want %+v", i+1, got, want)
 			}
@@ -544,7 +542,7 @@ func TestFairReleaseNotHeld(t *testing.T) {
 	b0 := fairScore(t, c, name, "B")
 
 	for _, o := range []string{"B", "C"} {
-		_, err := ops.FairRelease(t.Context(), name, o, "r-"+o, lease)
+		_, err := ops.FairRelease(t.Context(), name, o, "r-"+o, lease, nil)
 		if !errors.Is(err, redisops.ErrNotHeld) {
 			t.Fatalf("FairRelease by non-owner %s: got error %v, want %v", o, err, redisops.ErrNotHeld)
 		}
@@ -559,7 +557,7 @@ func TestFairReleaseNotHeld(t *testing.T) {
 	expectNoMessage(t, c, psB, redisops.FairChannelName(name, "B"))
 	expectNoMessage(t, c, plain, redisops.ChannelName(name))
 
-	if _, err := ops.FairRelease(t.Context(), name+"/free", "A", "r1", lease); !errors.Is(err, redisops.ErrNotHeld) {
+	if _, err := ops.FairRelease(t.Context(), name+"/free", "A", "r1", lease, nil); !errors.Is(err, redisops.ErrNotHeld) {
 		t.Errorf("FairRelease of a free lock: got error %v, want %v", err, redisops.ErrNotHeld)
 	}
 }
@@ -620,7 +618,7 @@ func TestFairCancel(t *testing.T) {
 		mustFairAcquire(t, ops, name, "A", lease)
 		mustFairQueue(t, ops, name, "B", fairWindow)
 		mustFairQueue(t, ops, name, "C", fairWindow)
-		if _, err := ops.FairRelease(t.Context(), name, "A", "r1", lease); err != nil {
+		if _, err := ops.FairRelease(t.Context(), name, "A", "r1", lease, nil); err != nil {
 			t.Fatalf("FairRelease: %v", err)
 		}
 		if msg := nextMessage(t, psB); msg != redisops.UnlockMessage {
@@ -656,7 +654,7 @@ func TestFairCancel(t *testing.T) {
 		if ok, err := ops.FairCancel(t.Context(), name, "B", fairWindow); err != nil || !ok {
 			t.Fatalf("FairCancel(B): got %v, %v; want true", ok, err)
 		}
-		if _, err := ops.FairRelease(t.Context(), name, "A", "r1", lease); err != nil {
+		if _, err := ops.FairRelease(t.Context(), name, "A", "r1", lease, nil); err != nil {
 			t.Fatalf("FairRelease: %v", err)
 		}
 		if msg := nextMessage(t, psC); msg != redisops.UnlockMessage {
@@ -760,7 +758,7 @@ func TestFairScoresStayBounded(t *testing.T) {
 		first := fairScore(t, c, name, owners[0])
 		prev := "A"
 		for _, o := range owners {
-			if _, err := ops.FairRelease(t.Context(), name, prev, "r-"+prev, lease); err != nil {
+			if _, err := ops.FairRelease(t.Context(), name, prev, "r-"+prev, lease, nil); err != nil {
 				t.Fatalf("FairRelease by %s: %v", prev, err)
 			}
 			if got := fairTry(t, ops, name, o, lease, fairWindow, true); !got.OK {
@@ -805,7 +803,7 @@ func TestFairForceUnlock(t *testing.T) {
 		}
 		expectNoMessage(t, c, psB, redisops.FairChannelName(name, "B"))
 		expectNoMessage(t, c, plain, redisops.ChannelName(name))
-		if _, err := ops.FairRelease(t.Context(), name, "A", "r1", lease); !errors.Is(err, redisops.ErrNotHeld) {
+		if _, err := ops.FairRelease(t.Context(), name, "A", "r1", lease, nil); !errors.Is(err, redisops.ErrNotHeld) {
 			t.Errorf("FairRelease after FairForceUnlock: got %v, want %v", err, redisops.ErrNotHeld)
 		}
 	})
@@ -815,7 +813,7 @@ func TestFairForceUnlock(t *testing.T) {
 		psB := subscribe(t, c, redisops.FairChannelName(name, "B"))
 		mustFairAcquire(t, ops, name, "A", lease)
 		mustFairQueue(t, ops, name, "B", fairWindow)
-		if _, err := ops.FairRelease(t.Context(), name, "A", "r1", lease); err != nil {
+		if _, err := ops.FairRelease(t.Context(), name, "A", "r1", lease, nil); err != nil {
 			t.Fatalf("FairRelease: %v", err)
 		}
 		if msg := nextMessage(t, psB); msg != redisops.UnlockMessage {
@@ -856,10 +854,274 @@ func TestFairWithPlainOps(t *testing.T) {
 	if ok, err := ops.FairCancel(t.Context(), name, "B", fairWindow); err != nil || !ok {
 		t.Fatalf("FairCancel: got %v, %v; want true", ok, err)
 	}
-	if _, err := ops.FairRelease(t.Context(), name, "A", "r1", lease); err != nil {
+	if _, err := ops.FairRelease(t.Context(), name, "A", "r1", lease, nil); err != nil {
 		t.Fatalf("FairRelease: %v", err)
 	}
 	if ok, err := ops.FairForceUnlock(t.Context(), name); err != nil || !ok {
 		t.Fatalf("FairForceUnlock: got %v, %v; want true", ok, err)
 	}
+}
+
+// fairReleaseWith releases one hold of owner with the handoff next and fails the test on an error.
+func fairReleaseWith(t *testing.T, ops *redisops.Ops, name, owner, requestID string, next *redisops.Handoff) redisops.Released {
+	t.Helper()
+	got, err := ops.FairRelease(t.Context(), name, owner, requestID, lease, next)
+	if err != nil {
+		t.Fatalf("FairRelease(%q, %q): %v", name, owner, err)
+	}
+	return got
+}
+
+func TestFairReleaseHandoff(t *testing.T) {
+	t.Parallel()
+	ops, c := setup(t)
+	w := fairWindow.Milliseconds()
+
+	t.Run("to the head", func(t *testing.T) {
+		name := t.Name()
+		plain := subscribe(t, c, redisops.ChannelName(name))
+		plain2 := subscribe(t, c, redisops.ChannelName(name))
+		ps := map[string]*redis.PubSub{}
+		for _, o := range []string{"B", "C", "D"} {
+			ps[o] = subscribe(t, c, redisops.FairChannelName(name, o))
+		}
+		prev := mustFairAcquire(t, ops, name, "A", lease)
+		for _, o := range []string{"B", "C", "D"} {
+			mustFairQueue(t, ops, name, o, fairWindow)
+		}
+		c0, d0 := fairScore(t, c, name, "C"), fairScore(t, c, name, "D")
+
+		// OnlyIfAlone is ignored: other clients listen on the plain channel.
+		next := &redisops.Handoff{Owner: "B", Lease: longLease, WaitWindow: fairWindow, OnlyIfAlone: true}
+		got := fairReleaseWith(t, ops, name, "A", "r1", next)
+		if want := (redisops.Released{HandedOff: true, Token: prev.Token + 1, Next: "B"}); got != want {
+			t.Errorf("FairRelease with handoff: got %+v, want %+v", got, want)
+		}
+		checkHash(t, c, redisops.LockKey(name), map[string]string{"B": "1"})
+		checkPTTL(t, c, redisops.LockKey(name), longLease)
+		if tok := fairToken(t, c, name); tok != prev.Token+1 {
+			t.Errorf("token counter: got %d, want %d", tok, prev.Token+1)
+		}
+		// B left the queue; the waiters behind it moved up one window, as when B wins FairAcquire.
+		checkFairQueue(t, c, name, "C", "D")
+		if got := fairScore(t, c, name, "C"); got != c0-w {
+			t.Errorf("score of C: got %d, want %d", got, c0-w)
+		}
+		if got := fairScore(t, c, name, "D"); got != d0-w {
+			t.Errorf("score of D: got %d, want %d", got, d0-w)
+		}
+		// Nothing was published: the lock is not free.
+		for o, p := range ps {
+			expectNoMessage(t, c, p, redisops.FairChannelName(name, o))
+		}
+		expectNoMessage(t, c, plain, redisops.ChannelName(name))
+		expectNoMessage(t, c, plain2, redisops.ChannelName(name))
+
+		// B holds the lock like any owner: it re-enters, renews, and its release tells C.
+		if got := mustFairAcquire(t, ops, name, "B", lease); got.HoldCount != 2 || got.Token != prev.Token+2 {
+			t.Errorf("re-entry by B: got %+v, want count 2, token %d", got, prev.Token+2)
+		}
+		if err := ops.Renew(t.Context(), name, "B", lease); err != nil {
+			t.Errorf("Renew by B: %v", err)
+		}
+		if _, err := ops.FairRelease(t.Context(), name, "A", "r2", lease, nil); !errors.Is(err, redisops.ErrNotHeld) {
+			t.Errorf("FairRelease by the former owner: got %v, want %v", err, redisops.ErrNotHeld)
+		}
+		fairReleaseWith(t, ops, name, "B", "r3", nil)
+		if got := fairReleaseWith(t, ops, name, "B", "r4", nil); got != (redisops.Released{Next: "C"}) {
+			t.Errorf("FairRelease by B: got %+v, want Next C", got)
+		}
+		if msg := nextMessage(t, ps["C"]); msg != redisops.UnlockMessage {
+			t.Errorf("message to C: got %q, want %q", msg, redisops.UnlockMessage)
+		}
+	})
+
+	t.Run("a next that is not the head", func(t *testing.T) {
+		for i, next := range []*redisops.Handoff{
+			{Owner: "C", Lease: longLease, WaitWindow: fairWindow},
+			{Owner: "X", Lease: longLease, WaitWindow: fairWindow},
+			nil,
+		} {
+			name := t.Name() + "/" + strconv.Itoa(i)
+			psB := subscribe(t, c, redisops.FairChannelName(name, "B"))
+			psC := subscribe(t, c, redisops.FairChannelName(name, "C"))
+			prev := mustFairAcquire(t, ops, name, "A", lease)
+			mustFairQueue(t, ops, name, "B", fairWindow)
+			mustFairQueue(t, ops, name, "C", fairWindow)
+			b0, c0 := fairScore(t, c, name, "B"), fairScore(t, c, name, "C")
+
+			if got := fairReleaseWith(t, ops, name, "A", "r1", next); got != (redisops.Released{Next: "B"}) {
+				t.Errorf("%d: FairRelease: got %+v, want Next B and no handoff", i, got)
+			}
+			checkGone(t, c, redisops.LockKey(name))
+			checkFairQueue(t, c, name, "B", "C")
+			if got := fairScore(t, c, name, "B"); got != b0 {
+				t.Errorf("%d: score of B: got %d, want %d", i, got, b0)
+			}
+			if got := fairScore(t, c, name, "C"); got != c0 {
+				t.Errorf("%d: score of C: got %d, want %d", i, got, c0)
+			}
+			if tok := fairToken(t, c, name); tok != prev.Token {
+				t.Errorf("%d: token counter: got %d, want %d", i, tok, prev.Token)
+			}
+			if msg := nextMessage(t, psB); msg != redisops.UnlockMessage {
+				t.Errorf("%d: message to B: got %q, want %q", i, msg, redisops.UnlockMessage)
+			}
+			expectNoMessage(t, c, psB, redisops.FairChannelName(name, "B"))
+			expectNoMessage(t, c, psC, redisops.FairChannelName(name, "C"))
+		}
+	})
+
+	t.Run("an empty queue", func(t *testing.T) {
+		name := t.Name()
+		prev := mustFairAcquire(t, ops, name, "A", lease)
+		got := fairReleaseWith(t, ops, name, "A", "r1", &redisops.Handoff{Owner: "B", Lease: lease, WaitWindow: fairWindow})
+		if got != (redisops.Released{}) {
+			t.Errorf("FairRelease: got %+v, want a plain release", got)
+		}
+		checkGone(t, c, redisops.LockKey(name))
+		checkFairQueue(t, c, name)
+		if tok := fairToken(t, c, name); tok != prev.Token {
+			t.Errorf("token counter: got %d, want %d", tok, prev.Token)
+		}
+	})
+
+	t.Run("holds remain", func(t *testing.T) {
+		name := t.Name()
+		mustFairAcquire(t, ops, name, "A", lease)
+		mustFairAcquire(t, ops, name, "A", lease)
+		mustFairQueue(t, ops, name, "B", fairWindow)
+		got := fairReleaseWith(t, ops, name, "A", "r1", &redisops.Handoff{Owner: "B", Lease: lease, WaitWindow: fairWindow})
+		if got != (redisops.Released{Remaining: 1}) {
+			t.Errorf("FairRelease: got %+v, want Remaining 1", got)
+		}
+		checkHash(t, c, redisops.LockKey(name), map[string]string{"A": "1"})
+		checkFairQueue(t, c, name, "B")
+	})
+
+	t.Run("a purged head is skipped", func(t *testing.T) {
+		name := t.Name()
+		psB := subscribe(t, c, redisops.FairChannelName(name, "B"))
+		psC := subscribe(t, c, redisops.FairChannelName(name, "C"))
+		prev := mustFairAcquire(t, ops, name, "A", lease)
+		for _, o := range []string{"B", "C", "D"} {
+			mustFairQueue(t, ops, name, o, fairWindow)
+		}
+		d0 := fairScore(t, c, name, "D")
+		fairExpire(t, c, name, "B")
+
+		// C is the live head behind the dead B: it gets the lock.
+		got := fairReleaseWith(t, ops, name, "A", "r1", &redisops.Handoff{Owner: "C", Lease: lease, WaitWindow: fairWindow})
+		if want := (redisops.Released{HandedOff: true, Token: prev.Token + 1, Next: "C"}); got != want {
+			t.Errorf("FairRelease: got %+v, want %+v", got, want)
+		}
+		checkHash(t, c, redisops.LockKey(name), map[string]string{"C": "1"})
+		checkFairQueue(t, c, name, "D")
+		if got := fairScore(t, c, name, "D"); got != d0-w {
+			t.Errorf("score of D: got %d, want %d", got, d0-w)
+		}
+		expectNoMessage(t, c, psB, redisops.FairChannelName(name, "B"))
+		expectNoMessage(t, c, psC, redisops.FairChannelName(name, "C"))
+
+		// The dead head itself gets nothing: the live head is told instead.
+		name2 := name + "/dead"
+		psB2 := subscribe(t, c, redisops.FairChannelName(name2, "B"))
+		psC2 := subscribe(t, c, redisops.FairChannelName(name2, "C"))
+		mustFairAcquire(t, ops, name2, "A", lease)
+		mustFairQueue(t, ops, name2, "B", fairWindow)
+		mustFairQueue(t, ops, name2, "C", fairWindow)
+		fairExpire(t, c, name2, "B")
+		got = fairReleaseWith(t, ops, name2, "A", "r1", &redisops.Handoff{Owner: "B", Lease: lease, WaitWindow: fairWindow})
+		if got != (redisops.Released{Next: "C"}) {
+			t.Errorf("FairRelease to a dead head: got %+v, want Next C and no handoff", got)
+		}
+		checkGone(t, c, redisops.LockKey(name2))
+		checkFairQueue(t, c, name2, "C")
+		if msg := nextMessage(t, psC2); msg != redisops.UnlockMessage {
+			t.Errorf("message to C: got %q, want %q", msg, redisops.UnlockMessage)
+		}
+		expectNoMessage(t, c, psB2, redisops.FairChannelName(name2, "B"))
+	})
+
+	t.Run("without a wait window", func(t *testing.T) {
+		name := t.Name()
+		mustFairAcquire(t, ops, name, "A", lease)
+		mustFairQueue(t, ops, name, "B", fairWindow)
+		mustFairQueue(t, ops, name, "C", fairWindow)
+		c0 := fairScore(t, c, name, "C")
+		got := fairReleaseWith(t, ops, name, "A", "r1", &redisops.Handoff{Owner: "B", Lease: lease})
+		if !got.HandedOff || got.Next != "B" {
+			t.Errorf("FairRelease: got %+v, want a handoff to B", got)
+		}
+		if got := fairScore(t, c, name, "C"); got != c0 {
+			t.Errorf("score of C: got %d, want %d (unchanged)", got, c0)
+		}
+	})
+
+	t.Run("retry", func(t *testing.T) {
+		name := t.Name()
+		psC := subscribe(t, c, redisops.FairChannelName(name, "C"))
+		prev := mustFairAcquire(t, ops, name, "A", lease)
+		for _, o := range []string{"B", "C", "D"} {
+			mustFairQueue(t, ops, name, o, fairWindow)
+		}
+		next := &redisops.Handoff{Owner: "B", Lease: lease, WaitWindow: fairWindow}
+		first := fairReleaseWith(t, ops, name, "A", "req", next)
+		if want := (redisops.Released{HandedOff: true, Token: prev.Token + 1, Next: "B"}); first != want {
+			t.Fatalf("FairRelease: got %+v, want %+v", first, want)
+		}
+		c1, d1 := fairScore(t, c, name, "C"), fairScore(t, c, name, "D")
+		checkPTTL(t, c, redisops.UnlockLatchKey(name, "req"), redisops.DefaultLatchExpiry)
+
+		// The retry returns the same answer, and neither pops C nor moves the scores nor issues a
+		// token; a retry with another next (or none) too.
+		for _, again := range []*redisops.Handoff{next, {Owner: "C", Lease: lease, WaitWindow: fairWindow}, nil} {
+			if got := fairReleaseWith(t, ops, name, "A", "req", again); got != first {
+				t.Errorf("retried FairRelease (next %+v): got %+v, want %+v", again, got, first)
+			}
+		}
+		checkHash(t, c, redisops.LockKey(name), map[string]string{"B": "1"})
+		checkFairQueue(t, c, name, "C", "D")
+		if got := fairScore(t, c, name, "C"); got != c1 {
+			t.Errorf("score of C: got %d, want %d", got, c1)
+		}
+		if got := fairScore(t, c, name, "D"); got != d1 {
+			t.Errorf("score of D: got %d, want %d", got, d1)
+		}
+		if tok := fairToken(t, c, name); tok != prev.Token+1 {
+			t.Errorf("token counter: got %d, want %d", tok, prev.Token+1)
+		}
+		expectNoMessage(t, c, psC, redisops.FairChannelName(name, "C"))
+
+		// After B released too, a late retry of A's release still answers the same.
+		fairReleaseWith(t, ops, name, "B", "r2", nil)
+		if got := fairReleaseWith(t, ops, name, "A", "req", next); got != first {
+			t.Errorf("late retried FairRelease: got %+v, want %+v", got, first)
+		}
+	})
+
+	t.Run("an owner id with colons survives the latch", func(t *testing.T) {
+		name := t.Name()
+		const b = "0f3c-uuid:worker:7"
+		mustFairAcquire(t, ops, name, "A", lease)
+		mustFairQueue(t, ops, name, b, fairWindow)
+		first := fairReleaseWith(t, ops, name, "A", "req", &redisops.Handoff{Owner: b, Lease: lease, WaitWindow: fairWindow})
+		if !first.HandedOff || first.Next != b {
+			t.Fatalf("FairRelease: got %+v, want a handoff to %q", first, b)
+		}
+		if got := fairReleaseWith(t, ops, name, "A", "req", nil); got != first {
+			t.Errorf("retried FairRelease: got %+v, want %+v", got, first)
+		}
+	})
+
+	t.Run("an older latch", func(t *testing.T) {
+		// A latch written before the handoff ("remaining:token") still answers.
+		name := t.Name()
+		if err := c.Set(t.Context(), redisops.UnlockLatchKey(name, "req"), "0:0", time.Minute).Err(); err != nil {
+			t.Fatalf("SET: %v", err)
+		}
+		if got := fairReleaseWith(t, ops, name, "A", "req", nil); got != (redisops.Released{}) {
+			t.Errorf("FairRelease with an older latch: got %+v, want a plain release", got)
+		}
+	})
 }

@@ -106,8 +106,13 @@ type Handoff struct {
 	Owner string
 	Lease time.Duration
 	// OnlyIfAlone hands the lock off only if no other client is subscribed to the lock's channel
-	// besides the caller's own subscription; otherwise the release publishes an unlock notice.
+	// besides the caller's own subscription; otherwise the release publishes an unlock notice. The
+	// fair lock ignores it: its queue already gives every waiter its turn.
 	OnlyIfAlone bool
+	// WaitWindow is for fair locks only ([Ops.FairRelease]): the window by which the scores of the
+	// waiters behind Owner move back when Owner takes the lock, as when a waiter wins
+	// [Ops.FairAcquire]. It should be the waitWindow the waiters queue with; 0 moves no score.
+	WaitWindow time.Duration
 }
 
 // Released is the answer of [Ops.Release].
@@ -118,7 +123,8 @@ type Released struct {
 	HandedOff bool
 	// Token is the handoff owner's fencing token, when HandedOff.
 	Token int64
-	// Next is the waiter that a fair lock's release told it is now at the head of the queue, or "".
+	// Next is, for a fair lock's release, the owner the lock was handed off to (when HandedOff), or the
+	// waiter it told it is now at the head of the queue, or "".
 	Next string
 }
 
