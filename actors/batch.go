@@ -1,6 +1,7 @@
 package actors
 
 import (
+	"slices"
 	"time"
 
 	"github.com/lockwarden/lockwarden/redisops"
@@ -8,9 +9,14 @@ import (
 
 // readBatch is a group commit of a read-write lock's read side. Readers share the lock, so the read
 // acquires and read releases that reach the actor while it waits on Redis need not wait for each
-// other: they join one batch, which goes to Redis as one pipeline when the actor gets to it. The
-// actor runs the pending batch before any other message, so every other command sees the state as if
-// the batched calls had run one by one in arrival order.
+// other: they join one batch, which goes to Redis as one pipeline when the actor gets to it.
+//
+// A batch runs on its own goroutine, so that the actor keeps collecting the next one, and up to
+// maxReadBatchesInFlight run at once. Their calls commute: they are reads of distinct owners (a call
+// on a hold that a pending or running batch touches waits for it), and reads only ever share. The
+// actor settles the batches in the order it sent them. Before any other message, the actor sends the
+// pending batch, waits for every running one and settles them all, so that every other command sees
+// the state as if the batched calls had run one by one in arrival order.
 type readBatch struct {
 	calls *redisops.Batch
 	// keys are the holds the batch touches: a second call on the same hold waits for the batch,
@@ -18,7 +24,13 @@ type readBatch struct {
 	keys map[holdKey]struct{}
 	// settle runs after the pipeline, in the order the calls were added, with the time it was sent.
 	settle []func(sent time.Time)
+	sent   time.Time
+	// done is closed when the pipeline has answered.
+	done chan struct{}
 }
+
+// maxReadBatchesInFlight bounds the read batches of one lock that run at once.
+const maxReadBatchesInFlight = 4
 
 // batchable reports whether a call on the hold of owner and kind can join the pending batch, or
 // start one: a read hold of a read-write lock that the batch does not touch yet.
@@ -26,12 +38,23 @@ func (a *lockActor) batchable(owner string, kind Kind) bool {
 	if a.family != familyRW || kind != KindRead {
 		return false
 	}
-	if a.batch == nil {
-		return true
+	k := holdKey{owner, kind}
+	if a.batch != nil {
+		if _, busy := a.batch.keys[k]; busy {
+			return false
+		}
 	}
-	_, busy := a.batch.keys[holdKey{owner, kind}]
-	return !busy
+	for _, b := range a.running {
+		if _, busy := b.keys[k]; busy {
+			return false
+		}
+	}
+	return true
 }
+
+// batching reports whether a read batch is pending or running: a command that cannot join must wait
+// for them (flush) so that it sees their outcome.
+func (a *lockActor) batching() bool { return a.batch != nil || len(a.running) > 0 }
 
 // pendingBatch returns the batch to add to, starting one (and asking for its flush) if none is
 // pending.
@@ -67,16 +90,53 @@ func (a *lockActor) batchRelease(m *Release, then func(sent time.Time, rel redis
 	})
 }
 
-// flush runs the pending batch, if any, and settles each of its calls.
-func (a *lockActor) flush() {
+// send starts the pending batch, if any, on its own goroutine, after settling the oldest running
+// batch if maxReadBatchesInFlight are running.
+func (a *lockActor) send() {
 	b := a.batch
 	if b == nil {
 		return
 	}
 	a.batch = nil
-	sent := time.Now()
-	b.calls.Exec(a.redisContext())
-	for _, settle := range b.settle {
-		settle(sent)
+	if len(a.running) >= maxReadBatchesInFlight {
+		a.settleUpTo(a.running[0])
+	}
+	b.sent, b.done = time.Now(), make(chan struct{})
+	a.running = append(a.running, b)
+	ctx, self, root := a.redisContext(), a.self, a.root
+	go func() {
+		b.calls.Exec(ctx)
+		close(b.done)
+		root.Send(self, batchDone{b})
+	}()
+}
+
+// settleUpTo waits for the running batches up to and including last, in the order they were sent,
+// and settles each of their calls. A batch that was already settled is not in running any more.
+func (a *lockActor) settleUpTo(last *readBatch) {
+	if !slices.Contains(a.running, last) {
+		return
+	}
+	for len(a.running) > 0 {
+		b := a.running[0]
+		a.running = a.running[1:]
+		<-b.done
+		for _, settle := range b.settle {
+			settle(b.sent)
+		}
+		if b == last {
+			return
+		}
+	}
+}
+
+// flush sends the pending batch and settles every running one: afterwards no batched call is
+// outstanding.
+func (a *lockActor) flush() {
+	for a.batch != nil || len(a.running) > 0 {
+		a.send()
+		if n := len(a.running); n > 0 {
+			a.settleUpTo(a.running[n-1])
+		}
 	}
 }

@@ -134,4 +134,6 @@ type (
 	// flushBatch runs the pending read batch; the actor sends it to itself when it starts a batch, so
 	// that the commands already in the mailbox join it.
 	flushBatch struct{}
+	// batchDone says that a running read batch has its answers.
+	batchDone struct{ batch *readBatch }
 )

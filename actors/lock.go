@@ -91,6 +91,8 @@ type lockActor struct {
 	// batch holds the read acquires and read releases of a read-write lock waiting to go to Redis
 	// together; nil when there are none.
 	batch *readBatch
+	// running are the read batches sent to Redis and not settled yet, oldest first.
+	running []*readBatch
 
 	retry    oneShot
 	expiry   oneShot
@@ -117,7 +119,7 @@ func newLockActor(name, key string, f family, env *Env) *lockActor {
 // Receive implements actor.Actor.
 func (a *lockActor) Receive(ctx actor.Context) {
 	switch ctx.Message().(type) {
-	case *Acquire, *Release, flushBatch:
+	case *Acquire, *Release, flushBatch, batchDone:
 		// They decide themselves whether they join the pending batch or must wait for it.
 	default:
 		// Everything else sees the state after the batch, as if its calls had run one by one.
@@ -125,7 +127,9 @@ func (a *lockActor) Receive(ctx actor.Context) {
 	}
 	switch m := ctx.Message().(type) {
 	case flushBatch:
-		a.flush()
+		a.send()
+	case batchDone:
+		a.settleUpTo(m.batch)
 	case *actor.Started:
 		a.self, a.parent = ctx.Self(), ctx.Parent()
 		a.root = ctx.ActorSystem().Root
@@ -182,7 +186,9 @@ func (a *lockActor) Receive(ctx actor.Context) {
 
 func (a *lockActor) log() *slog.Logger { return a.env.Logger.With("lock", a.name) }
 
-func (a *lockActor) isIdle() bool { return len(a.holds) == 0 && len(a.queue) == 0 && a.batch == nil }
+func (a *lockActor) isIdle() bool {
+	return len(a.holds) == 0 && len(a.queue) == 0 && !a.batching()
+}
 
 // afterMessage keeps the subscription, the timers and the idle clock in line with the state.
 func (a *lockActor) afterMessage() {
@@ -242,7 +248,7 @@ func (a *lockActor) syncSubscriptions() {
 func (a *lockActor) redisContext() context.Context { return a.env.Context }
 
 func (a *lockActor) onAcquire(m *Acquire) {
-	if a.batch != nil && !a.batchable(m.Owner, m.Kind) {
+	if a.batching() && !a.batchable(m.Owner, m.Kind) {
 		a.flush()
 	}
 	if m.Ticket.Abandoned() {
@@ -559,7 +565,7 @@ func (a *lockActor) onRelease(m *Release) {
 		h := a.holds[k]
 		return h != nil && !h.ended() && a.batchable(m.Owner, m.Kind)
 	}
-	if a.batch != nil && !joinable() {
+	if a.batching() && !joinable() {
 		a.flush()
 	}
 	h := a.holds[k]
@@ -582,13 +588,19 @@ func (a *lockActor) onRelease(m *Release) {
 	var nextCmd *Acquire
 	if h != nil {
 		lease = h.lease
-		if h.count == 1 && a.family == familyPlain {
-			nextCmd = a.handoffCandidate(m.Owner)
+		if h.count == 1 {
+			switch a.family {
+			case familyPlain:
+				nextCmd = a.handoffCandidate(m.Owner)
+			case familyFair:
+				nextCmd = a.fairHandoffCandidate(m.Owner)
+			}
 		}
 	}
 	if nextCmd != nil {
 		next = &redisops.Handoff{
 			Owner: nextCmd.Owner, Lease: nextCmd.Lease, OnlyIfAlone: a.handoffs >= a.env.MaxHandoffs,
+			WaitWindow: nextCmd.WaitWindow,
 		}
 	}
 	if joinable() {
@@ -645,7 +657,7 @@ func (a *lockActor) settleRelease(m *Release, h *hold, lease time.Duration, next
 		return
 	}
 	a.handoffs++
-	a.queue = a.queue[1:]
+	a.queue = slices.DeleteFunc(a.queue, func(w *Acquire) bool { return w == nextCmd })
 	// The next holder first: it is the one waiting.
 	a.grant(nextCmd, 1, rel.Token, sent)
 	m.Ticket.deliver(Outcome{})
@@ -664,6 +676,27 @@ func (a *lockActor) handoffCandidate(owner string) *Acquire {
 		return nil
 	}
 	return a.queue[0]
+}
+
+// fairHandoffCandidate returns the local waiter that may get a fair lock straight from owner's release:
+// the earliest live local waiter, because local waiters took their places in the Redis queue in
+// arrival order. The release script hands the lock to it only if it is at the head of the Redis queue,
+// so the order across processes stays strict. Abandoned waiters are left in the queue, so that
+// nextInLine gives their Redis places up.
+func (a *lockActor) fairHandoffCandidate(owner string) *Acquire {
+	if a.env.MaxHandoffs == 0 || len(a.holds) > 1 {
+		return nil
+	}
+	for _, w := range a.queue {
+		if w.Ticket.Abandoned() {
+			continue
+		}
+		if w.Owner == owner || !w.Wait {
+			return nil
+		}
+		return w
+	}
+	return nil
 }
 
 func (a *lockActor) onForceUnlock(m *ForceUnlock) {

@@ -20,7 +20,8 @@ type protocol interface {
 	forceUnlock(ctx context.Context, kind Kind) (bool, error)
 	// holdCount reads the owner's hold count of the kind from Redis.
 	holdCount(ctx context.Context, k holdKey) (int64, error)
-	// leave gives up a waiter's place in the Redis queue (fair locks only).
+	// leave gives up what a waiter left in Redis while it waited: its place in a fair lock's queue, or
+	// a writer's intent on a read-write lock.
 	leave(ctx context.Context, m *Acquire) error
 	// channel is the pub/sub channel on which the waiter m is woken.
 	channel(m *Acquire) string
@@ -31,7 +32,7 @@ func newProtocol(f family, name string, ops *redisops.Ops) protocol {
 	case familyFair:
 		return fairProtocol{name: name, ops: ops}
 	case familyRW:
-		return rwProtocol{name: name, ops: ops}
+		return rwProtocol{name: name, ops: ops, intent: writeIntent}
 	default:
 		return plainProtocol{name: name, ops: ops}
 	}
@@ -103,15 +104,31 @@ func (p fairProtocol) leave(ctx context.Context, m *Acquire) error {
 
 func (p fairProtocol) channel(m *Acquire) string { return redisops.FairChannelName(p.name, m.Owner) }
 
+// writeIntent is how long a waiting writer's intent keeps new readers out of a read-write lock unless
+// the writer refreshes it: a waiting writer tries again at least every half of it, and a writer that
+// died stops holding readers back within it.
+const writeIntent = 2 * time.Second
+
 // rwProtocol is the read-write lock; the hold key's kind picks the side.
 type rwProtocol struct {
-	name string
-	ops  *redisops.Ops
+	name   string
+	ops    *redisops.Ops
+	intent time.Duration
 }
 
-func (p rwProtocol) acquire(ctx context.Context, m *Acquire, held int64, _ bool) (redisops.Acquired, error) {
+// acquire of the write side by a waiter (enqueue) leaves a write intent while readers hold the lock, and
+// asks to be tried again before the intent runs out.
+func (p rwProtocol) acquire(ctx context.Context, m *Acquire, held int64, enqueue bool) (redisops.Acquired, error) {
 	if m.Kind == KindWrite {
-		return p.ops.WriteAcquire(ctx, p.name, m.Owner, m.Lease, held, 0)
+		intent := time.Duration(0)
+		if enqueue {
+			intent = p.intent
+		}
+		res, err := p.ops.WriteAcquire(ctx, p.name, m.Owner, m.Lease, held, intent)
+		if err == nil && !res.OK && intent > 0 && (res.TTL <= 0 || res.TTL > intent/2) {
+			res.TTL = intent / 2
+		}
+		return res, err
 	}
 	return p.ops.ReadAcquire(ctx, p.name, m.Owner, m.Lease, held)
 }
@@ -145,7 +162,14 @@ func (p rwProtocol) holdCount(ctx context.Context, k holdKey) (int64, error) {
 	return st.ReadHolds, err
 }
 
-func (rwProtocol) leave(context.Context, *Acquire) error { return nil }
+// leave withdraws the write intent of a writer that gave up waiting; readers leave nothing behind.
+func (p rwProtocol) leave(ctx context.Context, m *Acquire) error {
+	if m.Kind != KindWrite {
+		return nil
+	}
+	_, err := p.ops.ClearWriteIntent(ctx, p.name, m.Owner)
+	return err
+}
 
 func (p rwProtocol) channel(*Acquire) string { return redisops.RWChannelName(p.name) }
 
