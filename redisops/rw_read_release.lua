@@ -16,6 +16,8 @@
 -- key's, and when that is more than 50 ms sooner than before the message is published too (a waiting
 -- writer then learns the new expiry); when no read hold is left (or every one left has run out), the hash is
 -- deleted and the message published.
+-- The walk stops at the first remaining hold that ends within 50 ms of the hash's expiry: the expiry
+-- then stands (late by at most 50 ms), so with many readers of similar leases a walk is short.
 -- Fast path, O(1) instead of a walk over every reader's timeout keys: in read mode the hash's PTTL is
 -- the longest hold's, because every read acquire and read renew raises it to that hold's lease, and a
 -- downgrade and every walk set it to the longest timeout key. So when the released hold was still alive,
@@ -50,6 +52,7 @@ redis.call('del', KEYS[4] .. ':' .. held)
 local shorter = mode == 'read' and released > 0 and released + 2 < redis.call('pttl', KEYS[1])
     and redis.call('hlen', KEYS[1]) > 1
 if mode ~= 'write' and not shorter then
+    local before = redis.call('pttl', KEYS[1])
     local longest = -2
     local fields = redis.call('hgetall', KEYS[1])
     for i = 1, #fields, 2 do
@@ -61,12 +64,18 @@ if mode ~= 'write' and not shorter then
                     longest = ttl
                 end
             end
+            -- A hold that ends within 50 ms of the current expiry keeps it: the walk stops there,
+            -- and the lock is freed at most 50 ms late, never early.
+            if before > 0 and longest > 0 and longest + 50 >= before then
+                break
+            end
         end
     end
-    if longest > 0 then
+    if longest > 0 and before > 0 and longest + 50 >= before then
+        -- The expiry stands (see above); nothing to publish: the lock does not end sooner.
+    elseif longest > 0 then
         -- A lock that now expires sooner than before wakes a waiter too, so that a writer does not
         -- sleep until the lease of a reader that has already left (Redisson publishes nothing here).
-        local before = redis.call('pttl', KEYS[1])
         redis.call('pexpire', KEYS[1], longest)
         if before > longest + 50 then
             redis.call(ARGV[4], KEYS[2], ARGV[2])

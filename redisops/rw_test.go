@@ -528,6 +528,33 @@ func TestReadRelease(t *testing.T) {
 		expectNoMessage(t, c, ps, channel)
 	})
 
+	t.Run("walk stops at a hold that ends with the lock", func(t *testing.T) {
+		// 32 readers with the same lease: the newest one leaving held the longest hold, so its
+		// release walks, but the first hold it looks at ends within 50 ms of the lock's expiry, which
+		// then stands; the walk stops there instead of reading every hold.
+		name := t.Name()
+		channel := redisops.RWChannelName(name)
+		ps := subscribe(t, c, channel)
+		const readers = 32
+		for i := range readers {
+			mustRead(t, ops, name, "R"+strconv.Itoa(i), midLease)
+		}
+		before := pttl(t, c, redisops.LockKey(name))
+		resetStats(t, c)
+		mustReadRelease(t, ops, name, "R"+strconv.Itoa(readers-1), "r", 0)
+		if n := commandCalls(t, c, "hgetall"); n != 1 {
+			t.Errorf("HGETALL calls: got %d, want 1 (the walk)", n)
+		}
+		// The released hold's, the fast-path check's, the walk's own and one reader's.
+		if n := commandCalls(t, c, "pttl"); n > 4 {
+			t.Errorf("PTTL calls: got %d, want at most 4 (the walk stops at the first hold)", n)
+		}
+		if after := pttl(t, c, redisops.LockKey(name)); after > before || after < before-ttlSlack {
+			t.Errorf("lock PTTL: got %v, want it unchanged from %v", after, before)
+		}
+		expectNoMessage(t, c, ps, channel)
+	})
+
 	t.Run("many readers", func(t *testing.T) {
 		// 32 readers with rising leases: every release but the last is of a shorter hold than the
 		// lock's, and costs no walk.
