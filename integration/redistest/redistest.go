@@ -18,6 +18,12 @@
 // [Proxy.Stall] and [Proxy.Unstall] (a partition: connections stay open but
 // nothing flows) and [Proxy.AddLatency] and [Proxy.RemoveLatency].
 //
+// Topologies are built from such servers: [StartReplicaSet] (a master with
+// replicas, in sync), [StartSentinels] (Sentinels that monitor a replica
+// set, with [Sentinels.FailoverClient] and a forced [Sentinels.Failover])
+// and [StartCluster] (a Redis Cluster of masters, with [Cluster.Client]).
+// Each returns only once the servers agree on their roles.
+//
 // The redis-server binary must be on PATH. If it is not, [Start] fails the
 // test; it never skips it.
 package redistest
@@ -65,6 +71,15 @@ type Option func(*config)
 
 type config struct {
 	args []string
+	// conf is a configuration file passed first on the command line, as
+	// redis-server --sentinel requires; "" for none.
+	conf string
+	// port, when not 0, is the port to listen on instead of a free one
+	// picked by Start; Start then fails rather than pick another.
+	port int
+	// portArgs, when not nil, returns arguments appended after args that
+	// depend on the port, such as a cluster config file named after it.
+	portArgs func(port int) []string
 }
 
 // WithArgs appends args to the redis-server command line, after the
@@ -86,15 +101,22 @@ func WithArgs(args ...string) Option {
 // report misuse through the testing.TB, so, like t.FailNow, they must be
 // called from the goroutine running the test.
 type Server struct {
-	tb   testing.TB
-	bin  string
-	dir  string
-	args []string // from WithArgs
-	port int      // fixed for the Server's lifetime
+	tb       testing.TB
+	bin      string
+	dir      string
+	args     []string // from WithArgs
+	conf     string   // config file passed first, or ""
+	portArgs func(port int) []string
+	port     int // fixed for the Server's lifetime
 
 	mu     sync.Mutex
 	p      *process // most recently started process; nil only during Start
 	paused bool     // p has been sent SIGSTOP and not SIGCONT since
+
+	adminMu sync.Mutex
+	adminC  *redis.Client // the harness's own probe client; see admin
+	// sentinelC is the harness's probe client of a Sentinel; see sentinel.
+	sentinelC *redis.SentinelClient
 }
 
 // process is one run of redis-server.
@@ -141,10 +163,12 @@ func Start(tb testing.TB, opts ...Option) *Server {
 		o(&c)
 	}
 	s := &Server{
-		tb:   tb,
-		bin:  bin,
-		dir:  tb.TempDir(),
-		args: c.args,
+		tb:       tb,
+		bin:      bin,
+		dir:      tb.TempDir(),
+		args:     c.args,
+		conf:     c.conf,
+		portArgs: c.portArgs,
 	}
 	// Register the cleanup before spawning anything, so a failure below
 	// cannot leak a process.
@@ -153,9 +177,11 @@ func Start(tb testing.TB, opts ...Option) *Server {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for attempt := 1; ; attempt++ {
-		port, err := freePort()
-		if err != nil {
-			tb.Fatalf("redistest: picking a free port: %v", err)
+		port := c.port
+		if port == 0 {
+			if port, err = freePort(); err != nil {
+				tb.Fatalf("redistest: picking a free port: %v", err)
+			}
 		}
 		s.port = port
 		p, err := s.spawn()
@@ -163,7 +189,7 @@ func Start(tb testing.TB, opts ...Option) *Server {
 			s.p = p
 			return s
 		}
-		if errors.Is(err, errAddrInUse) && attempt < startAttempts {
+		if errors.Is(err, errAddrInUse) && attempt < startAttempts && c.port == 0 {
 			continue
 		}
 		tb.Fatalf("redistest: %v", err)
@@ -295,6 +321,7 @@ func (s *Server) Resume() {
 
 // cleanup terminates the current process, if any, whatever its state.
 func (s *Server) cleanup() {
+	s.closeAdmin()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.p != nil {
@@ -318,13 +345,21 @@ var errAddrInUse = errors.New("address already in use")
 // On failure the process has exited, and the error includes the tail of its
 // output; it wraps errAddrInUse if the process could not bind its port.
 func (s *Server) spawn() (*process, error) {
-	args := append([]string{
+	var args []string
+	if s.conf != "" {
+		args = append(args, s.conf)
+	}
+	args = append(args,
 		"--port", strconv.Itoa(s.port),
 		"--bind", "127.0.0.1",
 		"--save", "",
 		"--appendonly", "no",
 		"--dir", s.dir,
-	}, s.args...)
+	)
+	args = append(args, s.args...)
+	if s.portArgs != nil {
+		args = append(args, s.portArgs(s.port)...)
+	}
 	out := &tailBuffer{limit: outputLimit}
 	cmd := exec.Command(s.bin, args...)
 	cmd.Dir = s.dir
