@@ -9,35 +9,78 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/lockwarden/lockwarden/messages"
+	"github.com/lockwarden/lockwarden/redisops"
 )
 
-// Bridge owns the one pub/sub connection of a coordinator. A channel stays subscribed while at least
+// Bridge owns the pub/sub connections of a coordinator. A channel stays subscribed while at least
 // one lock actor asks for it. Every message is forwarded to the actors of its channel as a [messages.Notice].
 // Every subscription confirmation, including the ones go-redis receives when it resubscribes after a
 // reconnect, is forwarded as [messages.Subscribed], so the lock actors retry: notices published while the
 // connection was down are lost.
 //
-// The actor keeps the subscriptions; the goroutine that reads the connection fans each message out
+// On a single server or through Sentinel, one connection carries every channel (SUBSCRIBE). On Redis
+// Cluster ([redisops.ShardedPubSub]) the channels are shard channels (SSUBSCRIBE), and the bridge keeps
+// one connection per hash slot with subscribed channels, to the master of that slot: a node accepts
+// SSUBSCRIBE only for the slots it serves, one SSUBSCRIBE may name the channels of one slot only, and
+// go-redis resubscribes all the channels of a connection in one command after a reconnect. A connection
+// is closed when the last channel of its slot goes. When Redis drops a shard channel on its own (its slot
+// moved to another node), the bridge connects that slot again, which goes to the slot's new master.
+//
+// The actor keeps the subscriptions; the goroutine that reads a connection fans each message out
 // itself, from a snapshot of the subscriber table that the actor publishes after every change, so that
 // a notice reaches a lock actor without waiting for the bridge's mailbox. Both paths deliver in the
-// order Redis sent, since one goroutine reads and forwards them all.
+// order Redis sent, since one goroutine reads and forwards all the messages of a channel.
 type Bridge struct {
-	client redis.UniversalClient
-	ctx    context.Context
-	logger *slog.Logger
+	client  redis.UniversalClient
+	ctx     context.Context
+	logger  *slog.Logger
+	sharded bool
+	self    *actor.PID
+	root    *actor.RootContext
 
+	// pubsub is the one connection of an unsharded bridge.
 	pubsub *redis.PubSub
-	done   chan struct{}
-	subs   map[string]map[string]*actor.PID
+	// shards are the connections of a sharded bridge, by hash slot.
+	shards map[int]*shard
+	// unsubscribing counts the SUNSUBSCRIBE confirmations still due per channel, so that a
+	// confirmation of the bridge's own unsubscribe is not taken for a channel that Redis dropped.
+	unsubscribing map[string]int
+	// readers tracks the goroutines that read the connections.
+	readers sync.WaitGroup
+
+	subs map[string]map[string]*actor.PID
 	// routes maps each channel to a snapshot of its subscribers ([]*actor.PID, replaced and never
-	// changed), which the reading goroutine fans out to.
+	// changed), which the reading goroutines fan out to.
 	routes sync.Map
 }
 
-// NewBridgeProps returns the props of a bridge over client. Subscribe calls are bounded by ctx.
+// shard is the connection of one hash slot and the channels subscribed on it.
+type shard struct {
+	pubsub   *redis.PubSub
+	channels map[string]struct{}
+}
+
+// shardDropped tells the bridge that Redis ended the subscription of a shard channel (SUNSUBSCRIBE
+// confirmation or push) on the connection pubsub.
+type shardDropped struct {
+	channel string
+	pubsub  *redis.PubSub
+}
+
+// NewBridgeProps returns the props of a bridge over client. Subscribe calls are bounded by ctx. The
+// bridge uses sharded pub/sub when [redisops.ShardedPubSub] reports it for client, in step with the
+// scripts of a [redisops.Ops] made on the same client.
 func NewBridgeProps(client redis.UniversalClient, ctx context.Context, logger *slog.Logger) *actor.Props {
 	return actor.PropsFromProducer(func() actor.Actor {
-		return &Bridge{client: client, ctx: ctx, logger: logger, subs: make(map[string]map[string]*actor.PID)}
+		return &Bridge{
+			client:        client,
+			ctx:           ctx,
+			logger:        logger,
+			sharded:       redisops.ShardedPubSub(client),
+			shards:        make(map[int]*shard),
+			unsubscribing: make(map[string]int),
+			subs:          make(map[string]map[string]*actor.PID),
+		}
 	})
 }
 
@@ -45,7 +88,12 @@ func NewBridgeProps(client redis.UniversalClient, ctx context.Context, logger *s
 func (b *Bridge) Receive(ctx actor.Context) {
 	switch m := ctx.Message().(type) {
 	case *actor.Started:
-		b.start(ctx)
+		b.self = ctx.Self()
+		b.root = ctx.ActorSystem().Root
+		if !b.sharded {
+			b.pubsub = b.client.Subscribe(b.ctx)
+			b.read(b.pubsub)
+		}
 	case *messages.Subscribe:
 		pids := b.subs[m.Channel]
 		first := pids == nil
@@ -57,11 +105,7 @@ func (b *Bridge) Receive(ctx actor.Context) {
 		// The route goes first, so that the confirmation finds the subscriber.
 		b.publishRoute(m.Channel)
 		if first {
-			// go-redis records the channel even when the write fails, and subscribes it again on
-			// the next connection; the confirmation then reaches the subscriber.
-			if err := b.pubsub.Subscribe(b.ctx, m.Channel); err != nil {
-				b.logger.Warn("subscribe failed; it will be retried on reconnect", "channel", m.Channel, "err", err)
-			}
+			b.subscribe(m.Channel)
 		}
 	case *messages.Unsubscribe:
 		pids := b.subs[m.Channel]
@@ -72,17 +116,107 @@ func (b *Bridge) Receive(ctx actor.Context) {
 		}
 		b.publishRoute(m.Channel)
 		if last {
-			if err := b.pubsub.Unsubscribe(b.ctx, m.Channel); err != nil {
-				b.logger.Warn("unsubscribe failed", "channel", m.Channel, "err", err)
-			}
+			b.unsubscribe(m.Channel)
 		}
+	case *shardDropped:
+		b.dropped(m)
 	case *actor.Stopping:
-		_ = b.pubsub.Close()
-		<-b.done
+		if b.pubsub != nil {
+			_ = b.pubsub.Close()
+		}
+		for _, sh := range b.shards {
+			_ = sh.pubsub.Close()
+		}
+		b.readers.Wait()
 	}
 }
 
-// publishRoute makes the current subscribers of channel the ones the reading goroutine sends to.
+// subscribe subscribes channel on its connection, opening the connection of its slot if needed.
+func (b *Bridge) subscribe(channel string) {
+	// go-redis records the channel even when the write fails, and subscribes it again on the next
+	// connection; the confirmation then reaches the subscriber.
+	if !b.sharded {
+		if err := b.pubsub.Subscribe(b.ctx, channel); err != nil {
+			b.logger.Warn("subscribe failed; it will be retried on reconnect", "channel", channel, "err", err)
+		}
+		return
+	}
+	slot := redisops.Slot(channel)
+	sh := b.shards[slot]
+	if sh == nil {
+		sh = &shard{pubsub: b.client.SSubscribe(b.ctx), channels: make(map[string]struct{})}
+		b.shards[slot] = sh
+		// The first SSUBSCRIBE goes before the reader starts: the connection goes to the node of
+		// the first channel go-redis knows, and the reader would otherwise connect to a random node.
+		defer b.read(sh.pubsub)
+	}
+	sh.channels[channel] = struct{}{}
+	if err := sh.pubsub.SSubscribe(b.ctx, channel); err != nil {
+		b.logger.Warn("ssubscribe failed; it will be retried on reconnect", "channel", channel, "err", err)
+	}
+}
+
+// unsubscribe unsubscribes channel, closing the connection of its slot when it was the last channel.
+func (b *Bridge) unsubscribe(channel string) {
+	if !b.sharded {
+		if err := b.pubsub.Unsubscribe(b.ctx, channel); err != nil {
+			b.logger.Warn("unsubscribe failed", "channel", channel, "err", err)
+		}
+		return
+	}
+	slot := redisops.Slot(channel)
+	sh := b.shards[slot]
+	if sh == nil {
+		return
+	}
+	delete(sh.channels, channel)
+	if len(sh.channels) == 0 {
+		delete(b.shards, slot)
+		_ = sh.pubsub.Close()
+		return
+	}
+	if err := sh.pubsub.SUnsubscribe(b.ctx, channel); err != nil {
+		b.logger.Warn("sunsubscribe failed", "channel", channel, "err", err)
+		return
+	}
+	b.unsubscribing[channel]++
+}
+
+// dropped handles the end of a shard channel's subscription. The bridge's own unsubscribes are
+// expected; any other end means the channel's slot left the node (resharding, failover), so the
+// connection of that slot is opened again, to the slot's current master, and subscribes every channel
+// of the slot again. Its confirmations make the lock actors retry.
+func (b *Bridge) dropped(m *shardDropped) {
+	if n := b.unsubscribing[m.channel]; n > 0 {
+		if n == 1 {
+			delete(b.unsubscribing, m.channel)
+		} else {
+			b.unsubscribing[m.channel] = n - 1
+		}
+		return
+	}
+	slot := redisops.Slot(m.channel)
+	sh := b.shards[slot]
+	if sh == nil || sh.pubsub != m.pubsub {
+		return // that connection is gone already
+	}
+	if _, ok := sh.channels[m.channel]; !ok {
+		return
+	}
+	b.logger.Warn("Redis dropped a shard channel; connecting its slot again", "channel", m.channel, "slot", slot)
+	_ = sh.pubsub.Close()
+	channels := make([]string, 0, len(sh.channels))
+	for ch := range sh.channels {
+		channels = append(channels, ch)
+	}
+	sh.pubsub = b.client.SSubscribe(b.ctx)
+	if err := sh.pubsub.SSubscribe(b.ctx, channels...); err != nil {
+		b.logger.Warn("ssubscribe failed; it will be retried on reconnect", "slot", slot, "err", err)
+	}
+	b.read(sh.pubsub)
+}
+
+// publishRoute makes the current subscribers of channel the ones the reading goroutines send to.
 func (b *Bridge) publishRoute(channel string) {
 	pids := b.subs[channel]
 	if len(pids) == 0 {
@@ -103,25 +237,26 @@ func (b *Bridge) route(channel string) []*actor.PID {
 	return pids
 }
 
-func (b *Bridge) start(ctx actor.Context) {
-	b.pubsub = b.client.Subscribe(b.ctx)
-	b.done = make(chan struct{})
-	in := b.pubsub.ChannelWithSubscriptions(redis.WithChannelSize(1024))
-	root := ctx.ActorSystem().Root
+// read starts the goroutine that reads pubsub until it is closed and fans its messages out.
+func (b *Bridge) read(pubsub *redis.PubSub) {
+	in := pubsub.ChannelWithSubscriptions(redis.WithChannelSize(1024))
+	b.readers.Add(1)
 	go func() {
-		defer close(b.done)
+		defer b.readers.Done()
 		for m := range in {
 			switch m := m.(type) {
 			case *redis.Subscription:
-				if m.Kind != "subscribe" && m.Kind != "ssubscribe" {
-					continue
-				}
-				for _, pid := range b.route(m.Channel) {
-					root.Send(pid, &messages.Subscribed{Channel: m.Channel})
+				switch m.Kind {
+				case "subscribe", "ssubscribe":
+					for _, pid := range b.route(m.Channel) {
+						b.root.Send(pid, &messages.Subscribed{Channel: m.Channel})
+					}
+				case "sunsubscribe":
+					b.root.Send(b.self, &shardDropped{channel: m.Channel, pubsub: pubsub})
 				}
 			case *redis.Message:
 				for _, pid := range b.route(m.Channel) {
-					root.Send(pid, &messages.Notice{Channel: m.Channel, Payload: m.Payload})
+					b.root.Send(pid, &messages.Notice{Channel: m.Channel, Payload: m.Payload})
 				}
 			}
 		}

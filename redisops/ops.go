@@ -61,9 +61,10 @@ type Ops struct {
 	latchExpiry time.Duration
 }
 
-// New returns an Ops that runs scripts through client, publishing with PUBLISH.
+// New returns an Ops that runs scripts through client, publishing with PUBLISH, or with SPUBLISH when
+// client is a *redis.ClusterClient (see [ShardedPubSub]).
 func New(client redis.Scripter) *Ops {
-	return &Ops{client: client, publish: "publish", latchExpiry: DefaultLatchExpiry}
+	return &Ops{client: client, publish: publishCommand(client), latchExpiry: DefaultLatchExpiry}
 }
 
 // Acquired is the answer of [Ops.Acquire].
