@@ -13,11 +13,26 @@ type call struct {
 	script *redis.Script
 	keys   []string
 	args   []any
+	// grant, when not nil, says how to give back the hold the call may give (see [Ops.SetReplicaSync]).
+	grant *grant
 }
 
 // run runs c on its own, loading the script first if the server does not know it.
 func (o *Ops) run(ctx context.Context, c call) *redis.Cmd {
 	return c.script.Run(ctx, o.client, c.keys, c.args...)
+}
+
+// runChecked runs c on its own like run, and a call that may give a hold as [Ops.runGranting] does; a
+// hold that replicas did not acknowledge is given back and the reply carries the [ErrNotSynced] error.
+func (o *Ops) runChecked(ctx context.Context, c call) *redis.Cmd {
+	if c.grant == nil {
+		return o.run(ctx, c)
+	}
+	reply, syncErr := o.runGranting(ctx, c, *c.grant)
+	if syncErr != nil && reply.Err() == nil {
+		reply.SetErr(syncErr)
+	}
+	return reply
 }
 
 // pipeliner is what a client needs for [Batch] to send its calls in one round trip. Every go-redis
@@ -49,7 +64,9 @@ func (b *Batch) add(c call) int {
 
 // ReadAcquire adds an [Ops.ReadAcquire] call. The returned function gives its answer after Exec.
 func (b *Batch) ReadAcquire(name, owner string, lease time.Duration, held int64) func() (Acquired, error) {
-	i := b.add(readAcquireCall(name, owner, lease, held))
+	c := readAcquireCall(name, owner, lease, held)
+	c.grant = b.o.undoRead(name, owner, lease)
+	i := b.add(c)
 	return func() (Acquired, error) { return readAcquireReply(name, b.cmds[i]) }
 }
 
@@ -61,10 +78,22 @@ func (b *Batch) ReadRelease(name, owner, requestID string) func() (Released, err
 
 // Exec runs every call added. One call runs on its own; several run in a pipeline when the client can
 // pipeline, and otherwise one after another. A call that meets a server that lost its scripts
-// (NOSCRIPT, after a restart or SCRIPT FLUSH) is run again on its own, which loads the script. The
-// answers, errors included, are read through the functions the adding methods returned.
+// (NOSCRIPT, after a restart or SCRIPT FLUSH) is run again on its own, which loads the script. With the
+// replica-sync safeguard on ([Ops.SetReplicaSync]) and replicas to wait for, the calls and one WAIT go
+// in one pipeline, and each read hold that the replicas did not acknowledge is given back and answers
+// an error matching [ErrNotSynced]. The answers, errors included, are read through the functions the
+// adding methods returned.
 func (b *Batch) Exec(ctx context.Context) {
 	b.cmds = make([]*redis.Cmd, len(b.calls))
+	if replies, syncErrs, ok := b.o.runSynced(ctx, b.calls); ok {
+		for i, reply := range replies {
+			if syncErrs[i] != nil && reply.Err() == nil {
+				reply.SetErr(syncErrs[i])
+			}
+		}
+		b.cmds = replies
+		return
+	}
 	p, ok := b.o.client.(pipeliner)
 	if len(b.calls) < 2 || !ok {
 		for i, c := range b.calls {

@@ -12,5 +12,12 @@
 // key a script touches is passed in KEYS, and the keys of one lock share the hash tag {N}, so the scripts
 // also run on Redis Cluster.
 //
-// The package keeps no state: an [Ops] value only carries settings.
+// # Replica sync
+//
+// Redis replicates asynchronously. With [Ops.SetReplicaSync], every script that gives a lock to an owner
+// is followed by WAIT on the same connection, and a hold that too few replicas acknowledge is given
+// back and reported as [ErrNotSynced] (Redisson's checkLockSyncedSlaves).
+//
+// The package keeps no global state: an [Ops] value carries settings and, with replica sync on, the
+// number of replicas of each master it last read.
 package redisops

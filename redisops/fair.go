@@ -71,14 +71,21 @@ func FairChannelName(name, owner string) string { return ChannelName(name) + ":"
 // threadWaitTime, [DefaultFairWaitWindow]); all callers on one lock should use the same value. The
 // scores are computed from the Redis server's clock (TIME), not the client's, so clients whose clocks
 // drift apart still agree on them.
+//
+// With the replica-sync safeguard on ([Ops.SetReplicaSync]), a hold that too few replicas acknowledge
+// is given back and the call returns an error matching [ErrNotSynced].
 func (o *Ops) FairAcquire(ctx context.Context, name, owner string, lease, waitWindow time.Duration, held int64, enqueue bool) (Acquired, error) {
 	queue := "0"
 	if enqueue {
 		queue = "1"
 	}
-	vals, err := fairAcquireScript.Run(ctx, o.client,
+	reply, syncErr := o.runScript(ctx, o.undoFair(name, owner, lease), fairAcquireScript,
 		[]string{LockKey(name), FairQueueKey(name), FairTimeoutKey(name), TokenKey(name)},
-		millis(lease), owner, held, millis(waitWindow), queue).Int64Slice()
+		millis(lease), owner, held, millis(waitWindow), queue)
+	vals, err := reply.Int64Slice()
+	if err == nil {
+		err = syncErr
+	}
 	if err != nil {
 		return Acquired{}, fmt.Errorf("lockwarden: fair acquire %q: %w", name, err)
 	}
@@ -119,6 +126,10 @@ func (o *Ops) FairCancel(ctx context.Context, name, owner string, waitWindow tim
 // requestID makes the call retry-safe, with the same latch as [Ops.Release]: a retry with the same id
 // returns the first answer, handoff, token and Next included, and neither releases nor hands off again.
 // It returns [ErrNotHeld] when owner holds nothing.
+//
+// With the replica-sync safeguard on ([Ops.SetReplicaSync]), a handoff that too few replicas
+// acknowledge is given back (the lock is then free and its waiters told) and reported in
+// [Released.NotSynced].
 func (o *Ops) FairRelease(ctx context.Context, name, owner, requestID string, lease time.Duration, next *Handoff) (Released, error) {
 	nextOwner, nextLease, nextWindow := "", int64(0), int64(0)
 	if next != nil {
@@ -127,10 +138,11 @@ func (o *Ops) FairRelease(ctx context.Context, name, owner, requestID string, le
 			nextWindow = millis(next.WaitWindow)
 		}
 	}
-	vals, err := fairReleaseScript.Run(ctx, o.client,
+	reply, syncErr := o.runScript(ctx, o.undoFairHandoff(name, next), fairReleaseScript,
 		[]string{LockKey(name), FairQueueKey(name), FairTimeoutKey(name), UnlockLatchKey(name, requestID), TokenKey(name)},
 		millis(lease), owner, UnlockMessage, millis(o.latchExpiry), o.publish, ChannelName(name),
-		nextOwner, nextLease, nextWindow).Slice()
+		nextOwner, nextLease, nextWindow)
+	vals, err := reply.Slice()
 	if err != nil {
 		return Released{}, fmt.Errorf("lockwarden: fair release %q: %w", name, err)
 	}
@@ -148,6 +160,10 @@ func (o *Ops) FairRelease(ctx context.Context, name, owner, requestID string, le
 	rel := Released{Remaining: remaining, HandedOff: token > 0, Token: token}
 	if len(vals) > 2 {
 		rel.Next, _ = vals[2].(string)
+	}
+	if syncErr != nil {
+		// The handoff was given back: the lock is free, and that release told the new head.
+		rel = Released{Remaining: remaining, NotSynced: syncErr}
 	}
 	return rel, nil
 }

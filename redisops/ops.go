@@ -59,6 +59,8 @@ type Ops struct {
 	client      redis.Scripter
 	publish     string
 	latchExpiry time.Duration
+	// sync is the replica-sync safeguard, nil when off (see [Ops.SetReplicaSync]).
+	sync *replicaSync
 }
 
 // New returns an Ops that runs scripts through client, publishing with PUBLISH, or with SPUBLISH when
@@ -87,9 +89,16 @@ const UnknownHoldCount = -1
 // owner had before this call as far as the caller knows, or [UnknownHoldCount]. With a known count the
 // call is retry-safe: when go-redis retries it after a lost reply, the retry finds the owner's count
 // already above held and takes no second hold.
+//
+// With the replica-sync safeguard on ([Ops.SetReplicaSync]), a hold that too few replicas acknowledge
+// is given back and the call returns an error matching [ErrNotSynced].
 func (o *Ops) Acquire(ctx context.Context, name, owner string, lease time.Duration, held int64) (Acquired, error) {
-	vals, err := acquireScript.Run(ctx, o.client,
-		[]string{LockKey(name), TokenKey(name)}, millis(lease), owner, held).Int64Slice()
+	reply, syncErr := o.runScript(ctx, o.undoPlain(name, owner, lease), acquireScript,
+		[]string{LockKey(name), TokenKey(name)}, millis(lease), owner, held)
+	vals, err := reply.Int64Slice()
+	if err == nil {
+		err = syncErr
+	}
 	if err != nil {
 		return Acquired{}, fmt.Errorf("lockwarden: acquire %q: %w", name, err)
 	}
@@ -127,6 +136,10 @@ type Released struct {
 	// Next is, for a fair lock's release, the owner the lock was handed off to (when HandedOff), or the
 	// waiter it told it is now at the head of the queue, or "".
 	Next string
+	// NotSynced, when not nil, says that the release handed the lock off but fewer replicas than
+	// required acknowledged it (see [Ops.SetReplicaSync]): the handoff owner's hold was given back, the
+	// lock is free and HandedOff is false. It matches [ErrNotSynced]. The release itself stands.
+	NotSynced error
 }
 
 // Release drops one hold of owner on the lock name. While holds remain, the lock's expiry is reset to
@@ -135,6 +148,10 @@ type Released struct {
 //
 // requestID makes the call retry-safe: a retry with the same id returns the first answer. It returns
 // [ErrNotHeld] when owner holds nothing.
+//
+// With the replica-sync safeguard on ([Ops.SetReplicaSync]), a handoff that too few replicas
+// acknowledge is given back (the lock is then free and its waiters told) and reported in
+// [Released.NotSynced].
 func (o *Ops) Release(ctx context.Context, name, owner, requestID string, lease time.Duration, next *Handoff) (Released, error) {
 	nextOwner, nextLease, onlyIfAlone := "", int64(0), "0"
 	if next != nil {
@@ -143,10 +160,11 @@ func (o *Ops) Release(ctx context.Context, name, owner, requestID string, lease 
 			onlyIfAlone = "1"
 		}
 	}
-	vals, err := releaseScript.Run(ctx, o.client,
+	reply, syncErr := o.runScript(ctx, o.undoHandoff(name, next), releaseScript,
 		[]string{LockKey(name), ChannelName(name), UnlockLatchKey(name, requestID), TokenKey(name)},
 		millis(lease), owner, UnlockMessage, millis(o.latchExpiry), o.publish,
-		nextOwner, nextLease, onlyIfAlone).Int64Slice()
+		nextOwner, nextLease, onlyIfAlone)
+	vals, err := reply.Int64Slice()
 	if err != nil {
 		return Released{}, fmt.Errorf("lockwarden: release %q: %w", name, err)
 	}
@@ -155,6 +173,9 @@ func (o *Ops) Release(ctx context.Context, name, owner, requestID string, lease 
 	}
 	if vals[0] < 0 {
 		return Released{}, ErrNotHeld
+	}
+	if syncErr != nil {
+		return Released{Remaining: vals[0], NotSynced: syncErr}, nil
 	}
 	return Released{Remaining: vals[0], HandedOff: vals[1] > 0, Token: vals[1]}, nil
 }

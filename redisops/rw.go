@@ -129,8 +129,13 @@ func allReadersPrefix(name string) string { return suffixed(name, "") }
 // held is owner's read hold count before this call as far as the caller knows, or [UnknownHoldCount];
 // with a known count the call is retry-safe like [Ops.Acquire]: a replay that finds the count already
 // above held takes no second hold.
+//
+// With the replica-sync safeguard on ([Ops.SetReplicaSync]), a hold that too few replicas acknowledge
+// is given back and the call returns an error matching [ErrNotSynced].
 func (o *Ops) ReadAcquire(ctx context.Context, name, owner string, lease time.Duration, held int64) (Acquired, error) {
-	return readAcquireReply(name, o.run(ctx, readAcquireCall(name, owner, lease, held)))
+	c := readAcquireCall(name, owner, lease, held)
+	c.grant = o.undoRead(name, owner, lease)
+	return readAcquireReply(name, o.runChecked(ctx, c))
 }
 
 // readAcquireCall is the script call of [Ops.ReadAcquire], shared with [Batch.ReadAcquire].
@@ -176,14 +181,21 @@ func readAcquireReply(name string, cmd *redis.Cmd) (Acquired, error) {
 // the write lock (a replay or a re-entry too), its own intent is deleted. A waiter that gives up
 // withdraws its intent with [Ops.ClearWriteIntent]; otherwise it runs out with its expiry, so a waiter
 // refreshes it while it waits. Java Redisson readers do not know the key and are not held back by it.
+//
+// With the replica-sync safeguard on ([Ops.SetReplicaSync]), a hold that too few replicas acknowledge
+// is given back and the call returns an error matching [ErrNotSynced].
 func (o *Ops) WriteAcquire(ctx context.Context, name, owner string, lease time.Duration, held int64, intent time.Duration) (Acquired, error) {
 	intentMillis := int64(0)
 	if intent > 0 {
 		intentMillis = millis(intent)
 	}
-	vals, err := rwWriteAcquireScript.Run(ctx, o.client,
+	reply, syncErr := o.runScript(ctx, o.undoWrite(name, owner, lease), rwWriteAcquireScript,
 		[]string{LockKey(name), TokenKey(name), WriteIntentKey(name)},
-		millis(lease), owner, WriteField(owner), held, intentMillis).Int64Slice()
+		millis(lease), owner, WriteField(owner), held, intentMillis)
+	vals, err := reply.Int64Slice()
+	if err == nil {
+		err = syncErr
+	}
 	if err != nil {
 		return Acquired{}, fmt.Errorf("lockwarden: write acquire %q: %w", name, err)
 	}
