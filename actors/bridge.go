@@ -4,8 +4,11 @@ import (
 	"context"
 	"log/slog"
 	"sync"
+	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
+	"github.com/asynkron/protoactor-go/scheduler"
+	"github.com/google/uuid"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/lockwarden/lockwarden/messages"
@@ -25,6 +28,12 @@ import (
 // go-redis resubscribes all the channels of a connection in one command after a reconnect. A connection
 // is closed when the last channel of its slot goes. When Redis drops a shard channel on its own (its slot
 // moved to another node), the bridge connects that slot again, which goes to the slot's new master.
+//
+// On Sentinel's failover client, go-redis moves commands to the new master after a failover but leaves
+// an open pub/sub connection on the old one, which then misses every notice. So while channels are
+// subscribed, the bridge publishes a probe through the client every [probeInterval] on a channel of its
+// own; when two probes in a row do not come back, it opens a new connection (to the current master)
+// and subscribes everything again, and the confirmations make the lock actors retry.
 //
 // The actor keeps the subscriptions; the goroutine that reads a connection fans each message out
 // itself, from a snapshot of the subscriber table that the actor publishes after every change, so that
@@ -48,6 +57,17 @@ type Bridge struct {
 	// readers tracks the goroutines that read the connections.
 	readers sync.WaitGroup
 
+	// probe is the bridge's own channel on a failover client, "" otherwise; probing tells whether
+	// probes are published; probeTimer ticks them; probeSent, probeSeen and probeMissed track the last
+	// probe and the probes in a row that did not come back.
+	probe       string
+	probing     bool
+	probeTimer  oneShot
+	sched       *scheduler.TimerScheduler
+	probeSent   bool
+	probeSeen   bool
+	probeMissed int
+
 	subs map[string]map[string]*actor.PID
 	// routes maps each channel to a snapshot of its subscribers ([]*actor.PID, replaced and never
 	// changed), which the reading goroutines fan out to.
@@ -67,12 +87,28 @@ type shardDropped struct {
 	pubsub  *redis.PubSub
 }
 
+// probeTick and probeBack are the bridge's messages to itself: time to publish a probe, and a probe
+// came back.
+type (
+	probeTick struct{ gen uint64 }
+	probeBack struct{}
+)
+
+// probeInterval is how often a bridge on a failover client publishes a probe while channels are
+// subscribed; a pub/sub connection left on an old master is replaced within about 3 intervals.
+const probeInterval = time.Second
+
 // NewBridgeProps returns the props of a bridge over client. Subscribe calls are bounded by ctx. The
 // bridge uses sharded pub/sub when [redisops.ShardedPubSub] reports it for client, in step with the
 // scripts of a [redisops.Ops] made on the same client.
 func NewBridgeProps(client redis.UniversalClient, ctx context.Context, logger *slog.Logger) *actor.Props {
+	probe := ""
+	if c, ok := client.(*redis.Client); ok && c.Options().Addr == "FailoverClient" {
+		probe = "lockwarden:bridge:" + uuid.NewString()
+	}
 	return actor.PropsFromProducer(func() actor.Actor {
 		return &Bridge{
+			probe:         probe,
 			client:        client,
 			ctx:           ctx,
 			logger:        logger,
@@ -90,6 +126,7 @@ func (b *Bridge) Receive(ctx actor.Context) {
 	case *actor.Started:
 		b.self = ctx.Self()
 		b.root = ctx.ActorSystem().Root
+		b.sched = scheduler.NewTimerScheduler(b.root)
 		if !b.sharded {
 			b.pubsub = b.client.Subscribe(b.ctx)
 			b.read(b.pubsub)
@@ -107,6 +144,9 @@ func (b *Bridge) Receive(ctx actor.Context) {
 		if first {
 			b.subscribe(m.Channel)
 		}
+		if b.probe != "" && !b.probeTimer.armed() {
+			b.probeTimer.arm(b.sched, b.self, probeInterval, func(g uint64) any { return &probeTick{g} })
+		}
 	case *messages.Unsubscribe:
 		pids := b.subs[m.Channel]
 		delete(pids, m.Subscriber.String())
@@ -120,7 +160,14 @@ func (b *Bridge) Receive(ctx actor.Context) {
 		}
 	case *shardDropped:
 		b.dropped(m)
+	case *probeBack:
+		b.probeSeen = true
+	case *probeTick:
+		if b.probeTimer.current(m.gen) {
+			b.tick(ctx)
+		}
 	case *actor.Stopping:
+		b.probeTimer.stop()
 		if b.pubsub != nil {
 			_ = b.pubsub.Close()
 		}
@@ -136,6 +183,12 @@ func (b *Bridge) subscribe(channel string) {
 	// go-redis records the channel even when the write fails, and subscribes it again on the next
 	// connection; the confirmation then reaches the subscriber.
 	if !b.sharded {
+		if b.probe != "" && !b.probing {
+			b.probing = true
+			if err := b.pubsub.Subscribe(b.ctx, b.probe); err != nil {
+				b.logger.Warn("subscribe failed; it will be retried on reconnect", "channel", b.probe, "err", err)
+			}
+		}
 		if err := b.pubsub.Subscribe(b.ctx, channel); err != nil {
 			b.logger.Warn("subscribe failed; it will be retried on reconnect", "channel", channel, "err", err)
 		}
@@ -216,6 +269,45 @@ func (b *Bridge) dropped(m *shardDropped) {
 	b.read(sh.pubsub)
 }
 
+// tick publishes the next probe, and replaces the pub/sub connection when probes stopped coming back:
+// it is then on a server that no longer gets the master's notices. It runs while channels are
+// subscribed.
+func (b *Bridge) tick(ctx actor.Context) {
+	if len(b.subs) == 0 {
+		b.probeSent, b.probeSeen, b.probeMissed = false, false, 0
+		return
+	}
+	if b.probeSent && !b.probeSeen {
+		b.probeMissed++
+	} else {
+		b.probeMissed = 0
+	}
+	if b.probeMissed >= 2 {
+		b.logger.Warn("pub/sub probes do not come back (failover?); subscribing again on a new connection")
+		b.probeMissed = 0
+		old := b.pubsub
+		b.pubsub = b.client.Subscribe(b.ctx)
+		channels := []string{b.probe}
+		for ch := range b.subs {
+			channels = append(channels, ch)
+		}
+		if err := b.pubsub.Subscribe(b.ctx, channels...); err != nil {
+			b.logger.Warn("subscribe failed; it will be retried on reconnect", "err", err)
+		}
+		b.read(b.pubsub)
+		_ = old.Close()
+	}
+	b.probeSent, b.probeSeen = true, false
+	b.readers.Add(1)
+	go func() {
+		defer b.readers.Done()
+		pctx, cancel := context.WithTimeout(b.ctx, probeInterval)
+		defer cancel()
+		_ = b.client.Publish(pctx, b.probe, "probe").Err()
+	}()
+	b.probeTimer.arm(b.sched, b.self, probeInterval, func(g uint64) any { return &probeTick{g} })
+}
+
 // publishRoute makes the current subscribers of channel the ones the reading goroutines send to.
 func (b *Bridge) publishRoute(channel string) {
 	pids := b.subs[channel]
@@ -255,6 +347,10 @@ func (b *Bridge) read(pubsub *redis.PubSub) {
 					b.root.Send(b.self, &shardDropped{channel: m.Channel, pubsub: pubsub})
 				}
 			case *redis.Message:
+				if b.probe != "" && m.Channel == b.probe {
+					b.root.Send(b.self, &probeBack{})
+					continue
+				}
 				for _, pid := range b.route(m.Channel) {
 					b.root.Send(pid, &messages.Notice{Channel: m.Channel, Payload: m.Payload})
 				}
