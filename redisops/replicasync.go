@@ -405,8 +405,10 @@ func (rs *replicaSync) waitTimeout(opts *redis.Options) time.Duration {
 	return rs.timeout
 }
 
-// onlineReplicas counts the replicas whose state is online in the text of INFO replication, or returns
-// connected_slaves when no replica line says its state.
+// onlineReplicas counts the replicas in the text of INFO replication whose state is online and that
+// have acknowledged an offset, or returns connected_slaves when no replica line says its state. A
+// replica that has acknowledged nothing yet (offset 0) is still loading what a full sync sent it,
+// although the master already calls it online: it would answer no WAIT for up to a second.
 func onlineReplicas(info string) int {
 	online, connected, stated := 0, 0, false
 	sc := bufio.NewScanner(strings.NewReader(info))
@@ -421,10 +423,8 @@ func onlineReplicas(info string) int {
 			connected, _ = strconv.Atoi(val)
 		case strings.HasPrefix(key, "slave") && strings.Contains(val, "state="):
 			stated = true
-			for _, field := range strings.Split(val, ",") {
-				if field == "state=online" {
-					online++
-				}
+			if strings.Contains(","+val+",", ",state=online,") && !strings.Contains(","+val+",", ",offset=0,") {
+				online++
 			}
 		}
 	}
