@@ -353,8 +353,9 @@ func (a *lockActor) compatible(m *Acquire) bool {
 	return true
 }
 
-// attempt runs the acquire script for m and grants the lock on success. It reports whether it
-// succeeded, the holder's remaining lease when the lock is taken, and any Redis error.
+// attempt runs the acquire script for m and grants the lock on success. It reports whether m is
+// settled (granted, or answered with ReasonNotSynced), the holder's remaining lease when the lock is
+// taken, and any Redis error.
 func (a *lockActor) attempt(m *Acquire) (bool, time.Duration, error) {
 	sent := time.Now()
 	res, err := a.proto.acquire(a.redisContext(), m, a.knownHeld(m), m.Wait)
@@ -376,6 +377,12 @@ func (a *lockActor) knownHeld(m *Acquire) int64 {
 // settleAttempt takes the answer to an acquire attempt for m sent at sent, as attempt reports it.
 func (a *lockActor) settleAttempt(m *Acquire, sent time.Time, res redisops.Acquired, err error) (bool, time.Duration, error) {
 	k := holdKey{m.Owner, m.Kind}
+	if isNotSynced(err) {
+		// Redis gave the hold and took it back because replicas did not acknowledge it. The call
+		// fails, waiting or not: trying again would most likely meet the same replicas.
+		m.Ticket.deliver(Outcome{Reason: messages.ReasonNotSynced, Err: err})
+		return true, 0, nil
+	}
 	if err != nil {
 		if !isUpgrade(err) {
 			a.log().Warn("acquire failed", "owner", m.Owner, "err", err)
@@ -640,6 +647,12 @@ func (a *lockActor) settleRelease(m *Release, h *hold, lease time.Duration, next
 	}
 	if h != nil {
 		a.drop(k)
+	}
+	if rel.NotSynced != nil && nextCmd != nil {
+		// The handoff was given back: the lock is free and its waiters were told. The waiter it was
+		// for fails, as an attempt of its own would have.
+		a.queue = slices.DeleteFunc(a.queue, func(w *Acquire) bool { return w == nextCmd })
+		nextCmd.Ticket.deliver(Outcome{Reason: messages.ReasonNotSynced, Err: rel.NotSynced})
 	}
 	if !rel.HandedOff {
 		// The unlock notice, our own included, wakes the head waiter, so that waiters in other

@@ -175,3 +175,6 @@ func (p rwProtocol) channel(*Acquire) string { return redisops.RWChannelName(p.n
 
 // isUpgrade reports whether err is a refused upgrade of read holds to a write hold.
 func isUpgrade(err error) bool { return errors.Is(err, redisops.ErrUpgrade) }
+
+// isNotSynced reports whether err is a hold that replicas did not acknowledge, already given back.
+func isNotSynced(err error) bool { return errors.Is(err, redisops.ErrNotSynced) }

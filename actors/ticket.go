@@ -10,7 +10,7 @@ import (
 type Outcome struct {
 	// Reason is ReasonNone on success.
 	Reason messages.Reason
-	// Err is the underlying error when Reason is ReasonRedis.
+	// Err is the underlying error when Reason is ReasonRedis, or the detail of ReasonNotSynced.
 	Err error
 	// HoldCount is the owner's hold count after the command.
 	HoldCount int64

@@ -71,7 +71,7 @@ func New(client redis.UniversalClient, opts ...Option) (*Coordinator, error) {
 	c := &Coordinator{
 		id:       uuid.NewString(),
 		opts:     o,
-		ops:      redisops.New(client),
+		ops:      newOps(client, o),
 		system:   system,
 		lifetime: lifetime,
 		cancel:   cancel,

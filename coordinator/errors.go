@@ -33,4 +33,10 @@ var (
 	ErrUpgrade = redisops.ErrUpgrade
 	// ErrInvalidOption is returned by New when an option has an invalid value.
 	ErrInvalidOption = errors.New("lockwarden: invalid option")
+	// ErrNotSynced is returned by Lock, TryLock, RLock and TryRLock when Redis gave the lock but fewer
+	// replicas than required acknowledged it within the sync timeout ([WithReplicaSync]). The hold was
+	// given back before the call returned, so a failover cannot hand the lock to a second owner behind
+	// the caller's back; the caller does not hold the lock and may try again. A waiting Lock fails with
+	// it too, rather than retrying for as long as the replicas lag.
+	ErrNotSynced = redisops.ErrNotSynced
 )

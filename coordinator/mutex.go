@@ -126,6 +126,8 @@ func (m *Mutex) usable(ctx context.Context) error {
 // after, so nothing stays held.
 // It returns [ErrClosed] when the coordinator closes, and a wrapped Redis error only if the lock could
 // not be asked for at all; while it waits, Redis errors are retried with backoff until ctx ends.
+// It returns an error matching [ErrNotSynced], at once and without waiting on, when Redis gave the lock
+// but too few replicas acknowledged it ([WithReplicaSync]); the hold was given back.
 func (m *Mutex) Lock(ctx context.Context) error {
 	_, err := m.acquire(ctx, m.lease, true, 0, nil)
 	return err
@@ -157,7 +159,8 @@ func Lease(d time.Duration) TryOption {
 // With Wait(d) it waits up to d, and reports false, with a nil error, when d passes first.
 //
 // If ctx ends first, it returns false and an error that matches [ErrNotObtained] and ctx.Err(). Other
-// errors: [ErrInvalidWait], [ErrInvalidLease], [ErrClosed], and wrapped Redis errors.
+// errors: [ErrInvalidWait], [ErrInvalidLease], [ErrClosed], [ErrNotSynced] (as for Lock), and wrapped
+// Redis errors.
 func (m *Mutex) TryLock(ctx context.Context, opts ...TryOption) (bool, error) {
 	o := tryOptions{lease: m.lease}
 	for _, opt := range opts {
@@ -239,6 +242,11 @@ func outcomeError(o actors.Outcome) error {
 		return ErrClosed
 	case messages.ReasonUpgrade:
 		return ErrUpgrade
+	case messages.ReasonNotSynced:
+		if o.Err != nil {
+			return o.Err // matches ErrNotSynced, with the detail
+		}
+		return ErrNotSynced
 	default:
 		return o.Err
 	}

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"log/slog"
 	"time"
+
+	"github.com/lockwarden/lockwarden/redisops"
 )
 
 // Defaults of the coordinator options.
@@ -13,6 +15,9 @@ const (
 	DefaultMaxHandoffs        = 8
 	DefaultStopReleaseTimeout = 2 * time.Second
 	DefaultFairWaitWindow     = 5 * time.Minute
+	// DefaultSyncReplicas and DefaultSyncTimeout are the defaults of [WithReplicaSync].
+	DefaultSyncReplicas = redisops.DefaultSyncReplicas
+	DefaultSyncTimeout  = redisops.DefaultSyncTimeout
 )
 
 type options struct {
@@ -21,6 +26,8 @@ type options struct {
 	maxHandoffs        int
 	stopReleaseTimeout time.Duration
 	fairWaitWindow     time.Duration
+	syncReplicas       int
+	syncTimeout        time.Duration
 	logger             *slog.Logger
 }
 
@@ -31,6 +38,8 @@ func defaultOptions() options {
 		maxHandoffs:        DefaultMaxHandoffs,
 		stopReleaseTimeout: DefaultStopReleaseTimeout,
 		fairWaitWindow:     DefaultFairWaitWindow,
+		syncReplicas:       DefaultSyncReplicas,
+		syncTimeout:        DefaultSyncTimeout,
 		logger:             slog.New(slog.DiscardHandler),
 	}
 }

@@ -16,6 +16,9 @@ const (
 	ReasonRedis
 	// ReasonUpgrade means an owner holding read holds of a read-write lock asked for the write lock.
 	ReasonUpgrade
+	// ReasonNotSynced means Redis gave the lock but fewer replicas than required acknowledged it in
+	// time, so the hold was given back (the replica-sync safeguard).
+	ReasonNotSynced
 )
 
 // String returns the reason's name.
@@ -33,6 +36,8 @@ func (r Reason) String() string {
 		return "redis error"
 	case ReasonUpgrade:
 		return "upgrade refused"
+	case ReasonNotSynced:
+		return "not synced to replicas"
 	default:
 		return "unknown"
 	}

@@ -1,0 +1,265 @@
+package integration
+
+import (
+	"context"
+	"errors"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/alicebob/miniredis/v2"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/lockwarden/lockwarden/coordinator"
+	"github.com/lockwarden/lockwarden/integration/redistest"
+	"github.com/lockwarden/lockwarden/redisops"
+)
+
+// replicaSyncTimeout is the WAIT timeout of these tests: short, so that a paused replica costs little.
+const replicaSyncTimeout = 300 * time.Millisecond
+
+// waitCounter counts the WAIT commands a client sends, pipelined or not.
+type waitCounter struct{ n atomic.Int64 }
+
+func (h *waitCounter) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (h *waitCounter) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		h.count(cmd)
+		return next(ctx, cmd)
+	}
+}
+
+func (h *waitCounter) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		for _, cmd := range cmds {
+			h.count(cmd)
+		}
+		return next(ctx, cmds)
+	}
+}
+
+func (h *waitCounter) count(cmd redis.Cmder) {
+	if cmd.Name() == "wait" {
+		h.n.Add(1)
+	}
+}
+
+// replicated starts a master with one replica, waits until the replica acknowledges writes, and
+// returns the replica and a client on the master whose WAITs are counted.
+func replicated(t *testing.T) (*redistest.Server, *redis.Client, *waitCounter) {
+	t.Helper()
+	rs := redistest.StartReplicaSet(t, 1)
+	probe := rs.Master.Client(t)
+	// A replica that just went online acknowledges nothing for the better part of a second: poll
+	// until a write is acknowledged.
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		if err := probe.Set(t.Context(), "replicasync:probe", "1", 0).Err(); err != nil {
+			t.Fatalf("SET probe: %v", err)
+		}
+		if n, err := probe.Wait(t.Context(), 1, 50*time.Millisecond).Result(); err == nil && n == 1 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the replica acknowledged no write within 15s")
+		}
+	}
+	client := rs.Master.Client(t)
+	waits := &waitCounter{}
+	client.AddHook(waits)
+	return rs.Replicas[0], client, waits
+}
+
+// expectNotSynced runs call and fails unless it returns ErrNotSynced (and not ErrNotObtained) after
+// about the sync timeout.
+func expectNotSynced(t *testing.T, what string, call func() error) {
+	t.Helper()
+	start := time.Now()
+	err := call()
+	took := time.Since(start)
+	if !errors.Is(err, coordinator.ErrNotSynced) || errors.Is(err, coordinator.ErrNotObtained) {
+		t.Fatalf("%s with the replica paused = %v, want ErrNotSynced", what, err)
+	}
+	if took < replicaSyncTimeout || took > replicaSyncTimeout+2*time.Second {
+		t.Errorf("%s failed after %v, want about %v", what, took, replicaSyncTimeout)
+	}
+}
+
+// expectKeysGone fails unless none of keys exists.
+func expectKeysGone(t *testing.T, client *redis.Client, keys ...string) {
+	t.Helper()
+	n, err := client.Exists(t.Context(), keys...).Result()
+	if err != nil || n != 0 {
+		t.Errorf("EXISTS %v = %d, %v; want none left", keys, n, err)
+	}
+}
+
+// TestReplicaSyncHealthyReplica: by default, with a replica in sync, locks of every kind work and each
+// acquisition is followed by a WAIT.
+func TestReplicaSyncHealthyReplica(t *testing.T) {
+	_, client, waits := replicated(t)
+	c := newCoordinator(t, client)
+	ctx := t.Context()
+	const name = "replicasync:healthy"
+
+	m := c.Mutex(name)
+	mustLock(t, m)
+	mustLock(t, m) // re-entry
+	if ok, err := c.Mutex(name).TryLock(ctx); ok || err != nil {
+		t.Fatalf("TryLock of a held lock = %v, %v; want false, nil", ok, err)
+	}
+	mustUnlock(t, m)
+	mustUnlock(t, m)
+	f := c.FairMutex(name + ":fair")
+	mustLock(t, f)
+	mustUnlock(t, f)
+	rw := c.RWMutex(name + ":rw")
+	if err := rw.RLock(ctx); err != nil {
+		t.Fatalf("RLock: %v", err)
+	}
+	if err := rw.RUnlock(ctx); err != nil {
+		t.Fatalf("RUnlock: %v", err)
+	}
+	if err := rw.Lock(ctx); err != nil {
+		t.Fatalf("Lock (write): %v", err)
+	}
+	if err := rw.Unlock(ctx); err != nil {
+		t.Fatalf("Unlock (write): %v", err)
+	}
+	// Five acquisitions (lock, re-entry, fair, read, write) and the failed TryLock, whose WAIT is
+	// sent in the same pipeline before the answer is known.
+	if n := waits.n.Load(); n < 5 {
+		t.Errorf("%d WAITs sent, want at least 5", n)
+	}
+}
+
+// TestReplicaSyncPausedReplica: with the replica paused, Lock and TryLock of every kind fail with
+// ErrNotSynced after about the sync timeout, and nothing of the hold is left in Redis.
+func TestReplicaSyncPausedReplica(t *testing.T) {
+	replica, client, _ := replicated(t)
+	c := newCoordinator(t, client, coordinator.WithReplicaSync(1, replicaSyncTimeout))
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	const name = "replicasync:paused"
+	replica.Pause()
+	t.Cleanup(replica.Resume)
+
+	m := c.Mutex(name)
+	expectNotSynced(t, "Lock", func() error { return m.Lock(ctx) })
+	expectNotSynced(t, "TryLock", func() error {
+		ok, err := m.TryLock(ctx, coordinator.Lease(time.Minute))
+		if ok {
+			t.Error("TryLock reported true")
+		}
+		return err
+	})
+	expectKeysGone(t, client, name)
+	if held, err := m.IsHeld(ctx); held || err != nil {
+		t.Errorf("IsHeld = %v, %v; want false", held, err)
+	}
+
+	f := c.FairMutex(name + ":fair")
+	expectNotSynced(t, "fair Lock", func() error { return f.Lock(ctx) })
+	expectKeysGone(t, client, name+":fair", redisops.FairQueueKey(name+":fair"), redisops.FairTimeoutKey(name+":fair"))
+
+	rw := c.RWMutex(name + ":rw")
+	expectNotSynced(t, "RLock", func() error { return rw.RLock(ctx) })
+	expectNotSynced(t, "write Lock", func() error { return rw.Lock(ctx) })
+	expectKeysGone(t, client, name+":rw", redisops.ReadTimeoutKey(name+":rw", rw.Read().Owner(), 1))
+
+	// Once the replica is back, the same handle locks as usual.
+	replica.Resume()
+	mustLock(t, m)
+	mustUnlock(t, m)
+}
+
+// TestReplicaSyncPausedReplicaFailsWaiter: a Lock that waits fails with ErrNotSynced, rather than
+// waiting on, when the lock handed to it is not acknowledged; the holder's Unlock succeeds and the lock
+// ends up free.
+func TestReplicaSyncPausedReplicaFailsWaiter(t *testing.T) {
+	replica, client, _ := replicated(t)
+	c := newCoordinator(t, client, coordinator.WithReplicaSync(1, replicaSyncTimeout))
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	const name = "replicasync:waiter"
+	holder, waiter := c.Mutex(name), c.Mutex(name)
+	mustLock(t, holder)
+	errc := lockAsync(ctx, waiter)
+	// The lock actor subscribes the lock's channel once the waiter waits.
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		subs, err := client.PubSubNumSub(ctx, redisops.ChannelName(name)).Result()
+		if err == nil && subs[redisops.ChannelName(name)] > 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the waiter did not subscribe within 10s")
+		}
+		time.Sleep(5 * time.Millisecond) // a poll interval
+	}
+	replica.Pause()
+	t.Cleanup(replica.Resume)
+	start := time.Now()
+	mustUnlock(t, holder)
+	select {
+	case err := <-errc:
+		if !errors.Is(err, coordinator.ErrNotSynced) {
+			t.Fatalf("waiting Lock = %v, want ErrNotSynced", err)
+		}
+		if took := time.Since(start); took > replicaSyncTimeout+2*time.Second {
+			t.Errorf("waiting Lock failed after %v, want about %v", took, replicaSyncTimeout)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the waiting Lock did not return within 10s")
+	}
+	expectKeysGone(t, client, name)
+}
+
+// TestReplicaSyncNoReplicas: a master without replicas gets no WAIT.
+func TestReplicaSyncNoReplicas(t *testing.T) {
+	srv := redistest.Start(t)
+	client := srv.Client(t)
+	waits := &waitCounter{}
+	client.AddHook(waits)
+	c := newCoordinator(t, client)
+	m := c.Mutex("replicasync:alone")
+	mustLock(t, m)
+	mustUnlock(t, m)
+	rw := c.RWMutex("replicasync:alone:rw")
+	if err := rw.RLock(t.Context()); err != nil {
+		t.Fatalf("RLock: %v", err)
+	}
+	if n := waits.n.Load(); n != 0 {
+		t.Errorf("%d WAITs sent to a master without replicas, want 0", n)
+	}
+}
+
+// TestReplicaSyncOff: WithoutReplicaSync sends no WAIT, even with a paused replica.
+func TestReplicaSyncOff(t *testing.T) {
+	replica, client, waits := replicated(t)
+	c := newCoordinator(t, client, coordinator.WithoutReplicaSync())
+	replica.Pause()
+	t.Cleanup(replica.Resume)
+	m := c.Mutex("replicasync:off")
+	mustLock(t, m)
+	mustUnlock(t, m)
+	if n := waits.n.Load(); n != 0 {
+		t.Errorf("%d WAITs sent with the safeguard off, want 0", n)
+	}
+}
+
+// TestReplicaSyncMiniredis: the default coordinator works on miniredis (the examples' fallback), which
+// reports no replicas.
+func TestReplicaSyncMiniredis(t *testing.T) {
+	mr := miniredis.RunT(t)
+	client := redis.NewClient(&redis.Options{Addr: mr.Addr()})
+	t.Cleanup(func() { _ = client.Close() })
+	c := newCoordinator(t, client)
+	m := c.Mutex("replicasync:miniredis")
+	mustLock(t, m)
+	if ok, err := c.Mutex("replicasync:miniredis").TryLock(t.Context()); ok || err != nil {
+		t.Fatalf("TryLock of a held lock = %v, %v; want false, nil", ok, err)
+	}
+	mustUnlock(t, m)
+}
