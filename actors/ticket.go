@@ -2,6 +2,7 @@ package actors
 
 import (
 	"sync/atomic"
+	"time"
 
 	"github.com/lockwarden/lockwarden/messages"
 )
@@ -20,6 +21,10 @@ type Outcome struct {
 	Done <-chan struct{}
 	// Deleted reports whether a force unlock deleted a lock.
 	Deleted bool
+	// Tokens are the fencing tokens of a group's members, in order (0 for a member not taken).
+	Tokens []int64
+	// Expires is when a group hold taken with a fixed lease stops being valid; zero for watchdog holds.
+	Expires time.Time
 }
 
 const (

@@ -33,4 +33,7 @@ var (
 	ErrUpgrade = redisops.ErrUpgrade
 	// ErrInvalidOption is returned by New when an option has an invalid value.
 	ErrInvalidOption = errors.New("lockwarden: invalid option")
+	// ErrInvalidGroup is returned by every call on a MultiLock or RedLock created with no members, a nil
+	// member, or the same member twice.
+	ErrInvalidGroup = errors.New("lockwarden: invalid lock group")
 )

@@ -1,0 +1,643 @@
+package actors
+
+import (
+	"context"
+	"log/slog"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+	"github.com/asynkron/protoactor-go/scheduler"
+	"github.com/cenkalti/backoff/v4"
+
+	"github.com/lockwarden/lockwarden/messages"
+)
+
+// GroupMember is one lock of a MultiLock or RedLock group, as its supervisor drives it. Its methods
+// must be safe for concurrent use.
+type GroupMember interface {
+	// TryAcquire takes one hold of the member for lease (0: a watchdog hold), waiting up to wait for it
+	// (0: one attempt). It reports whether it got the hold, with its fencing token and a channel that
+	// closes when the hold ends. A call that gives up because ctx ended leaves nothing held.
+	TryAcquire(ctx context.Context, lease, wait time.Duration) (ok bool, token int64, done <-chan struct{}, err error)
+	// Release drops one hold of the member. A member that holds nothing is not an error.
+	Release(ctx context.Context) error
+	// RaiseToken makes the member's fencing-token counter at least floor.
+	RaiseToken(ctx context.Context, floor int64) error
+}
+
+// GroupConfig configures a group supervisor.
+type GroupConfig struct {
+	// Members are the locks of the group, in order.
+	Members []GroupMember
+	// RedLock selects the RedLock rules: success on a majority of the members; a hold valid for the
+	// lease minus the time spent acquiring minus the clock drift (DriftOf); after a failed attempt, a
+	// release on every member, including those whose answer failed; and a group token that increases
+	// from holder to holder. Without it the group is a MultiLock: every member must be taken, and a
+	// failed attempt releases what it took.
+	RedLock bool
+	// WatchdogTimeout is the lease of members taken without one; the members' own watchdogs renew them.
+	WatchdogTimeout time.Duration
+	// ReleaseTimeout bounds each member's release.
+	ReleaseTimeout time.Duration
+	// NewBackOff returns the schedule of the waits between attempts (with jitter).
+	NewBackOff func() backoff.BackOff
+	// Logger receives the supervisor's diagnostics.
+	Logger *slog.Logger
+}
+
+// Quorum is the number of members a group of n must take: all of them for a MultiLock, a majority
+// (n/2+1) for a RedLock.
+func Quorum(n int, redLock bool) int {
+	if redLock {
+		return n/2 + 1
+	}
+	return n
+}
+
+// DriftOf is the clock drift a RedLock allows for on a lease: 1% of it plus 2 ms, as in Redis'
+// description of the algorithm.
+func DriftOf(lease time.Duration) time.Duration { return lease/100 + 2*time.Millisecond }
+
+// Validity is how long a RedLock hold stays valid once acquired: the lease minus the time spent
+// acquiring minus the drift. The acquisition fails when it is not positive.
+func Validity(lease, elapsed time.Duration) time.Duration { return lease - elapsed - DriftOf(lease) }
+
+// NodeTimeoutFor is the default bound of one member's attempt for a lease: a tenth of it, between
+// 10 ms and 500 ms, so that a slow or paused node costs little of the validity.
+func NodeTimeoutFor(lease time.Duration) time.Duration {
+	return min(max(lease/10, 10*time.Millisecond), 500*time.Millisecond)
+}
+
+// DefaultGroupBackOff is the schedule between a group's attempts: from 10 ms up to 500 ms, with 50%
+// jitter so that two groups that overlap don't retry in step, forever (the caller's context or wait
+// bounds it).
+func DefaultGroupBackOff() backoff.BackOff {
+	b := backoff.NewExponentialBackOff()
+	b.InitialInterval = 10 * time.Millisecond
+	b.MaxInterval = 500 * time.Millisecond
+	b.RandomizationFactor = 0.5
+	b.MaxElapsedTime = 0
+	b.Reset()
+	return b
+}
+
+// GroupAcquire asks a group supervisor for the group. A group that already holds counts one more
+// hold locally (re-entry), without asking the members again.
+type GroupAcquire struct {
+	// Lease is the lease of every member; 0 takes watchdog holds.
+	Lease time.Duration
+	// Wait retries until the ticket is abandoned or Deadline passes; without it there is one attempt.
+	Wait     bool
+	Deadline time.Time
+	// NodeTimeout bounds each member's attempt; 0 means NodeTimeoutFor(lease) for a RedLock, and no
+	// bound but the caller's for a MultiLock.
+	NodeTimeout time.Duration
+	Ticket      *Ticket
+}
+
+// GroupRelease drops one hold of the group; the last one releases every member.
+type GroupRelease struct {
+	Ticket *Ticket
+}
+
+// Messages between a group supervisor and its member actors.
+type (
+	memberTry struct {
+		attempt      uint64
+		lease, wait  time.Duration
+		timeout      time.Duration
+		ctx          context.Context
+		alwaysAnswer bool
+	}
+	memberResult struct {
+		index   int
+		attempt uint64
+		ok      bool
+		token   int64
+		err     error
+	}
+	memberRaise struct {
+		attempt uint64
+		floor   int64
+	}
+	memberRaised struct {
+		index   int
+		attempt uint64
+		err     error
+	}
+	// memberRelease drops the member's hold; even drops it when the member does not know of one (a
+	// RedLock's release after a failed attempt, whose answer may have been lost). reply asks for a
+	// memberReleased.
+	memberRelease struct {
+		even  bool
+		reply bool
+	}
+	memberReleased struct{ index int }
+	// memberLost says that the member's hold ended without a release by the group.
+	memberLost struct{ index int }
+	// memberEnded is sent by a member actor's watcher to itself when the hold's done channel closes.
+	memberEnded  struct{ done <-chan struct{} }
+	groupRetry   struct{ gen uint64 }
+	groupExpired struct{ gen uint64 }
+)
+
+// NewGroupProps returns the props of a group supervisor. Each member gets a child actor that runs its
+// calls, so the members are asked in parallel and the supervisor never blocks.
+func NewGroupProps(cfg GroupConfig) *actor.Props {
+	return actor.PropsFromProducer(func() actor.Actor {
+		return &groupActor{cfg: cfg, quorum: Quorum(len(cfg.Members), cfg.RedLock)}
+	})
+}
+
+// groupActor is the supervisor of one group handle. It serves one acquire or release at a time; the
+// others wait in its queue.
+type groupActor struct {
+	cfg      GroupConfig
+	quorum   int
+	self     *actor.PID
+	sched    *scheduler.TimerScheduler
+	children []*actor.PID
+	// life bounds the member calls; it ends when the supervisor stops.
+	life   context.Context
+	cancel context.CancelFunc
+
+	queue []any
+	busy  bool
+
+	// The attempt in flight.
+	req      *GroupAcquire
+	attempt  uint64
+	started  time.Time
+	results  []memberResult
+	pending  int
+	raising  bool
+	floor    int64
+	backoff  backoff.BackOff
+	retry    oneShot
+	waitNext time.Duration
+
+	// The hold.
+	count    int
+	held     []bool
+	tokens   []int64
+	token    int64
+	done     chan struct{}
+	expires  time.Time
+	validity oneShot
+
+	// The release in flight.
+	rel *GroupRelease
+}
+
+// Receive implements actor.Actor.
+func (g *groupActor) Receive(ctx actor.Context) {
+	switch m := ctx.Message().(type) {
+	case *actor.Started:
+		g.self = ctx.Self()
+		g.sched = scheduler.NewTimerScheduler(ctx.ActorSystem().Root)
+		g.life, g.cancel = context.WithCancel(context.Background())
+		g.backoff = g.cfg.NewBackOff()
+		g.held = make([]bool, len(g.cfg.Members))
+		g.tokens = make([]int64, len(g.cfg.Members))
+		for i, member := range g.cfg.Members {
+			props := actor.PropsFromProducer(func() actor.Actor {
+				return &memberActor{member: member, index: i, release: g.cfg.ReleaseTimeout, logger: g.cfg.Logger}
+			})
+			g.children = append(g.children, ctx.Spawn(props))
+		}
+	case *GroupAcquire, *GroupRelease:
+		g.queue = append(g.queue, m)
+	case memberResult:
+		g.onResult(ctx, m)
+	case memberRaised:
+		g.onRaised(ctx, m)
+	case memberReleased:
+		g.onReleased(m)
+	case memberLost:
+		g.onLost(ctx, m)
+	case groupRetry:
+		if g.retry.current(m.gen) && g.req != nil {
+			g.startAttempt(ctx)
+		}
+	case groupExpired:
+		if g.validity.current(m.gen) && g.count > 0 {
+			g.logger().Warn("group lost", "reason", "validity ran out")
+			g.loseGroup(ctx)
+		}
+	case *actor.Stopping:
+		g.shutdown()
+		return
+	default:
+		return
+	}
+	g.next(ctx)
+}
+
+func (g *groupActor) logger() *slog.Logger { return g.cfg.Logger }
+
+// next starts the next queued request when none is in flight.
+func (g *groupActor) next(ctx actor.Context) {
+	for !g.busy && len(g.queue) > 0 {
+		m := g.queue[0]
+		g.queue = g.queue[1:]
+		switch m := m.(type) {
+		case *GroupAcquire:
+			g.onAcquire(ctx, m)
+		case *GroupRelease:
+			g.onRelease(ctx, m)
+		}
+	}
+}
+
+func (g *groupActor) onAcquire(ctx actor.Context, m *GroupAcquire) {
+	if m.Ticket.Abandoned() {
+		return
+	}
+	if g.count > 0 {
+		g.count++
+		m.Ticket.deliver(g.outcome())
+		return
+	}
+	g.busy, g.req = true, m
+	g.backoff.Reset()
+	g.waitNext = 0
+	g.startAttempt(ctx)
+}
+
+// lease is the lease the members of the request are taken for, as far as the validity goes.
+func (g *groupActor) lease() time.Duration {
+	if g.req.Lease > 0 {
+		return g.req.Lease
+	}
+	return g.cfg.WatchdogTimeout
+}
+
+// startAttempt asks every member at once.
+func (g *groupActor) startAttempt(ctx actor.Context) {
+	if g.req.Ticket.Abandoned() {
+		g.req, g.busy = nil, false
+		return
+	}
+	g.attempt++
+	g.started = time.Now()
+	g.results = g.results[:0]
+	g.pending = len(g.children)
+	g.raising = false
+	timeout := g.req.NodeTimeout
+	if timeout == 0 && g.cfg.RedLock {
+		timeout = NodeTimeoutFor(g.lease())
+	}
+	wait := g.waitNext
+	if !g.req.Deadline.IsZero() {
+		wait = max(min(wait, time.Until(g.req.Deadline)), 0)
+	}
+	if timeout > 0 {
+		timeout += wait
+	}
+	for _, child := range g.children {
+		ctx.Send(child, memberTry{attempt: g.attempt, lease: g.req.Lease, wait: wait, timeout: timeout, ctx: g.life})
+	}
+}
+
+func (g *groupActor) onResult(ctx actor.Context, m memberResult) {
+	if m.attempt != g.attempt || g.req == nil || g.raising {
+		// The answer to an attempt that was already settled: what it took is not wanted.
+		if m.ok {
+			ctx.Send(g.children[m.index], memberRelease{})
+		}
+		return
+	}
+	g.results = append(g.results, m)
+	if g.pending--; g.pending > 0 {
+		return
+	}
+	taken, top := 0, int64(0)
+	for _, r := range g.results {
+		if r.ok {
+			taken++
+			top = max(top, r.token)
+		} else if r.err != nil {
+			g.logger().Debug("group member attempt failed", "member", r.index, "err", r.err)
+		}
+	}
+	ok := taken >= g.quorum
+	if ok && g.cfg.RedLock && Validity(g.lease(), time.Since(g.started)) <= 0 {
+		ok = false
+	}
+	if !ok {
+		g.failAttempt(ctx)
+		return
+	}
+	if g.cfg.RedLock {
+		// Raise every taken member's token counter to the highest token, so that the next holder's
+		// majority, which shares a member with ours, gets a higher one.
+		g.floor = top
+		for _, r := range g.results {
+			if r.ok && r.token < top {
+				g.pending++
+			}
+		}
+		if g.pending > 0 {
+			g.raising = true
+			for _, r := range g.results {
+				if r.ok && r.token < top {
+					ctx.Send(g.children[r.index], memberRaise{attempt: g.attempt, floor: top})
+				}
+			}
+			return
+		}
+	}
+	g.succeed(ctx)
+}
+
+func (g *groupActor) onRaised(ctx actor.Context, m memberRaised) {
+	if m.attempt != g.attempt || !g.raising {
+		return
+	}
+	if m.err != nil {
+		g.logger().Warn("raising a group member's token failed", "member", m.index, "err", m.err)
+		for i, r := range g.results {
+			if r.index == m.index {
+				g.results[i].ok = false // it does not count for the token's guarantee
+			}
+		}
+	}
+	if g.pending--; g.pending > 0 {
+		return
+	}
+	taken := 0
+	for _, r := range g.results {
+		if r.ok {
+			taken++
+		}
+	}
+	g.raising = false
+	if taken < g.quorum || Validity(g.lease(), time.Since(g.started)) <= 0 {
+		g.failAttempt(ctx)
+		return
+	}
+	g.succeed(ctx)
+}
+
+// failAttempt releases what the attempt took (a RedLock: every member) and retries while the request
+// may wait, or answers that the group was not obtained. A MultiLock's next attempt waits on its members
+// (woken by their unlock notices) for the jittered pause, rather than sleeping; a RedLock's nodes get
+// short single attempts, so it sleeps for the pause.
+func (g *groupActor) failAttempt(ctx actor.Context) {
+	for _, r := range g.results {
+		if r.ok || g.cfg.RedLock {
+			ctx.Send(g.children[r.index], memberRelease{even: g.cfg.RedLock})
+		}
+	}
+	req := g.req
+	pause := g.backoff.NextBackOff()
+	now := time.Now()
+	switch {
+	case req.Ticket.Abandoned():
+	case !req.Wait, !req.Deadline.IsZero() && !now.Before(req.Deadline),
+		g.cfg.RedLock && !req.Deadline.IsZero() && now.Add(pause).After(req.Deadline):
+		req.Ticket.deliver(Outcome{Reason: messages.ReasonNotObtained})
+	case !g.cfg.RedLock:
+		g.waitNext = pause
+		g.startAttempt(ctx)
+		return
+	default:
+		g.retry.arm(g.sched, g.self, pause, func(gen uint64) any { return groupRetry{gen} })
+		return
+	}
+	g.req, g.busy = nil, false
+}
+
+// succeed records the hold and answers the caller, or undoes it if the caller left.
+func (g *groupActor) succeed(ctx actor.Context) {
+	req := g.req
+	g.req, g.busy = nil, false
+	clear(g.held)
+	clear(g.tokens)
+	g.token = 0
+	for _, r := range g.results {
+		if r.ok {
+			g.held[r.index] = true
+			g.tokens[r.index] = r.token
+			g.token = max(g.token, r.token)
+		}
+	}
+	g.count = 1
+	g.done = make(chan struct{})
+	g.expires = time.Time{}
+	if req.Lease > 0 {
+		// With a fixed lease nothing renews the members: the group ends with its validity.
+		g.expires = g.started.Add(req.Lease - DriftOf(req.Lease))
+		if !g.cfg.RedLock {
+			g.expires = g.started.Add(req.Lease)
+		}
+		g.validity.arm(g.sched, g.self, time.Until(g.expires), func(gen uint64) any { return groupExpired{gen} })
+	}
+	if !g.cfg.RedLock {
+		g.token = 0 // a MultiLock's members are different locks: only their own tokens mean something
+	}
+	if req.Ticket.deliver(g.outcome()) {
+		return
+	}
+	g.endHold(ctx, false)
+}
+
+func (g *groupActor) outcome() Outcome {
+	return Outcome{
+		HoldCount: int64(g.count), Token: g.token, Tokens: append([]int64(nil), g.tokens...),
+		Done: g.done, Expires: g.expires,
+	}
+}
+
+func (g *groupActor) onRelease(ctx actor.Context, m *GroupRelease) {
+	if g.count == 0 {
+		m.Ticket.deliver(Outcome{Reason: messages.ReasonNotHeld})
+		return
+	}
+	if g.count--; g.count > 0 {
+		m.Ticket.deliver(Outcome{HoldCount: int64(g.count)})
+		return
+	}
+	g.busy, g.rel = true, m
+	g.pending = 0
+	for i, held := range g.held {
+		if held || g.cfg.RedLock {
+			g.pending++
+			ctx.Send(g.children[i], memberRelease{even: g.cfg.RedLock, reply: true})
+		}
+	}
+	g.endHold(ctx, true)
+	if g.pending == 0 {
+		g.finishRelease()
+	}
+}
+
+func (g *groupActor) onReleased(memberReleased) {
+	if g.rel == nil {
+		return
+	}
+	if g.pending--; g.pending == 0 {
+		g.finishRelease()
+	}
+}
+
+func (g *groupActor) finishRelease() {
+	g.rel.Ticket.deliver(Outcome{})
+	g.rel, g.busy = nil, false
+}
+
+func (g *groupActor) onLost(ctx actor.Context, m memberLost) {
+	if g.count == 0 || !g.held[m.index] {
+		return
+	}
+	g.held[m.index] = false
+	left := 0
+	for _, held := range g.held {
+		if held {
+			left++
+		}
+	}
+	if left >= g.quorum {
+		g.logger().Warn("group member lost; the group still holds a quorum", "member", m.index, "left", left)
+		return
+	}
+	g.logger().Warn("group lost", "member", m.index, "left", left, "quorum", g.quorum)
+	g.loseGroup(ctx)
+}
+
+// loseGroup ends a hold that is no longer valid and releases what is left of it.
+func (g *groupActor) loseGroup(ctx actor.Context) {
+	g.count = 0
+	g.endHold(ctx, false)
+}
+
+// endHold closes the hold's done channel and, unless the release is already on its way (released),
+// releases every member still held.
+func (g *groupActor) endHold(ctx actor.Context, released bool) {
+	g.validity.stop()
+	if !released {
+		for i, held := range g.held {
+			if held {
+				ctx.Send(g.children[i], memberRelease{})
+			}
+		}
+	}
+	clear(g.held)
+	if g.done != nil {
+		close(g.done)
+		g.done = nil
+	}
+	g.count = 0
+}
+
+// shutdown runs when the coordinator closes: pending callers get ReasonClosed, member calls in flight
+// are cancelled, and the member actors, which stop next, release what they hold.
+func (g *groupActor) shutdown() {
+	g.retry.stop()
+	g.validity.stop()
+	g.cancel()
+	for _, m := range g.queue {
+		switch m := m.(type) {
+		case *GroupAcquire:
+			m.Ticket.deliver(Outcome{Reason: messages.ReasonClosed})
+		case *GroupRelease:
+			m.Ticket.deliver(Outcome{Reason: messages.ReasonClosed})
+		}
+	}
+	g.queue = nil
+	if g.req != nil {
+		g.req.Ticket.deliver(Outcome{Reason: messages.ReasonClosed})
+	}
+	if g.rel != nil {
+		g.rel.Ticket.deliver(Outcome{})
+	}
+	if g.done != nil {
+		close(g.done)
+		g.done = nil
+	}
+}
+
+// memberActor runs the calls of one member of a group, one at a time, and watches its hold.
+type memberActor struct {
+	member  GroupMember
+	index   int
+	release time.Duration
+	logger  *slog.Logger
+	self    *actor.PID
+	root    *actor.RootContext
+	// held is whether the member holds a hold taken by the group; done is that hold's channel.
+	held bool
+	done <-chan struct{}
+	stop chan struct{}
+}
+
+// Receive implements actor.Actor.
+func (a *memberActor) Receive(ctx actor.Context) {
+	switch m := ctx.Message().(type) {
+	case *actor.Started:
+		a.self, a.root = ctx.Self(), ctx.ActorSystem().Root
+		a.stop = make(chan struct{})
+	case memberTry:
+		callCtx, cancel := m.ctx, context.CancelFunc(func() {})
+		if m.timeout > 0 {
+			callCtx, cancel = context.WithTimeout(m.ctx, m.timeout)
+		}
+		ok, token, done, err := a.member.TryAcquire(callCtx, m.lease, m.wait)
+		cancel()
+		if ok {
+			a.held = true
+			if done != a.done {
+				a.done = done
+				a.watch(done)
+			}
+		}
+		ctx.Send(ctx.Parent(), memberResult{index: a.index, attempt: m.attempt, ok: ok, token: token, err: err})
+	case memberRaise:
+		callCtx, cancel := context.WithTimeout(context.Background(), a.release)
+		err := a.member.RaiseToken(callCtx, m.floor)
+		cancel()
+		ctx.Send(ctx.Parent(), memberRaised{index: a.index, attempt: m.attempt, err: err})
+	case memberRelease:
+		if a.held || m.even {
+			a.releaseHold()
+		}
+		if m.reply {
+			ctx.Send(ctx.Parent(), memberReleased{index: a.index})
+		}
+	case memberEnded:
+		if m.done == a.done && a.held {
+			a.held = false
+			ctx.Send(ctx.Parent(), memberLost{index: a.index})
+		}
+	case *actor.Stopping:
+		close(a.stop)
+		if a.held {
+			a.releaseHold()
+		}
+	}
+}
+
+// releaseHold drops the member's hold, bounded by the release timeout. If that fails the hold stays in
+// Redis until its lease runs out.
+func (a *memberActor) releaseHold() {
+	ctx, cancel := context.WithTimeout(context.Background(), a.release)
+	defer cancel()
+	if err := a.member.Release(ctx); err != nil {
+		a.logger.Warn("release of a group member failed; its lease will expire", "member", a.index, "err", err)
+	}
+	a.held = false
+}
+
+// watch tells the actor when done closes, unless the actor stops first.
+func (a *memberActor) watch(done <-chan struct{}) {
+	if done == nil {
+		return
+	}
+	go func() {
+		select {
+		case <-done:
+			a.root.Send(a.self, memberEnded{done: done})
+		case <-a.stop:
+		}
+	}()
+}
