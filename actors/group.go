@@ -3,6 +3,7 @@ package actors
 import (
 	"context"
 	"log/slog"
+	"sync"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -12,17 +13,32 @@ import (
 	"github.com/lockwarden/lockwarden/messages"
 )
 
-// GroupMember is one lock of a MultiLock or RedLock group, as its supervisor drives it. Its methods
-// must be safe for concurrent use.
+// GroupMember is one lock of a MultiLock or RedLock group, as its supervisor drives it. The Start
+// calls return at once and report through notify, which may run on any goroutine and must not block;
+// the other calls block. All must be safe for concurrent use.
 type GroupMember interface {
-	// TryAcquire takes one hold of the member for lease (0: a watchdog hold), waiting up to wait for it
-	// (0: one attempt). It reports whether it got the hold, with its fencing token and a channel that
-	// closes when the hold ends. A call that gives up because ctx ended leaves nothing held.
-	TryAcquire(ctx context.Context, lease, wait time.Duration) (ok bool, token int64, done <-chan struct{}, err error)
-	// Release drops one hold of the member. A member that holds nothing is not an error.
+	// StartAcquire asks for one hold of the member for lease (0: a watchdog hold), waiting up to wait
+	// for it (0: one attempt), and reports the answer to notify exactly once, unless abandon, called
+	// first, reports true: then nothing is reported and whatever the request obtains is undone.
+	StartAcquire(lease, wait time.Duration, notify func(MemberAnswer)) (abandon func() bool)
+	// StartRelease asks to drop one hold of the member and reports the outcome to notify. A member
+	// that holds nothing is not an error.
+	StartRelease(notify func(error))
+	// Release drops one hold of the member and waits for the outcome, bounded by ctx.
 	Release(ctx context.Context) error
 	// RaiseToken makes the member's fencing-token counter at least floor.
 	RaiseToken(ctx context.Context, floor int64) error
+}
+
+// MemberAnswer is the answer to [GroupMember.StartAcquire].
+type MemberAnswer struct {
+	// OK reports whether the member's hold was taken.
+	OK bool
+	// Token is the hold's fencing token and Done closes when the hold ends (when OK).
+	Token int64
+	Done  <-chan struct{}
+	// Err is why the member could not be asked (a closed coordinator, a Redis error).
+	Err error
 }
 
 // GroupConfig configures a group supervisor.
@@ -103,11 +119,21 @@ type GroupRelease struct {
 // Messages between a group supervisor and its member actors.
 type (
 	memberTry struct {
-		attempt      uint64
-		lease, wait  time.Duration
-		timeout      time.Duration
-		ctx          context.Context
-		alwaysAnswer bool
+		attempt     uint64
+		lease, wait time.Duration
+		// timeout bounds the attempt, wait included; 0 means wait (or no bound for one attempt).
+		timeout time.Duration
+	}
+	// memberAnswered carries a member's answer from notify to its actor.
+	memberAnswered struct {
+		attempt uint64
+		answer  MemberAnswer
+	}
+	memberTimeout struct{ attempt uint64 }
+	// memberDropped carries the outcome of a release from notify to the member actor.
+	memberDropped struct {
+		reply bool
+		err   error
 	}
 	memberResult struct {
 		index   int
@@ -141,12 +167,19 @@ type (
 	groupExpired struct{ gen uint64 }
 )
 
-// NewGroupProps returns the props of a group supervisor. Each member gets a child actor that runs its
-// calls, so the members are asked in parallel and the supervisor never blocks.
+// NewGroupProps returns the props of a group supervisor. Each member gets a child actor that drives
+// it, so the members are asked in parallel. Neither the supervisor nor its children ever block: they
+// run on a synchronized dispatcher, inline on the goroutine that sends to them (the caller's, or the
+// member lock actor's that answers), which saves a goroutine wake-up on every hop of an acquisition.
 func NewGroupProps(cfg GroupConfig) *actor.Props {
 	return actor.PropsFromProducer(func() actor.Actor {
 		return &groupActor{cfg: cfg, quorum: Quorum(len(cfg.Members), cfg.RedLock)}
-	})
+	}, inline())
+}
+
+// inline is the dispatcher of actors whose Receive never blocks.
+func inline() actor.PropsOption {
+	return actor.WithDispatcher(actor.NewSynchronizedDispatcher(300))
 }
 
 // groupActor is the supervisor of one group handle. It serves one acquire or release at a time; the
@@ -157,9 +190,6 @@ type groupActor struct {
 	self     *actor.PID
 	sched    *scheduler.TimerScheduler
 	children []*actor.PID
-	// life bounds the member calls; it ends when the supervisor stops.
-	life   context.Context
-	cancel context.CancelFunc
 
 	queue []any
 	busy  bool
@@ -195,14 +225,13 @@ func (g *groupActor) Receive(ctx actor.Context) {
 	case *actor.Started:
 		g.self = ctx.Self()
 		g.sched = scheduler.NewTimerScheduler(ctx.ActorSystem().Root)
-		g.life, g.cancel = context.WithCancel(context.Background())
 		g.backoff = g.cfg.NewBackOff()
 		g.held = make([]bool, len(g.cfg.Members))
 		g.tokens = make([]int64, len(g.cfg.Members))
 		for i, member := range g.cfg.Members {
 			props := actor.PropsFromProducer(func() actor.Actor {
 				return &memberActor{member: member, index: i, release: g.cfg.ReleaseTimeout, logger: g.cfg.Logger}
-			})
+			}, inline())
 			g.children = append(g.children, ctx.Spawn(props))
 		}
 	case *GroupAcquire, *GroupRelease:
@@ -295,7 +324,7 @@ func (g *groupActor) startAttempt(ctx actor.Context) {
 		timeout += wait
 	}
 	for _, child := range g.children {
-		ctx.Send(child, memberTry{attempt: g.attempt, lease: g.req.Lease, wait: wait, timeout: timeout, ctx: g.life})
+		ctx.Send(child, memberTry{attempt: g.attempt, lease: g.req.Lease, wait: wait, timeout: timeout})
 	}
 }
 
@@ -530,12 +559,11 @@ func (g *groupActor) endHold(ctx actor.Context, released bool) {
 	g.count = 0
 }
 
-// shutdown runs when the coordinator closes: pending callers get ReasonClosed, member calls in flight
-// are cancelled, and the member actors, which stop next, release what they hold.
+// shutdown runs when the coordinator closes: pending callers get ReasonClosed, and the member actors,
+// which stop next, abandon their requests in flight and release what they hold.
 func (g *groupActor) shutdown() {
 	g.retry.stop()
 	g.validity.stop()
-	g.cancel()
 	for _, m := range g.queue {
 		switch m := m.(type) {
 		case *GroupAcquire:
@@ -557,7 +585,8 @@ func (g *groupActor) shutdown() {
 	}
 }
 
-// memberActor runs the calls of one member of a group, one at a time, and watches its hold.
+// memberActor drives one member of a group: it asks the member without blocking, bounds the attempt
+// with a timer, and watches the hold.
 type memberActor struct {
 	member  GroupMember
 	index   int
@@ -565,10 +594,20 @@ type memberActor struct {
 	logger  *slog.Logger
 	self    *actor.PID
 	root    *actor.RootContext
+	sched   *scheduler.TimerScheduler
+
+	// The attempt in flight: its id, the abandon of its request, and whether it was answered.
+	attempt  uint64
+	abandon  func() bool
+	answered bool
+	timer    oneShot
+
 	// held is whether the member holds a hold taken by the group; done is that hold's channel.
 	held bool
 	done <-chan struct{}
 	stop chan struct{}
+	// raises counts the token raises running on their own goroutines.
+	raises sync.WaitGroup
 }
 
 // Receive implements actor.Actor.
@@ -576,30 +615,65 @@ func (a *memberActor) Receive(ctx actor.Context) {
 	switch m := ctx.Message().(type) {
 	case *actor.Started:
 		a.self, a.root = ctx.Self(), ctx.ActorSystem().Root
+		a.sched = scheduler.NewTimerScheduler(a.root)
 		a.stop = make(chan struct{})
 	case memberTry:
-		callCtx, cancel := m.ctx, context.CancelFunc(func() {})
-		if m.timeout > 0 {
-			callCtx, cancel = context.WithTimeout(m.ctx, m.timeout)
+		a.attempt, a.answered = m.attempt, false
+		self, root, attempt := a.self, a.root, m.attempt
+		a.abandon = a.member.StartAcquire(m.lease, m.wait, func(ans MemberAnswer) {
+			root.Send(self, memberAnswered{attempt: attempt, answer: ans})
+		})
+		if bound := max(m.timeout, m.wait); bound > 0 {
+			a.timer.arm(a.sched, a.self, bound, func(uint64) any { return memberTimeout{attempt} })
 		}
-		ok, token, done, err := a.member.TryAcquire(callCtx, m.lease, m.wait)
-		cancel()
-		if ok {
+	case memberTimeout:
+		if m.attempt == a.attempt && !a.answered && a.abandon() {
+			// Nothing will be reported for the request, and what it obtains later is undone.
+			a.answered = true
+			ctx.Send(ctx.Parent(), memberResult{index: a.index, attempt: m.attempt, err: context.DeadlineExceeded})
+		}
+	case memberAnswered:
+		if m.attempt != a.attempt || a.answered {
+			if m.answer.OK {
+				a.member.StartRelease(func(error) {}) // an answer nobody waits for any more
+			}
+			return
+		}
+		a.answered = true
+		a.timer.stop()
+		if m.answer.OK {
 			a.held = true
-			if done != a.done {
-				a.done = done
-				a.watch(done)
+			if m.answer.Done != a.done {
+				a.done = m.answer.Done
+				a.watch(a.done)
 			}
 		}
-		ctx.Send(ctx.Parent(), memberResult{index: a.index, attempt: m.attempt, ok: ok, token: token, err: err})
+		ctx.Send(ctx.Parent(), memberResult{
+			index: a.index, attempt: m.attempt, ok: m.answer.OK, token: m.answer.Token, err: m.answer.Err,
+		})
 	case memberRaise:
-		callCtx, cancel := context.WithTimeout(context.Background(), a.release)
-		err := a.member.RaiseToken(callCtx, m.floor)
-		cancel()
-		ctx.Send(ctx.Parent(), memberRaised{index: a.index, attempt: m.attempt, err: err})
+		a.raises.Add(1)
+		self, root, index := a.self, a.root, a.index
+		go func() {
+			defer a.raises.Done()
+			callCtx, cancel := context.WithTimeout(context.Background(), a.release)
+			defer cancel()
+			err := a.member.RaiseToken(callCtx, m.floor)
+			root.Send(self, memberRaised{index: index, attempt: m.attempt, err: err})
+		}()
+	case memberRaised:
+		ctx.Send(ctx.Parent(), m)
 	case memberRelease:
 		if a.held || m.even {
-			a.releaseHold()
+			a.held = false
+			self, root, reply := a.self, a.root, m.reply
+			a.member.StartRelease(func(err error) { root.Send(self, memberDropped{reply: reply, err: err}) })
+		} else if m.reply {
+			ctx.Send(ctx.Parent(), memberReleased{index: a.index})
+		}
+	case memberDropped:
+		if m.err != nil {
+			a.logger.Warn("release of a group member failed; its lease will expire", "member", a.index, "err", m.err)
 		}
 		if m.reply {
 			ctx.Send(ctx.Parent(), memberReleased{index: a.index})
@@ -611,21 +685,21 @@ func (a *memberActor) Receive(ctx actor.Context) {
 		}
 	case *actor.Stopping:
 		close(a.stop)
-		if a.held {
-			a.releaseHold()
+		a.timer.stop()
+		if a.abandon != nil && !a.answered {
+			a.abandon()
 		}
+		if a.held {
+			// At close, wait for the release (bounded), so that nothing stays held once Close returns.
+			callCtx, cancel := context.WithTimeout(context.Background(), a.release)
+			if err := a.member.Release(callCtx); err != nil {
+				a.logger.Warn("release of a group member at close failed; its lease will expire", "member", a.index, "err", err)
+			}
+			cancel()
+			a.held = false
+		}
+		a.raises.Wait()
 	}
-}
-
-// releaseHold drops the member's hold, bounded by the release timeout. If that fails the hold stays in
-// Redis until its lease runs out.
-func (a *memberActor) releaseHold() {
-	ctx, cancel := context.WithTimeout(context.Background(), a.release)
-	defer cancel()
-	if err := a.member.Release(ctx); err != nil {
-		a.logger.Warn("release of a group member failed; its lease will expire", "member", a.index, "err", err)
-	}
-	a.held = false
 }
 
 // watch tells the actor when done closes, unless the actor stops first.

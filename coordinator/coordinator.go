@@ -45,6 +45,8 @@ type Coordinator struct {
 	// groups are the supervisors of live Group handles, stopped at Close before the lock actors.
 	groupsMu sync.Mutex
 	groups   map[*actor.PID]struct{}
+	// stopping counts the stops of garbage-collected groups still running.
+	stopping sync.WaitGroup
 }
 
 // New returns a Coordinator for the Redis deployment behind client: a single server, Sentinel or
@@ -137,6 +139,7 @@ func (c *Coordinator) Close() error {
 		// at stop use their own deadline.
 		c.cancel()
 		c.stopGroups()
+		c.stopping.Wait()
 		_ = c.system.Root.StopFuture(c.guardian).Wait()
 		_ = c.system.Root.StopFuture(c.bridge).Wait()
 		c.pool.Stop()
@@ -163,7 +166,13 @@ func (c *Coordinator) stopGroup(pid *actor.PID) {
 	defer c.groupsMu.Unlock()
 	if _, ok := c.groups[pid]; ok && !c.isClosed() {
 		delete(c.groups, pid)
-		c.system.Root.Stop(pid)
+		// The supervisor runs inline on the sender and its members release what they hold as they
+		// stop: not on the runtime's cleanup goroutine, which must not block.
+		c.stopping.Add(1)
+		go func() {
+			defer c.stopping.Done()
+			c.system.Root.Stop(pid)
+		}()
 	}
 }
 
@@ -244,6 +253,19 @@ func (c *Coordinator) ask(ctx context.Context, pid *actor.PID, msg any, ticket *
 		return <-ticket.Result(), nil
 	}
 	return actors.Outcome{}, cause
+}
+
+// abandon gives up the command cmd sent with ticket, unless its outcome was already delivered, and
+// reports whether it did; the lock actor takes an abandoned waiter out of its queue and undoes whatever
+// it obtains for it.
+func (c *Coordinator) abandon(cmd actors.Routed, ticket *actors.Ticket) bool {
+	if !ticket.Abandon() {
+		return false
+	}
+	if !c.isClosed() {
+		c.system.Root.Send(c.guardian, &actors.Abandon{Name: cmd.LockName(), Kind: cmd.LockKind(), Ticket: ticket})
+	}
+	return true
 }
 
 // awaitAbandon waits, bounded by ctx and Close, until the actor has processed the abandonment that err

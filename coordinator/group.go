@@ -310,21 +310,42 @@ func (g *Group) ValidUntil() time.Time {
 // groupMember drives a Mutex handle as a member of a group.
 type groupMember struct{ m *Mutex }
 
-func (gm groupMember) TryAcquire(ctx context.Context, lease, wait time.Duration) (bool, int64, <-chan struct{}, error) {
-	var opts []TryOption
-	if lease > 0 {
-		opts = append(opts, Lease(lease))
+func (gm groupMember) StartAcquire(lease, wait time.Duration, notify func(actors.MemberAnswer)) func() bool {
+	m := gm.m
+	if err := m.usable(context.Background()); err != nil {
+		notify(actors.MemberAnswer{Err: err})
+		return func() bool { return false }
 	}
-	if wait > 0 {
-		opts = append(opts, Wait(wait))
+	cmd := m.acquireCommand(lease, wait > 0, wait, actors.NewTicketFunc(func(o actors.Outcome) {
+		if o.Reason != messages.ReasonNone {
+			var err error
+			if o.Reason != messages.ReasonNotObtained {
+				err = outcomeError(o)
+			}
+			notify(actors.MemberAnswer{Err: err})
+			return
+		}
+		m.recordHold(o)
+		notify(actors.MemberAnswer{OK: true, Token: o.Token, Done: o.Done})
+	}))
+	m.c.system.Root.Send(m.c.guardian, cmd)
+	return func() bool { return m.c.abandon(cmd, cmd.Ticket) }
+}
+
+func (gm groupMember) StartRelease(notify func(error)) {
+	m := gm.m
+	if err := m.usable(context.Background()); err != nil {
+		notify(err)
+		return
 	}
-	ok, err := gm.m.TryLock(ctx, opts...)
-	if !ok || err != nil {
-		return false, 0, nil, err
-	}
-	gm.m.mu.Lock()
-	defer gm.m.mu.Unlock()
-	return true, gm.m.token, gm.m.done, nil
+	cmd := &actors.Release{Name: m.name, Kind: m.kind, Owner: m.owner, Ticket: actors.NewTicketFunc(func(o actors.Outcome) {
+		if err := outcomeError(o); err != nil && !errors.Is(err, ErrNotHeld) {
+			notify(err)
+			return
+		}
+		notify(nil)
+	})}
+	m.c.system.Root.Send(m.c.guardian, cmd)
 }
 
 func (gm groupMember) Release(ctx context.Context) error {
