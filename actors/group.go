@@ -490,9 +490,14 @@ func (g *groupActor) onRelease(ctx actor.Context, m *GroupRelease) {
 	g.busy, g.rel = true, m
 	g.pending = 0
 	for i, held := range g.held {
-		if held || g.cfg.RedLock {
+		switch {
+		case held:
 			g.pending++
-			ctx.Send(g.children[i], memberRelease{even: g.cfg.RedLock, reply: true})
+			ctx.Send(g.children[i], memberRelease{reply: true})
+		case g.cfg.RedLock:
+			// A node the group did not get may still have granted it after its answer was lost:
+			// release there too, but don't wait for it (it may be the node that is down).
+			ctx.Send(g.children[i], memberRelease{even: true})
 		}
 	}
 	g.endHold(ctx, true)

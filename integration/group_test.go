@@ -398,7 +398,12 @@ func TestRedLockPausedNode(t *testing.T) {
 	if tokens := group.Tokens(); tokens[2] != 0 {
 		t.Errorf("Tokens = %v, want 0 for the paused node", tokens)
 	}
+	// Unlock does not wait for the paused node either.
+	start = time.Now()
 	mustGroupUnlock(t, group)
+	if d := time.Since(start); d > time.Second {
+		t.Errorf("Unlock with node 2 paused took %v, want it not to wait for the paused node", d)
+	}
 	nodes.srvs[2].Resume()
 	groupEventually(t, 10*time.Second, "the paused node free after it resumed", func() bool {
 		return len(nodes.heldBy(t, 2, name)) == 0
