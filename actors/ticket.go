@@ -2,6 +2,7 @@ package actors
 
 import (
 	"sync/atomic"
+	"time"
 
 	"github.com/lockwarden/lockwarden/messages"
 )
@@ -20,6 +21,10 @@ type Outcome struct {
 	Done <-chan struct{}
 	// Deleted reports whether a force unlock deleted a lock.
 	Deleted bool
+	// Tokens are the fencing tokens of a group's members, in order (0 for a member not taken).
+	Tokens []int64
+	// Expires is when a group hold taken with a fixed lease stops being valid; zero for watchdog holds.
+	Expires time.Time
 }
 
 const (
@@ -34,6 +39,7 @@ const (
 type Ticket struct {
 	state  atomic.Int32
 	result chan Outcome
+	notify func(Outcome)
 }
 
 // NewTicket returns a pending ticket.
@@ -41,7 +47,13 @@ func NewTicket() *Ticket {
 	return &Ticket{result: make(chan Outcome, 1)}
 }
 
-// Result returns the channel on which the outcome arrives.
+// NewTicketFunc returns a pending ticket whose outcome is passed to notify instead of Result. notify
+// runs on the actor's goroutine and must not block.
+func NewTicketFunc(notify func(Outcome)) *Ticket {
+	return &Ticket{notify: notify}
+}
+
+// Result returns the channel on which the outcome arrives (nil for a ticket from NewTicketFunc).
 func (t *Ticket) Result() <-chan Outcome { return t.result }
 
 // Abandon reports whether the caller gave up before an outcome was delivered. When it returns false
@@ -57,6 +69,10 @@ func (t *Ticket) Abandoned() bool { return t.state.Load() == ticketAbandoned }
 func (t *Ticket) deliver(o Outcome) bool {
 	if !t.state.CompareAndSwap(ticketPending, ticketDelivered) {
 		return false
+	}
+	if t.notify != nil {
+		t.notify(o)
+		return true
 	}
 	t.result <- o
 	return true

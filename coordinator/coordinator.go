@@ -41,6 +41,12 @@ type Coordinator struct {
 
 	closeOnce sync.Once
 	closed    chan struct{}
+
+	// groups are the supervisors of live Group handles, stopped at Close before the lock actors.
+	groupsMu sync.Mutex
+	groups   map[*actor.PID]struct{}
+	// stopping counts the stops of garbage-collected groups still running.
+	stopping sync.WaitGroup
 }
 
 // New returns a Coordinator for the Redis deployment behind client: a single server, Sentinel or
@@ -76,6 +82,7 @@ func New(client redis.UniversalClient, opts ...Option) (*Coordinator, error) {
 		lifetime: lifetime,
 		cancel:   cancel,
 		closed:   make(chan struct{}),
+		groups:   make(map[*actor.PID]struct{}),
 	}
 	c.pool = actors.NewWorkerPool(workerPoolSize(), 300)
 	c.bridge = system.Root.Spawn(actors.NewBridgeProps(client, lifetime, o.logger))
@@ -131,12 +138,61 @@ func (c *Coordinator) Close() error {
 		// Abort Redis calls in flight, so no actor is stuck behind a dead connection; the releases
 		// at stop use their own deadline.
 		c.cancel()
+		c.stopGroups()
+		c.stopping.Wait()
 		_ = c.system.Root.StopFuture(c.guardian).Wait()
 		_ = c.system.Root.StopFuture(c.bridge).Wait()
 		c.pool.Stop()
 		c.system.Shutdown()
 	})
 	return nil
+}
+
+// spawnGroup starts a group supervisor, unless the coordinator is closed.
+func (c *Coordinator) spawnGroup(props *actor.Props) (*actor.PID, bool) {
+	c.groupsMu.Lock()
+	defer c.groupsMu.Unlock()
+	if c.isClosed() {
+		return nil, false
+	}
+	pid := c.system.Root.Spawn(props)
+	c.groups[pid] = struct{}{}
+	return pid, true
+}
+
+// stopGroup stops the supervisor of a Group that was garbage collected; it releases what the group held.
+func (c *Coordinator) stopGroup(pid *actor.PID) {
+	c.groupsMu.Lock()
+	defer c.groupsMu.Unlock()
+	if _, ok := c.groups[pid]; ok && !c.isClosed() {
+		delete(c.groups, pid)
+		// The supervisor runs inline on the sender and its members release what they hold as they
+		// stop: not on the runtime's cleanup goroutine, which must not block.
+		c.stopping.Add(1)
+		go func() {
+			defer c.stopping.Done()
+			c.system.Root.Stop(pid)
+		}()
+	}
+}
+
+// stopGroups stops every group supervisor and waits for them; they release the members they hold
+// (those on other coordinators, since this one's lock actors release their own holds next).
+func (c *Coordinator) stopGroups() {
+	c.groupsMu.Lock()
+	pids := make([]*actor.PID, 0, len(c.groups))
+	for pid := range c.groups {
+		pids = append(pids, pid)
+	}
+	clear(c.groups)
+	c.groupsMu.Unlock()
+	futures := make([]*actor.Future, len(pids))
+	for i, pid := range pids {
+		futures[i] = c.system.Root.StopFuture(pid)
+	}
+	for _, f := range futures {
+		_ = f.Wait()
+	}
 }
 
 func (c *Coordinator) isClosed() bool {
@@ -166,7 +222,23 @@ func (e errAbandoned) Unwrap() error { return e.err }
 // do sends cmd to its lock actor and waits for the outcome on ticket. If ctx ends or the coordinator
 // closes first, it abandons the ticket and returns errAbandoned; abandonment is undone by the actor.
 func (c *Coordinator) do(ctx context.Context, cmd actors.Routed, ticket *actors.Ticket) (actors.Outcome, error) {
-	c.system.Root.Send(c.guardian, cmd)
+	o, err := c.ask(ctx, c.guardian, cmd, ticket)
+	if err == nil {
+		return o, nil
+	}
+	if c.isClosed() {
+		return actors.Outcome{}, errAbandoned{err: err}
+	}
+	ack := actors.NewTicket()
+	c.system.Root.Send(c.guardian, &actors.Abandon{Name: cmd.LockName(), Kind: cmd.LockKind(), Ticket: ticket, Ack: ack})
+	return actors.Outcome{}, errAbandoned{err: err, ack: ack}
+}
+
+// ask sends msg to pid and waits for the outcome on ticket. If ctx ends or the coordinator closes
+// first, it abandons the ticket and returns ctx.Err() or ErrClosed; the actor sees the abandoned ticket
+// and undoes what it obtained for it.
+func (c *Coordinator) ask(ctx context.Context, pid *actor.PID, msg any, ticket *actors.Ticket) (actors.Outcome, error) {
+	c.system.Root.Send(pid, msg)
 	var cause error
 	select {
 	case o := <-ticket.Result():
@@ -180,12 +252,20 @@ func (c *Coordinator) do(ctx context.Context, cmd actors.Routed, ticket *actors.
 		// The outcome was delivered at the same moment; it wins.
 		return <-ticket.Result(), nil
 	}
-	if c.isClosed() {
-		return actors.Outcome{}, errAbandoned{err: cause}
+	return actors.Outcome{}, cause
+}
+
+// abandon gives up the command cmd sent with ticket, unless its outcome was already delivered, and
+// reports whether it did; the lock actor takes an abandoned waiter out of its queue and undoes whatever
+// it obtains for it.
+func (c *Coordinator) abandon(cmd actors.Routed, ticket *actors.Ticket) bool {
+	if !ticket.Abandon() {
+		return false
 	}
-	ack := actors.NewTicket()
-	c.system.Root.Send(c.guardian, &actors.Abandon{Name: cmd.LockName(), Kind: cmd.LockKind(), Ticket: ticket, Ack: ack})
-	return actors.Outcome{}, errAbandoned{err: cause, ack: ack}
+	if !c.isClosed() {
+		c.system.Root.Send(c.guardian, &actors.Abandon{Name: cmd.LockName(), Kind: cmd.LockKind(), Ticket: ticket})
+	}
+	return true
 }
 
 // awaitAbandon waits, bounded by ctx and Close, until the actor has processed the abandonment that err

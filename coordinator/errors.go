@@ -39,4 +39,7 @@ var (
 	// the caller's back; the caller does not hold the lock and may try again. A waiting Lock fails with
 	// it too, rather than retrying for as long as the replicas lag.
 	ErrNotSynced = redisops.ErrNotSynced
+	// ErrInvalidGroup is returned by every call on a MultiLock or RedLock created with no members, a nil
+	// member, or the same member twice.
+	ErrInvalidGroup = errors.New("lockwarden: invalid lock group")
 )

@@ -98,3 +98,72 @@ func ExampleMutex_Done() {
 	// hold ended: the lease ran out
 	// unlock: lockwarden: lock not held by this owner
 }
+
+func ExampleCoordinator_MultiLock() {
+	ctx := context.Background()
+	// Two independent servers, a coordinator on each.
+	var coords []*coordinator.Coordinator
+	for range 2 {
+		srv, err := devredis.OpenEmbedded(ctx)
+		if err != nil {
+			log.Fatal(err)
+		}
+		defer srv.Close()
+		c, err := coordinator.New(srv.Client())
+		if err != nil {
+			log.Fatal(err)
+		}
+		defer c.Close()
+		coords = append(coords, c)
+	}
+	from, to := coords[0].Mutex("example:account:1"), coords[1].Mutex("example:account:2")
+	transfer := coords[0].MultiLock([]*coordinator.Mutex{from, to})
+	if err := transfer.Lock(ctx); err != nil { // both, or neither
+		log.Fatal(err)
+	}
+	fromHeld, _ := from.IsHeld(ctx)
+	toHeld, _ := to.IsHeld(ctx)
+	fmt.Println("held:", fromHeld, toHeld)
+	if err := transfer.Unlock(ctx); err != nil {
+		log.Fatal(err)
+	}
+	fromHeld, _ = from.IsHeld(ctx)
+	toHeld, _ = to.IsHeld(ctx)
+	fmt.Println("held:", fromHeld, toHeld)
+	// Output:
+	// held: true true
+	// held: false false
+}
+
+func ExampleCoordinator_RedLock() {
+	ctx := context.Background()
+	var coords []*coordinator.Coordinator
+	var members []*coordinator.Mutex
+	for range 3 {
+		srv, err := devredis.OpenEmbedded(ctx) // independent masters
+		if err != nil {
+			log.Fatal(err)
+		}
+		defer srv.Close()
+		c, err := coordinator.New(srv.Client())
+		if err != nil {
+			log.Fatal(err)
+		}
+		defer c.Close()
+		coords = append(coords, c)
+		members = append(members, c.Mutex("example:redlock"))
+	}
+	lock := coords[0].RedLock(members)
+	ok, err := lock.TryLock(ctx, coordinator.Lease(10*time.Second))
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println("locked:", ok, "token:", lock.Token())
+	fmt.Println("valid for about 9.9s:", time.Until(lock.ValidUntil()) > 9*time.Second)
+	if err := lock.Unlock(ctx); err != nil {
+		log.Fatal(err)
+	}
+	// Output:
+	// locked: true token: 1
+	// valid for about 9.9s: true
+}

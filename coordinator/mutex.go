@@ -197,16 +197,7 @@ func (m *Mutex) acquire(ctx context.Context, lease time.Duration, wait bool, win
 		}
 		return false, err
 	}
-	if window == 0 {
-		window = m.c.opts.fairWaitWindow
-	}
-	cmd := &actors.Acquire{
-		Name: m.name, Kind: m.kind, Owner: m.owner, Lease: lease, Wait: wait, SharedOwner: m.shared,
-		WaitWindow: window, Ticket: actors.NewTicket(),
-	}
-	if lease == 0 {
-		cmd.Lease, cmd.Watchdog = m.c.opts.watchdogTimeout, true
-	}
+	cmd := m.acquireCommand(lease, wait, window, actors.NewTicket())
 	o, err := m.c.do(ctx, cmd, cmd.Ticket)
 	if err != nil {
 		if (m.kind == actors.KindFair || m.kind == actors.KindWrite) && leaveCtx != nil {
@@ -218,15 +209,36 @@ func (m *Mutex) acquire(ctx context.Context, lease time.Duration, wait bool, win
 	}
 	switch o.Reason {
 	case messages.ReasonNone:
-		m.mu.Lock()
-		m.token, m.done = o.Token, o.Done
-		m.mu.Unlock()
+		m.recordHold(o)
 		return true, nil
 	case messages.ReasonNotObtained:
 		return false, nil
 	default:
 		return false, outcomeError(o)
 	}
+}
+
+// acquireCommand returns the command for one hold of m: lease 0 means a watchdog hold; window is the
+// wait window of a fair lock's waiter, 0 for the coordinator's default.
+func (m *Mutex) acquireCommand(lease time.Duration, wait bool, window time.Duration, ticket *actors.Ticket) *actors.Acquire {
+	if window == 0 {
+		window = m.c.opts.fairWaitWindow
+	}
+	cmd := &actors.Acquire{
+		Name: m.name, Kind: m.kind, Owner: m.owner, Lease: lease, Wait: wait, SharedOwner: m.shared,
+		WaitWindow: window, Ticket: ticket,
+	}
+	if lease == 0 {
+		cmd.Lease, cmd.Watchdog = m.c.opts.watchdogTimeout, true
+	}
+	return cmd
+}
+
+// recordHold keeps the token and Done channel of a hold m just got.
+func (m *Mutex) recordHold(o actors.Outcome) {
+	m.mu.Lock()
+	m.token, m.done = o.Token, o.Done
+	m.mu.Unlock()
 }
 
 // outcomeError maps an unsuccessful outcome to the public error.

@@ -47,6 +47,7 @@ func Scripts() map[string]*redis.Script {
 		"renew":       renewScript,
 		"forceunlock": forceUnlockScript,
 		"status":      statusScript,
+		"raise_token": raiseTokenScript,
 	}
 	maps.Copy(all, FairScripts())
 	maps.Copy(all, RWScripts())

@@ -104,6 +104,14 @@ func newClient(b *testing.B, srv *redistest.Server) (*redis.Client, *rtCounter) 
 	return c, h
 }
 
+// newAddrClient returns a go-redis client with default options on the server at addr, closed at cleanup.
+func newAddrClient(b *testing.B, addr string) *redis.Client {
+	b.Helper()
+	c := redis.NewClient(&redis.Options{Addr: addr})
+	b.Cleanup(func() { _ = c.Close() })
+	return c
+}
+
 // newCoordinator returns a coordinator on client, closed at cleanup.
 func newCoordinator(b *testing.B, client redis.UniversalClient, opts ...coordinator.Option) *coordinator.Coordinator {
 	b.Helper()

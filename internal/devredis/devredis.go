@@ -105,6 +105,16 @@ func Open(ctx context.Context) (*Instance, error) {
 	return OpenWith(ctx, Config{})
 }
 
+// OpenEmbedded starts a new embedded Redis whatever REDIS_ADDR says: redis-server if it is on PATH,
+// else miniredis. Programs that need several independent servers (a RedLock over 5 masters) call it
+// once per server. The caller must call [Instance.Close] when done.
+func OpenEmbedded(ctx context.Context) (*Instance, error) {
+	if bin, err := exec.LookPath("redis-server"); err == nil {
+		return openRedisServer(ctx, bin)
+	}
+	return openMiniredis(ctx)
+}
+
 // OpenWith opens the Redis selected by cfg.Backend, connects a client to
 // it, and checks that it answers PING.
 //

@@ -222,3 +222,25 @@ func TestUnknownBackend(t *testing.T) {
 		t.Fatalf("err = %v, want an unknown-backend error", err)
 	}
 }
+
+func TestOpenEmbeddedIgnoresRedisAddr(t *testing.T) {
+	target := open(t, Config{Backend: Miniredis})
+	t.Setenv(EnvAddr, target.Addr())
+	var insts []*Instance
+	for range 2 {
+		inst, err := OpenEmbedded(t.Context())
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = inst.Close() })
+		if !strings.HasPrefix(inst.String(), "embedded ") {
+			t.Fatalf("String() = %q, want an embedded server", inst.String())
+		}
+		insts = append(insts, inst)
+	}
+	if insts[0].Addr() == insts[1].Addr() || insts[0].Addr() == target.Addr() {
+		t.Fatalf("addresses %s, %s (REDIS_ADDR %s): want two new independent servers",
+			insts[0].Addr(), insts[1].Addr(), target.Addr())
+	}
+	checkExpiry(t, insts[1].Client())
+}

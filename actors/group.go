@@ -1,0 +1,722 @@
+package actors
+
+import (
+	"context"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+	"github.com/asynkron/protoactor-go/scheduler"
+	"github.com/cenkalti/backoff/v4"
+
+	"github.com/lockwarden/lockwarden/messages"
+)
+
+// GroupMember is one lock of a MultiLock or RedLock group, as its supervisor drives it. The Start
+// calls return at once and report through notify, which may run on any goroutine and must not block;
+// the other calls block. All must be safe for concurrent use.
+type GroupMember interface {
+	// StartAcquire asks for one hold of the member for lease (0: a watchdog hold), waiting up to wait
+	// for it (0: one attempt), and reports the answer to notify exactly once, unless abandon, called
+	// first, reports true: then nothing is reported and whatever the request obtains is undone.
+	StartAcquire(lease, wait time.Duration, notify func(MemberAnswer)) (abandon func() bool)
+	// StartRelease asks to drop one hold of the member and reports the outcome to notify. A member
+	// that holds nothing is not an error.
+	StartRelease(notify func(error))
+	// Release drops one hold of the member and waits for the outcome, bounded by ctx.
+	Release(ctx context.Context) error
+	// RaiseToken makes the member's fencing-token counter at least floor.
+	RaiseToken(ctx context.Context, floor int64) error
+}
+
+// MemberAnswer is the answer to [GroupMember.StartAcquire].
+type MemberAnswer struct {
+	// OK reports whether the member's hold was taken.
+	OK bool
+	// Token is the hold's fencing token and Done closes when the hold ends (when OK).
+	Token int64
+	Done  <-chan struct{}
+	// Err is why the member could not be asked (a closed coordinator, a Redis error).
+	Err error
+}
+
+// GroupConfig configures a group supervisor.
+type GroupConfig struct {
+	// Members are the locks of the group, in order.
+	Members []GroupMember
+	// RedLock selects the RedLock rules: success on a majority of the members; a hold valid for the
+	// lease minus the time spent acquiring minus the clock drift (DriftOf); after a failed attempt, a
+	// release on every member, including those whose answer failed; and a group token that increases
+	// from holder to holder. Without it the group is a MultiLock: every member must be taken, and a
+	// failed attempt releases what it took.
+	RedLock bool
+	// WatchdogTimeout is the lease of members taken without one; the members' own watchdogs renew them.
+	WatchdogTimeout time.Duration
+	// ReleaseTimeout bounds each member's release.
+	ReleaseTimeout time.Duration
+	// NewBackOff returns the schedule of the waits between attempts (with jitter).
+	NewBackOff func() backoff.BackOff
+	// Logger receives the supervisor's diagnostics.
+	Logger *slog.Logger
+}
+
+// Quorum is the number of members a group of n must take: all of them for a MultiLock, a majority
+// (n/2+1) for a RedLock.
+func Quorum(n int, redLock bool) int {
+	if redLock {
+		return n/2 + 1
+	}
+	return n
+}
+
+// DriftOf is the clock drift a RedLock allows for on a lease: 1% of it plus 2 ms, as in Redis'
+// description of the algorithm.
+func DriftOf(lease time.Duration) time.Duration { return lease/100 + 2*time.Millisecond }
+
+// Validity is how long a RedLock hold stays valid once acquired: the lease minus the time spent
+// acquiring minus the drift. The acquisition fails when it is not positive.
+func Validity(lease, elapsed time.Duration) time.Duration { return lease - elapsed - DriftOf(lease) }
+
+// NodeTimeoutFor is the default bound of one member's attempt for a lease: a tenth of it, between
+// 10 ms and 500 ms, so that a slow or paused node costs little of the validity.
+func NodeTimeoutFor(lease time.Duration) time.Duration {
+	return min(max(lease/10, 10*time.Millisecond), 500*time.Millisecond)
+}
+
+// DefaultGroupBackOff is the schedule between a group's attempts: from 10 ms up to 500 ms, with 50%
+// jitter so that two groups that overlap don't retry in step, forever (the caller's context or wait
+// bounds it).
+func DefaultGroupBackOff() backoff.BackOff {
+	b := backoff.NewExponentialBackOff()
+	b.InitialInterval = 10 * time.Millisecond
+	b.MaxInterval = 500 * time.Millisecond
+	b.RandomizationFactor = 0.5
+	b.MaxElapsedTime = 0
+	b.Reset()
+	return b
+}
+
+// GroupAcquire asks a group supervisor for the group. A group that already holds counts one more
+// hold locally (re-entry), without asking the members again.
+type GroupAcquire struct {
+	// Lease is the lease of every member; 0 takes watchdog holds.
+	Lease time.Duration
+	// Wait retries until the ticket is abandoned or Deadline passes; without it there is one attempt.
+	Wait     bool
+	Deadline time.Time
+	// NodeTimeout bounds each member's attempt; 0 means NodeTimeoutFor(lease) for a RedLock, and no
+	// bound but the caller's for a MultiLock.
+	NodeTimeout time.Duration
+	Ticket      *Ticket
+}
+
+// GroupRelease drops one hold of the group; the last one releases every member.
+type GroupRelease struct {
+	Ticket *Ticket
+}
+
+// Messages between a group supervisor and its member actors.
+type (
+	memberTry struct {
+		attempt     uint64
+		lease, wait time.Duration
+		// timeout bounds the attempt, wait included; 0 means wait (or no bound for one attempt).
+		timeout time.Duration
+	}
+	// memberAnswered carries a member's answer from notify to its actor.
+	memberAnswered struct {
+		attempt uint64
+		answer  MemberAnswer
+	}
+	memberTimeout struct{ attempt uint64 }
+	// memberDropped carries the outcome of a release from notify to the member actor.
+	memberDropped struct {
+		reply bool
+		err   error
+	}
+	memberResult struct {
+		index   int
+		attempt uint64
+		ok      bool
+		token   int64
+		err     error
+	}
+	memberRaise struct {
+		attempt uint64
+		floor   int64
+	}
+	memberRaised struct {
+		index   int
+		attempt uint64
+		err     error
+	}
+	// memberRelease drops the member's hold; even drops it when the member does not know of one (a
+	// RedLock's release after a failed attempt, whose answer may have been lost). reply asks for a
+	// memberReleased.
+	memberRelease struct {
+		even  bool
+		reply bool
+	}
+	memberReleased struct{ index int }
+	// memberLost says that the member's hold ended without a release by the group.
+	memberLost struct{ index int }
+	// memberEnded is sent by a member actor's watcher to itself when the hold's done channel closes.
+	memberEnded  struct{ done <-chan struct{} }
+	groupRetry   struct{ gen uint64 }
+	groupExpired struct{ gen uint64 }
+)
+
+// NewGroupProps returns the props of a group supervisor. Each member gets a child actor that drives
+// it, so the members are asked in parallel. Neither the supervisor nor its children ever block: they
+// run on a synchronized dispatcher, inline on the goroutine that sends to them (the caller's, or the
+// member lock actor's that answers), which saves a goroutine wake-up on every hop of an acquisition.
+func NewGroupProps(cfg GroupConfig) *actor.Props {
+	return actor.PropsFromProducer(func() actor.Actor {
+		return &groupActor{cfg: cfg, quorum: Quorum(len(cfg.Members), cfg.RedLock)}
+	}, inline())
+}
+
+// inline is the dispatcher of actors whose Receive never blocks.
+func inline() actor.PropsOption {
+	return actor.WithDispatcher(actor.NewSynchronizedDispatcher(300))
+}
+
+// groupActor is the supervisor of one group handle. It serves one acquire or release at a time; the
+// others wait in its queue.
+type groupActor struct {
+	cfg      GroupConfig
+	quorum   int
+	self     *actor.PID
+	sched    *scheduler.TimerScheduler
+	children []*actor.PID
+
+	queue []any
+	busy  bool
+
+	// The attempt in flight.
+	req      *GroupAcquire
+	attempt  uint64
+	started  time.Time
+	results  []memberResult
+	pending  int
+	raising  bool
+	floor    int64
+	backoff  backoff.BackOff
+	retry    oneShot
+	waitNext time.Duration
+
+	// The hold.
+	count    int
+	held     []bool
+	tokens   []int64
+	token    int64
+	done     chan struct{}
+	expires  time.Time
+	validity oneShot
+
+	// The release in flight.
+	rel *GroupRelease
+}
+
+// Receive implements actor.Actor.
+func (g *groupActor) Receive(ctx actor.Context) {
+	switch m := ctx.Message().(type) {
+	case *actor.Started:
+		g.self = ctx.Self()
+		g.sched = scheduler.NewTimerScheduler(ctx.ActorSystem().Root)
+		g.backoff = g.cfg.NewBackOff()
+		g.held = make([]bool, len(g.cfg.Members))
+		g.tokens = make([]int64, len(g.cfg.Members))
+		for i, member := range g.cfg.Members {
+			props := actor.PropsFromProducer(func() actor.Actor {
+				return &memberActor{member: member, index: i, release: g.cfg.ReleaseTimeout, logger: g.cfg.Logger}
+			}, inline())
+			g.children = append(g.children, ctx.Spawn(props))
+		}
+	case *GroupAcquire, *GroupRelease:
+		g.queue = append(g.queue, m)
+	case memberResult:
+		g.onResult(ctx, m)
+	case memberRaised:
+		g.onRaised(ctx, m)
+	case memberReleased:
+		g.onReleased(m)
+	case memberLost:
+		g.onLost(ctx, m)
+	case groupRetry:
+		if g.retry.current(m.gen) && g.req != nil {
+			g.startAttempt(ctx)
+		}
+	case groupExpired:
+		if g.validity.current(m.gen) && g.count > 0 {
+			g.logger().Warn("group lost", "reason", "validity ran out")
+			g.loseGroup(ctx)
+		}
+	case *actor.Stopping:
+		g.shutdown()
+		return
+	default:
+		return
+	}
+	g.next(ctx)
+}
+
+func (g *groupActor) logger() *slog.Logger { return g.cfg.Logger }
+
+// next starts the next queued request when none is in flight.
+func (g *groupActor) next(ctx actor.Context) {
+	for !g.busy && len(g.queue) > 0 {
+		m := g.queue[0]
+		g.queue = g.queue[1:]
+		switch m := m.(type) {
+		case *GroupAcquire:
+			g.onAcquire(ctx, m)
+		case *GroupRelease:
+			g.onRelease(ctx, m)
+		}
+	}
+}
+
+func (g *groupActor) onAcquire(ctx actor.Context, m *GroupAcquire) {
+	if m.Ticket.Abandoned() {
+		return
+	}
+	if g.count > 0 {
+		g.count++
+		m.Ticket.deliver(g.outcome())
+		return
+	}
+	g.busy, g.req = true, m
+	g.backoff.Reset()
+	g.waitNext = 0
+	g.startAttempt(ctx)
+}
+
+// lease is the lease the members of the request are taken for, as far as the validity goes.
+func (g *groupActor) lease() time.Duration {
+	if g.req.Lease > 0 {
+		return g.req.Lease
+	}
+	return g.cfg.WatchdogTimeout
+}
+
+// startAttempt asks every member at once.
+func (g *groupActor) startAttempt(ctx actor.Context) {
+	if g.req.Ticket.Abandoned() {
+		g.req, g.busy = nil, false
+		return
+	}
+	g.attempt++
+	g.started = time.Now()
+	g.results = g.results[:0]
+	g.pending = len(g.children)
+	g.raising = false
+	timeout := g.req.NodeTimeout
+	if timeout == 0 && g.cfg.RedLock {
+		timeout = NodeTimeoutFor(g.lease())
+	}
+	wait := g.waitNext
+	if !g.req.Deadline.IsZero() {
+		wait = max(min(wait, time.Until(g.req.Deadline)), 0)
+	}
+	if timeout > 0 {
+		timeout += wait
+	}
+	for _, child := range g.children {
+		ctx.Send(child, memberTry{attempt: g.attempt, lease: g.req.Lease, wait: wait, timeout: timeout})
+	}
+}
+
+func (g *groupActor) onResult(ctx actor.Context, m memberResult) {
+	if m.attempt != g.attempt || g.req == nil || g.raising {
+		// The answer to an attempt that was already settled: what it took is not wanted.
+		if m.ok {
+			ctx.Send(g.children[m.index], memberRelease{})
+		}
+		return
+	}
+	g.results = append(g.results, m)
+	if g.pending--; g.pending > 0 {
+		return
+	}
+	taken, top := 0, int64(0)
+	for _, r := range g.results {
+		if r.ok {
+			taken++
+			top = max(top, r.token)
+		} else if r.err != nil {
+			g.logger().Debug("group member attempt failed", "member", r.index, "err", r.err)
+		}
+	}
+	ok := taken >= g.quorum
+	if ok && g.cfg.RedLock && Validity(g.lease(), time.Since(g.started)) <= 0 {
+		ok = false
+	}
+	if !ok {
+		g.failAttempt(ctx)
+		return
+	}
+	if g.cfg.RedLock {
+		// Raise every taken member's token counter to the highest token, so that the next holder's
+		// majority, which shares a member with ours, gets a higher one.
+		g.floor = top
+		for _, r := range g.results {
+			if r.ok && r.token < top {
+				g.pending++
+			}
+		}
+		if g.pending > 0 {
+			g.raising = true
+			for _, r := range g.results {
+				if r.ok && r.token < top {
+					ctx.Send(g.children[r.index], memberRaise{attempt: g.attempt, floor: top})
+				}
+			}
+			return
+		}
+	}
+	g.succeed(ctx)
+}
+
+func (g *groupActor) onRaised(ctx actor.Context, m memberRaised) {
+	if m.attempt != g.attempt || !g.raising {
+		return
+	}
+	if m.err != nil {
+		g.logger().Warn("raising a group member's token failed", "member", m.index, "err", m.err)
+		for i, r := range g.results {
+			if r.index == m.index {
+				g.results[i].ok = false // it does not count for the token's guarantee
+			}
+		}
+	}
+	if g.pending--; g.pending > 0 {
+		return
+	}
+	taken := 0
+	for _, r := range g.results {
+		if r.ok {
+			taken++
+		}
+	}
+	g.raising = false
+	if taken < g.quorum || Validity(g.lease(), time.Since(g.started)) <= 0 {
+		g.failAttempt(ctx)
+		return
+	}
+	g.succeed(ctx)
+}
+
+// failAttempt releases what the attempt took (a RedLock: every member) and retries while the request
+// may wait, or answers that the group was not obtained. A MultiLock's next attempt waits on its members
+// (woken by their unlock notices) for the jittered pause, rather than sleeping; a RedLock's nodes get
+// short single attempts, so it sleeps for the pause.
+func (g *groupActor) failAttempt(ctx actor.Context) {
+	for _, r := range g.results {
+		if r.ok || g.cfg.RedLock {
+			ctx.Send(g.children[r.index], memberRelease{even: g.cfg.RedLock})
+		}
+	}
+	req := g.req
+	pause := g.backoff.NextBackOff()
+	now := time.Now()
+	switch {
+	case req.Ticket.Abandoned():
+	case !req.Wait, !req.Deadline.IsZero() && !now.Before(req.Deadline),
+		g.cfg.RedLock && !req.Deadline.IsZero() && now.Add(pause).After(req.Deadline):
+		req.Ticket.deliver(Outcome{Reason: messages.ReasonNotObtained})
+	case !g.cfg.RedLock:
+		g.waitNext = pause
+		g.startAttempt(ctx)
+		return
+	default:
+		g.retry.arm(g.sched, g.self, pause, func(gen uint64) any { return groupRetry{gen} })
+		return
+	}
+	g.req, g.busy = nil, false
+}
+
+// succeed records the hold and answers the caller, or undoes it if the caller left.
+func (g *groupActor) succeed(ctx actor.Context) {
+	req := g.req
+	g.req, g.busy = nil, false
+	clear(g.held)
+	clear(g.tokens)
+	g.token = 0
+	for _, r := range g.results {
+		if r.ok {
+			g.held[r.index] = true
+			g.tokens[r.index] = r.token
+			g.token = max(g.token, r.token)
+		}
+	}
+	g.count = 1
+	g.done = make(chan struct{})
+	g.expires = time.Time{}
+	if req.Lease > 0 {
+		// With a fixed lease nothing renews the members: the group ends with its validity.
+		g.expires = g.started.Add(req.Lease - DriftOf(req.Lease))
+		if !g.cfg.RedLock {
+			g.expires = g.started.Add(req.Lease)
+		}
+		g.validity.arm(g.sched, g.self, time.Until(g.expires), func(gen uint64) any { return groupExpired{gen} })
+	}
+	if !g.cfg.RedLock {
+		g.token = 0 // a MultiLock's members are different locks: only their own tokens mean something
+	}
+	if req.Ticket.deliver(g.outcome()) {
+		return
+	}
+	g.endHold(ctx, false)
+}
+
+func (g *groupActor) outcome() Outcome {
+	return Outcome{
+		HoldCount: int64(g.count), Token: g.token, Tokens: append([]int64(nil), g.tokens...),
+		Done: g.done, Expires: g.expires,
+	}
+}
+
+func (g *groupActor) onRelease(ctx actor.Context, m *GroupRelease) {
+	if g.count == 0 {
+		m.Ticket.deliver(Outcome{Reason: messages.ReasonNotHeld})
+		return
+	}
+	if g.count--; g.count > 0 {
+		m.Ticket.deliver(Outcome{HoldCount: int64(g.count)})
+		return
+	}
+	g.busy, g.rel = true, m
+	g.pending = 0
+	for i, held := range g.held {
+		switch {
+		case held:
+			g.pending++
+			ctx.Send(g.children[i], memberRelease{reply: true})
+		case g.cfg.RedLock:
+			// A node the group did not get may still have granted it after its answer was lost:
+			// release there too, but don't wait for it (it may be the node that is down).
+			ctx.Send(g.children[i], memberRelease{even: true})
+		}
+	}
+	g.endHold(ctx, true)
+	if g.pending == 0 {
+		g.finishRelease()
+	}
+}
+
+func (g *groupActor) onReleased(memberReleased) {
+	if g.rel == nil {
+		return
+	}
+	if g.pending--; g.pending == 0 {
+		g.finishRelease()
+	}
+}
+
+func (g *groupActor) finishRelease() {
+	g.rel.Ticket.deliver(Outcome{})
+	g.rel, g.busy = nil, false
+}
+
+func (g *groupActor) onLost(ctx actor.Context, m memberLost) {
+	if g.count == 0 || !g.held[m.index] {
+		return
+	}
+	g.held[m.index] = false
+	left := 0
+	for _, held := range g.held {
+		if held {
+			left++
+		}
+	}
+	if left >= g.quorum {
+		g.logger().Warn("group member lost; the group still holds a quorum", "member", m.index, "left", left)
+		return
+	}
+	g.logger().Warn("group lost", "member", m.index, "left", left, "quorum", g.quorum)
+	g.loseGroup(ctx)
+}
+
+// loseGroup ends a hold that is no longer valid and releases what is left of it.
+func (g *groupActor) loseGroup(ctx actor.Context) {
+	g.count = 0
+	g.endHold(ctx, false)
+}
+
+// endHold closes the hold's done channel and, unless the release is already on its way (released),
+// releases every member still held.
+func (g *groupActor) endHold(ctx actor.Context, released bool) {
+	g.validity.stop()
+	if !released {
+		for i, held := range g.held {
+			if held {
+				ctx.Send(g.children[i], memberRelease{})
+			}
+		}
+	}
+	clear(g.held)
+	if g.done != nil {
+		close(g.done)
+		g.done = nil
+	}
+	g.count = 0
+}
+
+// shutdown runs when the coordinator closes: pending callers get ReasonClosed, and the member actors,
+// which stop next, abandon their requests in flight and release what they hold.
+func (g *groupActor) shutdown() {
+	g.retry.stop()
+	g.validity.stop()
+	for _, m := range g.queue {
+		switch m := m.(type) {
+		case *GroupAcquire:
+			m.Ticket.deliver(Outcome{Reason: messages.ReasonClosed})
+		case *GroupRelease:
+			m.Ticket.deliver(Outcome{Reason: messages.ReasonClosed})
+		}
+	}
+	g.queue = nil
+	if g.req != nil {
+		g.req.Ticket.deliver(Outcome{Reason: messages.ReasonClosed})
+	}
+	if g.rel != nil {
+		g.rel.Ticket.deliver(Outcome{})
+	}
+	if g.done != nil {
+		close(g.done)
+		g.done = nil
+	}
+}
+
+// memberActor drives one member of a group: it asks the member without blocking, bounds the attempt
+// with a timer, and watches the hold.
+type memberActor struct {
+	member  GroupMember
+	index   int
+	release time.Duration
+	logger  *slog.Logger
+	self    *actor.PID
+	root    *actor.RootContext
+	sched   *scheduler.TimerScheduler
+
+	// The attempt in flight: its id, the abandon of its request, and whether it was answered.
+	attempt  uint64
+	abandon  func() bool
+	answered bool
+	timer    oneShot
+
+	// held is whether the member holds a hold taken by the group; done is that hold's channel.
+	held bool
+	done <-chan struct{}
+	stop chan struct{}
+	// raises counts the token raises running on their own goroutines.
+	raises sync.WaitGroup
+}
+
+// Receive implements actor.Actor.
+func (a *memberActor) Receive(ctx actor.Context) {
+	switch m := ctx.Message().(type) {
+	case *actor.Started:
+		a.self, a.root = ctx.Self(), ctx.ActorSystem().Root
+		a.sched = scheduler.NewTimerScheduler(a.root)
+		a.stop = make(chan struct{})
+	case memberTry:
+		a.attempt, a.answered = m.attempt, false
+		self, root, attempt := a.self, a.root, m.attempt
+		a.abandon = a.member.StartAcquire(m.lease, m.wait, func(ans MemberAnswer) {
+			root.Send(self, memberAnswered{attempt: attempt, answer: ans})
+		})
+		if bound := max(m.timeout, m.wait); bound > 0 {
+			a.timer.arm(a.sched, a.self, bound, func(uint64) any { return memberTimeout{attempt} })
+		}
+	case memberTimeout:
+		if m.attempt == a.attempt && !a.answered && a.abandon() {
+			// Nothing will be reported for the request, and what it obtains later is undone.
+			a.answered = true
+			ctx.Send(ctx.Parent(), memberResult{index: a.index, attempt: m.attempt, err: context.DeadlineExceeded})
+		}
+	case memberAnswered:
+		if m.attempt != a.attempt || a.answered {
+			if m.answer.OK {
+				a.member.StartRelease(func(error) {}) // an answer nobody waits for any more
+			}
+			return
+		}
+		a.answered = true
+		a.timer.stop()
+		if m.answer.OK {
+			a.held = true
+			if m.answer.Done != a.done {
+				a.done = m.answer.Done
+				a.watch(a.done)
+			}
+		}
+		ctx.Send(ctx.Parent(), memberResult{
+			index: a.index, attempt: m.attempt, ok: m.answer.OK, token: m.answer.Token, err: m.answer.Err,
+		})
+	case memberRaise:
+		a.raises.Add(1)
+		self, root, index := a.self, a.root, a.index
+		go func() {
+			defer a.raises.Done()
+			callCtx, cancel := context.WithTimeout(context.Background(), a.release)
+			defer cancel()
+			err := a.member.RaiseToken(callCtx, m.floor)
+			root.Send(self, memberRaised{index: index, attempt: m.attempt, err: err})
+		}()
+	case memberRaised:
+		ctx.Send(ctx.Parent(), m)
+	case memberRelease:
+		if a.held || m.even {
+			a.held = false
+			self, root, reply := a.self, a.root, m.reply
+			a.member.StartRelease(func(err error) { root.Send(self, memberDropped{reply: reply, err: err}) })
+		} else if m.reply {
+			ctx.Send(ctx.Parent(), memberReleased{index: a.index})
+		}
+	case memberDropped:
+		if m.err != nil {
+			a.logger.Warn("release of a group member failed; its lease will expire", "member", a.index, "err", m.err)
+		}
+		if m.reply {
+			ctx.Send(ctx.Parent(), memberReleased{index: a.index})
+		}
+	case memberEnded:
+		if m.done == a.done && a.held {
+			a.held = false
+			ctx.Send(ctx.Parent(), memberLost{index: a.index})
+		}
+	case *actor.Stopping:
+		close(a.stop)
+		a.timer.stop()
+		if a.abandon != nil && !a.answered {
+			a.abandon()
+		}
+		if a.held {
+			// At close, wait for the release (bounded), so that nothing stays held once Close returns.
+			callCtx, cancel := context.WithTimeout(context.Background(), a.release)
+			if err := a.member.Release(callCtx); err != nil {
+				a.logger.Warn("release of a group member at close failed; its lease will expire", "member", a.index, "err", err)
+			}
+			cancel()
+			a.held = false
+		}
+		a.raises.Wait()
+	}
+}
+
+// watch tells the actor when done closes, unless the actor stops first.
+func (a *memberActor) watch(done <-chan struct{}) {
+	if done == nil {
+		return
+	}
+	go func() {
+		select {
+		case <-done:
+			a.root.Send(a.self, memberEnded{done: done})
+		case <-a.stop:
+		}
+	}()
+}

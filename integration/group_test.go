@@ -1,0 +1,544 @@
+package integration
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/lockwarden/lockwarden/coordinator"
+	"github.com/lockwarden/lockwarden/integration/redistest"
+	"github.com/lockwarden/lockwarden/redisops"
+)
+
+// groupNodes is a set of independent redis-servers, each with a client and a coordinator.
+type groupNodes struct {
+	srvs    []*redistest.Server
+	clients []*redis.Client
+	coords  []*coordinator.Coordinator
+}
+
+// groupStart starts n independent redis-servers, each with a client (context deadlines honoured, no
+// retries, short dial timeout, so a killed server fails fast) and a coordinator with opts.
+func groupStart(t *testing.T, n int, opts ...coordinator.Option) *groupNodes {
+	t.Helper()
+	g := &groupNodes{}
+	for range n {
+		srv := redistest.Start(t)
+		client := redis.NewClient(&redis.Options{
+			Addr: srv.Addr(), ContextTimeoutEnabled: true, MaxRetries: -1, DialTimeout: 200 * time.Millisecond,
+		})
+		t.Cleanup(func() { _ = client.Close() })
+		g.srvs = append(g.srvs, srv)
+		g.clients = append(g.clients, client)
+		g.coords = append(g.coords, newCoordinator(t, client, opts...))
+	}
+	return g
+}
+
+// handles returns one new Mutex handle per node on name i of names (names[i] on node i when there are
+// as many names as nodes, else names[0] everywhere).
+func (g *groupNodes) handles(names ...string) []*coordinator.Mutex {
+	ms := make([]*coordinator.Mutex, len(g.coords))
+	for i, c := range g.coords {
+		name := names[0]
+		if len(names) == len(g.coords) {
+			name = names[i]
+		}
+		ms[i] = c.Mutex(name)
+	}
+	return ms
+}
+
+// heldBy returns the owners recorded in the lock hash name on node i.
+func (g *groupNodes) heldBy(t *testing.T, i int, name string) map[string]string {
+	t.Helper()
+	fields, err := g.clients[i].HGetAll(t.Context(), name).Result()
+	if err != nil {
+		t.Fatalf("HGETALL %s on node %d: %v", name, i, err)
+	}
+	return fields
+}
+
+func groupNames(t *testing.T, n int) []string {
+	names := make([]string, n)
+	for i := range names {
+		names[i] = fmt.Sprintf("%s:m%d", t.Name(), i)
+	}
+	return names
+}
+
+func mustGroupLock(t *testing.T, g *coordinator.Group) {
+	t.Helper()
+	if err := g.Lock(t.Context()); err != nil {
+		t.Fatalf("group Lock: %v", err)
+	}
+}
+
+func mustGroupUnlock(t *testing.T, g *coordinator.Group) {
+	t.Helper()
+	if err := g.Unlock(t.Context()); err != nil {
+		t.Fatalf("group Unlock: %v", err)
+	}
+}
+
+// TestMultiLockFailsWhileAMemberIsHeld: a MultiLock over 3 servers is not obtained while one member is
+// held by another owner, leaves nothing of its attempts behind, and gets through once that member is
+// released.
+func TestMultiLockFailsWhileAMemberIsHeld(t *testing.T) {
+	t.Parallel()
+	nodes := groupStart(t, 3)
+	names := groupNames(t, 3)
+	members := nodes.handles(names...)
+	group := nodes.coords[0].MultiLock(members)
+
+	other := nodes.coords[1].Mutex(names[1])
+	mustLock(t, other)
+
+	if ok, err := group.TryLock(t.Context()); ok || err != nil {
+		t.Fatalf("TryLock with member 1 held elsewhere = %v, %v; want false, nil", ok, err)
+	}
+	start := time.Now()
+	if ok, err := group.TryLock(t.Context(), coordinator.Wait(300*time.Millisecond)); ok || err != nil {
+		t.Fatalf("TryLock(Wait 300ms) with member 1 held elsewhere = %v, %v; want false, nil", ok, err)
+	}
+	if d := time.Since(start); d > 2*time.Second {
+		t.Errorf("TryLock(Wait 300ms) took %v", d)
+	}
+	// What the attempts took on the free members was released.
+	for _, i := range []int{0, 2} {
+		groupEventually(t, 2*time.Second, fmt.Sprintf("member %d released after the failed attempts", i), func() bool {
+			return len(nodes.heldBy(t, i, names[i])) == 0
+		})
+	}
+	if fields := nodes.heldBy(t, 1, names[1]); len(fields) != 1 || fields[other.Owner()] != "1" {
+		t.Fatalf("member 1 hash = %v, want only the other owner", fields)
+	}
+	select {
+	case <-group.Done():
+	default:
+		t.Fatal("Done of a group that holds nothing is not closed")
+	}
+	if err := group.Unlock(t.Context()); !errors.Is(err, coordinator.ErrNotHeld) {
+		t.Fatalf("Unlock of a group that holds nothing = %v, want ErrNotHeld", err)
+	}
+
+	// The waiting Lock gets through when the other owner lets go.
+	errc := make(chan error, 1)
+	go func() { errc <- group.Lock(t.Context()) }()
+	mustUnlock(t, other)
+	if err := semRecv(t, errc, 5*time.Second, "group Lock after the member was released"); err != nil {
+		t.Fatalf("group Lock: %v", err)
+	}
+	for i, m := range members {
+		if !semIsHeld(t, m) {
+			t.Errorf("member %d not held by the group", i)
+		}
+	}
+	if tokens := group.Tokens(); len(tokens) != 3 || tokens[0] <= 0 || tokens[1] <= 0 || tokens[2] <= 0 {
+		t.Errorf("Tokens = %v, want 3 positive tokens", tokens)
+	}
+	mustGroupUnlock(t, group)
+	for i := range members {
+		if fields := nodes.heldBy(t, i, names[i]); len(fields) != 0 {
+			t.Errorf("member %d after Unlock: %v, want free", i, fields)
+		}
+	}
+}
+
+// groupEventually polls cond every 10 ms until it holds or within passes.
+func groupEventually(t *testing.T, within time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	tick := time.NewTicker(10 * time.Millisecond)
+	defer tick.Stop()
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: not within %v", what, within)
+		}
+		<-tick.C
+	}
+}
+
+// groupCounter runs workers goroutines, each with its own group from newGroup, for rounds rounds of
+// Lock, a non-atomic increment of a counter on rdb, Unlock; and checks the counter and that no two
+// critical sections overlapped.
+func groupCounter(t *testing.T, rdb redis.Cmdable, workers, rounds int, newGroup func(w int) *coordinator.Group) {
+	t.Helper()
+	key := t.Name() + ":counter"
+	var g concGauge
+	var wg sync.WaitGroup
+	errs := make(chan error, workers)
+	for w := range workers {
+		group := newGroup(w)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for range rounds {
+				if err := group.Lock(t.Context()); err != nil {
+					errs <- fmt.Errorf("worker %d Lock: %w", w, err)
+					return
+				}
+				_, err := concBump(t.Context(), rdb, key, &g)
+				if uerr := group.Unlock(t.Context()); err == nil {
+					err = uerr
+				}
+				if err != nil {
+					errs <- fmt.Errorf("worker %d: %w", w, err)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+	g.check(t)
+	concCheckCounter(t, rdb, key, workers*rounds)
+}
+
+// TestMultiLockCounter: 10 goroutines x 5 rounds, each goroutine with its own MultiLock over the same 3
+// names on 3 servers, keep a counter exact.
+func TestMultiLockCounter(t *testing.T) {
+	t.Parallel()
+	nodes := groupStart(t, 3)
+	names := groupNames(t, 3)
+	groupCounter(t, nodes.clients[0], 10, 5, func(w int) *coordinator.Group {
+		return nodes.coords[w%3].MultiLock(nodes.handles(names...))
+	})
+}
+
+// TestMultiLockOppositeOrders: two groups over the same 3 names, listed in opposite orders, both
+// complete their rounds: the jittered backoff keeps them from livelocking.
+func TestMultiLockOppositeOrders(t *testing.T) {
+	t.Parallel()
+	nodes := groupStart(t, 3)
+	names := groupNames(t, 3)
+	groupCounter(t, nodes.clients[0], 2, 20, func(w int) *coordinator.Group {
+		ms := nodes.handles(names...)
+		if w == 1 {
+			ms[0], ms[2] = ms[2], ms[0]
+		}
+		return nodes.coords[w].MultiLock(ms)
+	})
+}
+
+// TestMultiLockLeaseAndWatchdog: with a lease every member expires with it and the group's Done closes
+// by then; without one the members' watchdogs keep the group past several timeouts, and losing one
+// member loses the group and releases the others.
+func TestMultiLockLeaseAndWatchdog(t *testing.T) {
+	t.Parallel()
+	const timeout = time.Second
+	nodes := groupStart(t, 3, coordinator.WithWatchdogTimeout(timeout))
+	names := groupNames(t, 3)
+
+	t.Run("lease", func(t *testing.T) {
+		group := nodes.coords[0].MultiLock(nodes.handles(names...))
+		const lease = 400 * time.Millisecond
+		start := time.Now()
+		if ok, err := group.TryLock(t.Context(), coordinator.Lease(lease)); !ok || err != nil {
+			t.Fatalf("TryLock(Lease) = %v, %v", ok, err)
+		}
+		obtained := time.Now()
+		for i := range names {
+			if ttl, err := nodes.clients[i].PTTL(t.Context(), names[i]).Result(); err != nil || ttl <= 0 || ttl > lease {
+				t.Errorf("member %d PTTL = %v, %v; want in (0, %v]", i, ttl, err, lease)
+			}
+		}
+		if until := group.ValidUntil(); until.Before(start.Add(lease)) || until.After(obtained.Add(lease)) {
+			t.Errorf("ValidUntil = %v, want the lease after the acquisition started (between %v and %v)",
+				until, start.Add(lease), obtained.Add(lease))
+		}
+		semClosedBy(t, group.Done(), start.Add(lease+500*time.Millisecond), "group Done at the end of its lease")
+		for i := range names {
+			groupEventually(t, time.Second, fmt.Sprintf("member %d expired", i), func() bool {
+				return len(nodes.heldBy(t, i, names[i])) == 0
+			})
+		}
+		if err := group.Unlock(t.Context()); !errors.Is(err, coordinator.ErrNotHeld) {
+			t.Errorf("Unlock after the lease ran out = %v, want ErrNotHeld", err)
+		}
+	})
+
+	t.Run("watchdog", func(t *testing.T) {
+		members := nodes.handles(names...)
+		group := nodes.coords[1].MultiLock(members)
+		mustGroupLock(t, group)
+		done := group.Done()
+		// Three watchdog timeouts later every member is still held, renewed by its coordinator.
+		hold := time.NewTimer(3 * timeout)
+		select {
+		case <-done:
+			t.Fatal("group lost while the watchdogs renew its members")
+		case <-hold.C:
+		}
+		for i, m := range members {
+			if !semIsHeld(t, m) {
+				t.Fatalf("member %d not held after 3 watchdog timeouts", i)
+			}
+		}
+		// Member 2 is force-unlocked from outside: the group is lost and the others are released.
+		if ok, err := nodes.coords[2].Mutex(names[2]).ForceUnlock(t.Context()); !ok || err != nil {
+			t.Fatalf("ForceUnlock = %v, %v", ok, err)
+		}
+		semClosedBy(t, done, time.Now().Add(2*timeout), "group Done after a member was force-unlocked")
+		for i := range 2 {
+			groupEventually(t, 2*time.Second, fmt.Sprintf("member %d released after the group was lost", i), func() bool {
+				return len(nodes.heldBy(t, i, names[i])) == 0
+			})
+		}
+		if err := group.Unlock(t.Context()); !errors.Is(err, coordinator.ErrNotHeld) {
+			t.Errorf("Unlock of a lost group = %v, want ErrNotHeld", err)
+		}
+	})
+}
+
+// TestRedLockSurvivesMinorityFailure: a RedLock over 5 servers is obtained with 2 of them killed, and not
+// with 3 killed, in which case TryLock returns false within its wait.
+func TestRedLockSurvivesMinorityFailure(t *testing.T) {
+	t.Parallel()
+	nodes := groupStart(t, 5)
+	name := t.Name()
+	group := nodes.coords[0].RedLock(nodes.handles(name))
+
+	nodes.srvs[3].Kill()
+	nodes.srvs[4].Kill()
+	if ok, err := group.TryLock(t.Context(), coordinator.Wait(2*time.Second)); !ok || err != nil {
+		t.Fatalf("TryLock with 2 of 5 killed = %v, %v; want true", ok, err)
+	}
+	for i := range 3 {
+		if fields := nodes.heldBy(t, i, name); len(fields) != 1 {
+			t.Errorf("node %d hash = %v, want the group's hold", i, fields)
+		}
+	}
+	if tok := group.Token(); tok <= 0 {
+		t.Errorf("Token = %d, want positive", tok)
+	}
+	mustGroupUnlock(t, group)
+
+	nodes.srvs[2].Kill()
+	const wait = 500 * time.Millisecond
+	start := time.Now()
+	if ok, err := group.TryLock(t.Context(), coordinator.Wait(wait)); ok || err != nil {
+		t.Fatalf("TryLock with 3 of 5 killed = %v, %v; want false, nil", ok, err)
+	}
+	if d := time.Since(start); d > wait+time.Second {
+		t.Errorf("TryLock(Wait %v) with 3 of 5 killed took %v", wait, d)
+	}
+	for i := range 2 {
+		groupEventually(t, 2*time.Second, fmt.Sprintf("node %d released after the failed attempts", i), func() bool {
+			return len(nodes.heldBy(t, i, name)) == 0
+		})
+	}
+}
+
+// TestRedLockQuorum: over 3 servers, a RedLock is obtained while 1 node is held by another owner, and
+// not while 2 are.
+func TestRedLockQuorum(t *testing.T) {
+	t.Parallel()
+	nodes := groupStart(t, 3)
+	name := t.Name()
+	group := nodes.coords[0].RedLock(nodes.handles(name))
+
+	other0 := nodes.coords[0].Mutex(name)
+	mustLock(t, other0)
+	if ok, err := group.TryLock(t.Context()); !ok || err != nil {
+		t.Fatalf("TryLock with 1 of 3 held elsewhere = %v, %v; want true", ok, err)
+	}
+	if tokens := group.Tokens(); tokens[0] != 0 || tokens[1] <= 0 || tokens[2] <= 0 {
+		t.Errorf("Tokens = %v, want 0 for the node held elsewhere and positive for the others", tokens)
+	}
+	mustGroupUnlock(t, group)
+	if fields := nodes.heldBy(t, 0, name); len(fields) != 1 || fields[other0.Owner()] != "1" {
+		t.Errorf("node 0 after the group's Unlock = %v, want the other owner's hold untouched", fields)
+	}
+
+	other1 := nodes.coords[1].Mutex(name)
+	mustLock(t, other1)
+	if ok, err := group.TryLock(t.Context(), coordinator.Wait(300*time.Millisecond)); ok || err != nil {
+		t.Fatalf("TryLock with 2 of 3 held elsewhere = %v, %v; want false, nil", ok, err)
+	}
+	groupEventually(t, 2*time.Second, "node 2 released after the failed attempts", func() bool {
+		return len(nodes.heldBy(t, 2, name)) == 0
+	})
+	for i, o := range []*coordinator.Mutex{other0, other1} {
+		if fields := nodes.heldBy(t, i, name); len(fields) != 1 || fields[o.Owner()] != "1" {
+			t.Errorf("node %d = %v, want only the other owner's hold", i, fields)
+		}
+	}
+}
+
+// TestRedLockPausedNode: a node stopped with SIGSTOP during the acquisition does not stall it past its
+// per-node timeout; the lock is obtained on the other 4, and once the node resumes nothing of the
+// group's attempt stays on it.
+func TestRedLockPausedNode(t *testing.T) {
+	t.Parallel()
+	nodes := groupStart(t, 5)
+	name := t.Name()
+	const nodeTimeout = 100 * time.Millisecond
+	group := nodes.coords[0].RedLock(nodes.handles(name), coordinator.WithNodeTimeout(nodeTimeout))
+
+	nodes.srvs[2].Pause()
+	start := time.Now()
+	ok, err := group.TryLock(t.Context())
+	elapsed := time.Since(start)
+	if !ok || err != nil {
+		t.Fatalf("TryLock with node 2 paused = %v, %v; want true", ok, err)
+	}
+	if elapsed > nodeTimeout+400*time.Millisecond {
+		t.Errorf("TryLock with node 2 paused took %v, want about the node timeout %v", elapsed, nodeTimeout)
+	}
+	t.Logf("TryLock with a paused node took %v", elapsed)
+	if tokens := group.Tokens(); tokens[2] != 0 {
+		t.Errorf("Tokens = %v, want 0 for the paused node", tokens)
+	}
+	// Unlock does not wait for the paused node either.
+	start = time.Now()
+	mustGroupUnlock(t, group)
+	if d := time.Since(start); d > time.Second {
+		t.Errorf("Unlock with node 2 paused took %v, want it not to wait for the paused node", d)
+	}
+	nodes.srvs[2].Resume()
+	groupEventually(t, 10*time.Second, "the paused node free after it resumed", func() bool {
+		return len(nodes.heldBy(t, 2, name)) == 0
+	})
+}
+
+// TestRedLockCounter: 8 goroutines x 5 rounds, each with its own RedLock over 5 servers, keep a counter
+// exact.
+func TestRedLockCounter(t *testing.T) {
+	t.Parallel()
+	nodes := groupStart(t, 5)
+	name := t.Name()
+	groupCounter(t, nodes.clients[0], 8, 5, func(w int) *coordinator.Group {
+		return nodes.coords[w%5].RedLock(nodes.handles(name))
+	})
+}
+
+// TestRedLockTokensIncrease: the group token of successive RedLock holders strictly increases even when
+// their majorities differ and the nodes' counters disagree: a holder raises the counters of the nodes it
+// took to the highest token it got.
+func TestRedLockTokensIncrease(t *testing.T) {
+	t.Parallel()
+	nodes := groupStart(t, 3)
+	name := t.Name()
+	// Node 0's counter is far ahead of the others (it served other holders before).
+	if err := nodes.clients[0].Set(t.Context(), redisops.TokenKey(name), 100, 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+	a := nodes.coords[0].RedLock(nodes.handles(name))
+	mustGroupLock(t, a)
+	first := a.Token()
+	if first != 101 {
+		t.Fatalf("first holder's Token = %d, want 101 (node 0's counter plus one)", first)
+	}
+	for i := range 3 {
+		if v, err := nodes.clients[i].Get(t.Context(), redisops.TokenKey(name)).Int64(); err != nil || v < first {
+			t.Errorf("node %d counter = %d, %v; want raised to at least %d", i, v, err, first)
+		}
+	}
+	mustGroupUnlock(t, a)
+
+	// The next holder cannot reach node 0: its majority is nodes 1 and 2.
+	nodes.srvs[0].Kill()
+	b := nodes.coords[1].RedLock(nodes.handles(name))
+	if ok, err := b.TryLock(t.Context(), coordinator.Wait(2*time.Second)); !ok || err != nil {
+		t.Fatalf("TryLock with node 0 down = %v, %v", ok, err)
+	}
+	if second := b.Token(); second <= first {
+		t.Errorf("second holder's Token = %d, want more than the first holder's %d", second, first)
+	}
+	mustGroupUnlock(t, b)
+}
+
+// TestGroupBadInput: invalid groups and calls get sentinel errors, never a panic.
+func TestGroupBadInput(t *testing.T) {
+	t.Parallel()
+	nodes := groupStart(t, 1)
+	c := nodes.coords[0]
+	m := c.Mutex(t.Name())
+	for _, tc := range []struct {
+		name  string
+		group *coordinator.Group
+		want  error
+	}{
+		{"no members", c.MultiLock(nil), coordinator.ErrInvalidGroup},
+		{"nil member", c.RedLock([]*coordinator.Mutex{m, nil}), coordinator.ErrInvalidGroup},
+		{"member twice", c.MultiLock([]*coordinator.Mutex{m, m}), coordinator.ErrInvalidGroup},
+		{"invalid member", c.MultiLock([]*coordinator.Mutex{c.Mutex("")}), coordinator.ErrEmptyName},
+		{"invalid node timeout", c.RedLock([]*coordinator.Mutex{m}, coordinator.WithNodeTimeout(-time.Second)), coordinator.ErrInvalidOption},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if err := tc.group.Lock(t.Context()); !errors.Is(err, tc.want) {
+				t.Errorf("Lock = %v, want %v", err, tc.want)
+			}
+			if ok, err := tc.group.TryLock(t.Context()); ok || !errors.Is(err, tc.want) {
+				t.Errorf("TryLock = %v, %v, want %v", ok, err, tc.want)
+			}
+			if err := tc.group.Unlock(t.Context()); !errors.Is(err, tc.want) {
+				t.Errorf("Unlock = %v, want %v", err, tc.want)
+			}
+		})
+	}
+	group := c.MultiLock([]*coordinator.Mutex{m})
+	if _, err := group.TryLock(t.Context(), coordinator.Wait(-time.Second)); !errors.Is(err, coordinator.ErrInvalidWait) {
+		t.Errorf("TryLock(Wait(-1s)) = %v, want ErrInvalidWait", err)
+	}
+	if _, err := group.TryLock(t.Context(), coordinator.Lease(0)); !errors.Is(err, coordinator.ErrInvalidLease) {
+		t.Errorf("TryLock(Lease(0)) = %v, want ErrInvalidLease", err)
+	}
+	if err := group.Unlock(t.Context()); !errors.Is(err, coordinator.ErrNotHeld) {
+		t.Errorf("Unlock before Lock = %v, want ErrNotHeld", err)
+	}
+	// Re-entry counts locally; one Unlock per Lock.
+	mustGroupLock(t, group)
+	mustGroupLock(t, group)
+	mustGroupUnlock(t, group)
+	if !semIsHeld(t, m) {
+		t.Error("member released after the first of two Unlocks")
+	}
+	mustGroupUnlock(t, group)
+	if err := group.Unlock(t.Context()); !errors.Is(err, coordinator.ErrNotHeld) {
+		t.Errorf("double Unlock = %v, want ErrNotHeld", err)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel()
+	if err := group.Lock(ctx); !errors.Is(err, coordinator.ErrNotObtained) || !errors.Is(err, context.Canceled) {
+		t.Errorf("Lock with a cancelled ctx = %v, want ErrNotObtained and context.Canceled", err)
+	}
+	_ = c.Close()
+	if err := group.Lock(t.Context()); !errors.Is(err, coordinator.ErrClosed) {
+		t.Errorf("Lock after Close = %v, want ErrClosed", err)
+	}
+	if g := c.MultiLock([]*coordinator.Mutex{m}); !errors.Is(g.Lock(t.Context()), coordinator.ErrClosed) {
+		t.Error("a group created after Close does not return ErrClosed")
+	}
+}
+
+// TestGroupCloseReleasesMembers: closing the coordinator of a group that holds members on other
+// coordinators releases them.
+func TestGroupCloseReleasesMembers(t *testing.T) {
+	t.Parallel()
+	nodes := groupStart(t, 2)
+	names := groupNames(t, 2)
+	client := nodes.srvs[0].Client(t)
+	host := newCoordinator(t, client)
+	group := host.MultiLock(nodes.handles(names...))
+	mustGroupLock(t, group)
+	done := group.Done()
+	if err := host.Close(); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, done, time.Second, "group Done at Close")
+	for i := range names {
+		if fields := nodes.heldBy(t, i, names[i]); len(fields) != 0 {
+			t.Errorf("member %d after the group's coordinator closed = %v, want free", i, fields)
+		}
+	}
+}
