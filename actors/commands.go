@@ -65,7 +65,9 @@ type Acquire struct {
 	// WaitWindow is how long a fair-lock waiter keeps its place in the Redis queue without trying
 	// again before other clients purge it as gone. Fair locks only.
 	WaitWindow time.Duration
-	Ticket     *Ticket
+	// Started is when the caller asked; events measure the wait from it (zero: from arrival).
+	Started time.Time
+	Ticket  *Ticket
 }
 
 // Release drops one hold of the lock Name by Owner.

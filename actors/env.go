@@ -8,6 +8,7 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/cenkalti/backoff/v4"
 
+	"github.com/lockwarden/lockwarden/messages"
 	"github.com/lockwarden/lockwarden/redisops"
 )
 
@@ -15,6 +16,10 @@ import (
 type Env struct {
 	// Ops runs the lock scripts.
 	Ops *redisops.Ops
+	// Events receives every change in the locks' lives; nil drops them.
+	Events EventSink
+	// CoordinatorID names the coordinator in events.
+	CoordinatorID string
 	// Bridge is the pub/sub bridge actor.
 	Bridge *actor.PID
 	// WatchdogTimeout is the lease of holds taken without one; they are renewed every third of it.
@@ -36,6 +41,12 @@ type Env struct {
 	NewRequestID func() string
 	// NewBackOff returns the retry schedule used while Redis answers with errors.
 	NewBackOff func() backoff.BackOff
+}
+
+// EventSink receives lock events from the lock actors, in the order each actor emits them. Publish
+// must not block: a lock actor calls it in the middle of its work.
+type EventSink interface {
+	Publish(messages.Event)
 }
 
 // DefaultBackOff is the schedule a waiting lock actor uses between attempts while Redis fails: from

@@ -24,6 +24,8 @@ type holdKey struct {
 
 // hold is one local owner's hold on the lock.
 type hold struct {
+	// acquired is when the hold was first granted.
+	acquired time.Time
 	count    int64
 	token    int64
 	lease    time.Duration
@@ -39,7 +41,7 @@ type hold struct {
 }
 
 func newHold(expires time.Time) *hold {
-	h := &hold{expires: expires, done: make(chan struct{})}
+	h := &hold{acquired: time.Now(), expires: expires, done: make(chan struct{})}
 	h.deadline = time.AfterFunc(time.Until(expires), h.end)
 	return h
 }
@@ -280,6 +282,7 @@ func (a *lockActor) onAcquire(m *Acquire) {
 		m.Ticket.deliver(Outcome{Reason: messages.ReasonNotObtained})
 	default:
 		a.queue = append(a.queue, m)
+		a.emitWait(messages.EventWaitStarted, m, "")
 	}
 }
 
@@ -307,6 +310,7 @@ func (a *lockActor) afterFirstAttempt(m *Acquire, reentry, ok bool, ttl time.Dur
 	} else {
 		a.queue = append(a.queue, m)
 	}
+	a.emitWait(messages.EventWaitStarted, m, "")
 	if a.retry.armed() && len(a.queue) > 1 {
 		return
 	}
@@ -421,6 +425,11 @@ func (a *lockActor) grant(m *Acquire, count, token int64, sent time.Time) {
 	h.watchdog = h.watchdog || m.Watchdog
 	h.extend(sent, m.Lease)
 	if m.Ticket.deliver(Outcome{HoldCount: count, Token: token, Done: h.done}) {
+		typ := messages.EventAcquired
+		if count > 1 {
+			typ = messages.EventReentered
+		}
+		a.emit(messages.Event{Type: typ, Owner: m.Owner, Kind: kindOf(m.Kind), Token: token, HoldCount: count, Wait: waitOf(m)})
 		return
 	}
 	// The caller left while we were obtaining the lock for it. The undo has its own deadline, because
@@ -540,6 +549,7 @@ func (a *lockActor) nextInLine() int {
 	clear(a.queue[len(live):])
 	a.queue = live
 	for _, m := range gone {
+		a.emitWait(messages.EventWaitTimedOut, m, "")
 		a.leaveQueue(m)
 	}
 	if len(a.queue) == 0 {
@@ -641,11 +651,13 @@ func (a *lockActor) settleRelease(m *Release, h *hold, lease time.Duration, next
 		if h != nil {
 			h.count = rel.Remaining
 			h.extend(sent, lease)
+			a.emitHold(messages.EventReleased, k, h, rel.Remaining, messages.ReleaseUnlocked)
 		}
 		m.Ticket.deliver(Outcome{HoldCount: rel.Remaining})
 		return
 	}
 	if h != nil {
+		a.emitHold(messages.EventReleased, k, h, 0, messages.ReleaseUnlocked)
 		a.drop(k)
 	}
 	if rel.NotSynced != nil && nextCmd != nil {
@@ -671,6 +683,7 @@ func (a *lockActor) settleRelease(m *Release, h *hold, lease time.Duration, next
 	}
 	a.handoffs++
 	a.queue = slices.DeleteFunc(a.queue, func(w *Acquire) bool { return w == nextCmd })
+	a.emit(messages.Event{Type: messages.EventHandedOff, Owner: nextCmd.Owner, From: m.Owner, Kind: kindOf(nextCmd.Kind), Token: rel.Token, HoldCount: 1})
 	// The next holder first: it is the one waiting.
 	a.grant(nextCmd, 1, rel.Token, sent)
 	m.Ticket.deliver(Outcome{})
@@ -683,6 +696,7 @@ func (a *lockActor) handoffCandidate(owner string) *Acquire {
 		return nil
 	}
 	for len(a.queue) > 0 && a.queue[0].Ticket.Abandoned() {
+		a.emitWait(messages.EventWaitTimedOut, a.queue[0], "")
 		a.queue = a.queue[1:]
 	}
 	if len(a.queue) == 0 || a.queue[0].Owner == owner || len(a.holds) > 1 {
@@ -718,6 +732,9 @@ func (a *lockActor) onForceUnlock(m *ForceUnlock) {
 		m.Ticket.deliver(Outcome{Reason: messages.ReasonRedis, Err: err})
 		return
 	}
+	if deleted {
+		a.emit(messages.Event{Type: messages.EventForceUnlocked, Kind: kindOf(m.Kind)})
+	}
 	// A read-write lock is only force-unlocked in the mode asked for; every other lock is gone.
 	if deleted || a.family != familyRW {
 		for k := range a.holds {
@@ -743,6 +760,7 @@ func (a *lockActor) onAbandon(m *Abandon) {
 		}
 	}
 	if gone != nil {
+		a.emitWait(messages.EventWaitTimedOut, gone, "")
 		a.leaveQueue(gone)
 	}
 }
@@ -849,8 +867,9 @@ func (a *lockActor) drop(k holdKey) {
 
 // lose ends a hold that was lost, and says so.
 func (a *lockActor) lose(k holdKey, why string) {
-	if _, ok := a.holds[k]; ok {
+	if h, ok := a.holds[k]; ok {
 		a.log().Warn("lock lost", "owner", k.owner, "reason", why)
+		a.emitHold(messages.EventLost, k, h, 0, why)
 		a.drop(k)
 		a.lost[k] = struct{}{}
 	}
@@ -920,11 +939,13 @@ func (a *lockActor) renewAll() {
 		case err == nil:
 			h.lease = a.env.WatchdogTimeout
 			h.extend(sent, a.env.WatchdogTimeout)
+			a.emitHold(messages.EventRenewed, k, h, h.count, "")
 		case errors.Is(err, redisops.ErrNotHeld):
 			a.lose(k, "renewal found the hold gone")
 			lost = true
 		default:
 			a.log().Warn("renewal failed; retrying on the next tick", "owner", k.owner, "err", err)
+			a.emitHold(messages.EventRenewalFailed, k, h, h.count, err.Error())
 		}
 	}
 	if lost {
@@ -960,6 +981,62 @@ func (a *lockActor) shutdown() {
 				break
 			}
 		}
+		a.emitHold(messages.EventReleased, k, h, 0, messages.ReleaseClosed)
 		a.drop(k)
+	}
+}
+
+// emit completes ev with the lock's name, the time and the coordinator, and publishes it.
+func (a *lockActor) emit(ev messages.Event) {
+	if a.env.Events == nil {
+		return
+	}
+	ev.Name, ev.Time, ev.Coordinator = a.name, time.Now(), a.env.CoordinatorID
+	a.env.Events.Publish(ev)
+}
+
+// emitHold publishes an event about the hold h of k, with the owner's hold count after it.
+func (a *lockActor) emitHold(typ messages.EventType, k holdKey, h *hold, count int64, reason string) {
+	if a.env.Events == nil {
+		return
+	}
+	ev := messages.Event{Type: typ, Owner: k.owner, Kind: kindOf(k.kind), Token: h.token, HoldCount: count, Reason: reason}
+	if count == 0 {
+		ev.Held = time.Since(h.acquired)
+	}
+	a.emit(ev)
+}
+
+// emitWait publishes an event about the waiter m.
+func (a *lockActor) emitWait(typ messages.EventType, m *Acquire, reason string) {
+	if a.env.Events == nil {
+		return
+	}
+	ev := messages.Event{Type: typ, Owner: m.Owner, Kind: kindOf(m.Kind), Reason: reason}
+	if typ != messages.EventWaitStarted {
+		ev.Wait = waitOf(m)
+	}
+	a.emit(ev)
+}
+
+// waitOf is how long the caller of m has waited so far.
+func waitOf(m *Acquire) time.Duration {
+	if m.Started.IsZero() {
+		return 0
+	}
+	return time.Since(m.Started)
+}
+
+// kindOf names a kind in events.
+func kindOf(k Kind) messages.LockKind {
+	switch k {
+	case KindFair:
+		return messages.LockFair
+	case KindRead:
+		return messages.LockRead
+	case KindWrite:
+		return messages.LockWrite
+	default:
+		return messages.LockPlain
 	}
 }

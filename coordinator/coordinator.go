@@ -30,6 +30,7 @@ type Coordinator struct {
 	// requests numbers release requests, whose ids must be unique for the retry latch.
 	requests atomic.Uint64
 	pool     *actors.WorkerPool
+	events   *eventHub
 
 	system   *actor.ActorSystem
 	bridge   *actor.PID
@@ -84,10 +85,17 @@ func New(client redis.UniversalClient, opts ...Option) (*Coordinator, error) {
 		closed:   make(chan struct{}),
 		groups:   make(map[*actor.PID]struct{}),
 	}
+	var journal *eventJournal
+	if o.journalStream != "" {
+		journal = newEventJournal(client, o.journalStream, o.journalMaxLen, o.stopReleaseTimeout, o.logger)
+	}
+	c.events = newEventHub(system.EventStream, journal)
 	c.pool = actors.NewWorkerPool(workerPoolSize(), 300)
 	c.bridge = system.Root.Spawn(actors.NewBridgeProps(client, lifetime, o.logger))
 	c.guardian = system.Root.Spawn(actors.NewGuardianProps(&actors.Env{
 		Ops:                c.ops,
+		Events:             c.events,
+		CoordinatorID:      c.id,
 		Bridge:             c.bridge,
 		WatchdogTimeout:    o.watchdogTimeout,
 		IdleTimeout:        o.idleTimeout,
@@ -117,6 +125,10 @@ func isNil(client redis.UniversalClient) bool {
 	return v.Kind() == reflect.Pointer && v.IsNil()
 }
 
+// ActorSystem returns the protoactor actor system the coordinator's actors run in. Lock events are
+// published on its EventStream (see [Coordinator.Subscribe]).
+func (c *Coordinator) ActorSystem() *actor.ActorSystem { return c.system }
+
 // ID returns the coordinator's UUID, the first part of the owner ids it creates.
 func (c *Coordinator) ID() string { return c.id }
 
@@ -142,6 +154,7 @@ func (c *Coordinator) Close() error {
 		c.stopping.Wait()
 		_ = c.system.Root.StopFuture(c.guardian).Wait()
 		_ = c.system.Root.StopFuture(c.bridge).Wait()
+		c.events.close()
 		c.pool.Stop()
 		c.system.Shutdown()
 	})

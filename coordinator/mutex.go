@@ -226,7 +226,7 @@ func (m *Mutex) acquireCommand(lease time.Duration, wait bool, window time.Durat
 	}
 	cmd := &actors.Acquire{
 		Name: m.name, Kind: m.kind, Owner: m.owner, Lease: lease, Wait: wait, SharedOwner: m.shared,
-		WaitWindow: window, Ticket: ticket,
+		WaitWindow: window, Started: time.Now(), Ticket: ticket,
 	}
 	if lease == 0 {
 		cmd.Lease, cmd.Watchdog = m.c.opts.watchdogTimeout, true

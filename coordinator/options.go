@@ -21,6 +21,8 @@ const (
 )
 
 type options struct {
+	journalStream      string
+	journalMaxLen      int64
 	watchdogTimeout    time.Duration
 	idleTimeout        time.Duration
 	maxHandoffs        int

@@ -1,0 +1,322 @@
+package integration
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/lockwarden/lockwarden/coordinator"
+	"github.com/lockwarden/lockwarden/integration/redistest"
+	"github.com/lockwarden/lockwarden/messages"
+)
+
+// evNext returns the next event of sub, failing the test if none arrives within a second.
+func evNext(t *testing.T, sub *coordinator.Subscription) messages.Event {
+	t.Helper()
+	select {
+	case ev, ok := <-sub.Events():
+		if !ok {
+			t.Fatal("subscription closed")
+		}
+		return ev
+	case <-time.After(time.Second):
+		t.Fatal("no event within 1s")
+		return messages.Event{}
+	}
+}
+
+// evExpect reads the next event and checks its type, owner and hold count.
+func evExpect(t *testing.T, sub *coordinator.Subscription, typ messages.EventType, owner string, holds int64) messages.Event {
+	t.Helper()
+	ev := evNext(t, sub)
+	if ev.Type != typ || ev.Owner != owner || ev.HoldCount != holds {
+		t.Fatalf("event = %s owner %q holds %d (%+v), want %s owner %q holds %d", ev.Type, ev.Owner, ev.HoldCount, ev, typ, owner, holds)
+	}
+	return ev
+}
+
+// evNone checks that no event is pending on sub.
+func evNone(t *testing.T, sub *coordinator.Subscription) {
+	t.Helper()
+	select {
+	case ev := <-sub.Events():
+		t.Fatalf("unexpected event %s %+v", ev.Type, ev)
+	default:
+	}
+}
+
+// TestEventsLifeOfALock: every change in a lock's life is an event, with its owner, token, wait and
+// hold time, in order.
+func TestEventsLifeOfALock(t *testing.T) {
+	t.Parallel()
+	_, _, c := setup(t, coordinator.WithWatchdogTimeout(600*time.Millisecond))
+	name := t.Name()
+	sub := c.Subscribe(coordinator.ForLock(name), 64)
+	defer sub.Close()
+	a, b := c.Mutex(name), c.Mutex(name)
+
+	mustLock(t, a)
+	ev := evExpect(t, sub, messages.EventAcquired, a.Owner(), 1)
+	if ev.Name != name || ev.Kind != messages.LockPlain || ev.Token != a.Token() || ev.Coordinator != c.ID() || ev.Time.IsZero() {
+		t.Errorf("acquired event = %+v, want name, kind plain, token %d, coordinator %s and a time", ev, a.Token(), c.ID())
+	}
+	mustLock(t, a)
+	evExpect(t, sub, messages.EventReentered, a.Owner(), 2)
+
+	// The watchdog renews (every 200 ms here).
+	evExpect(t, sub, messages.EventRenewed, a.Owner(), 2)
+
+	// b waits; a's two Unlocks; b gets the lock from a's release.
+	errc := lockAsync(t.Context(), b)
+	evExpect(t, sub, messages.EventWaitStarted, b.Owner(), 0)
+	mustUnlock(t, a)
+	evExpect(t, sub, messages.EventReleased, a.Owner(), 1)
+	mustUnlock(t, a)
+	rel := evExpect(t, sub, messages.EventReleased, a.Owner(), 0)
+	if rel.Held <= 0 || rel.Reason != messages.ReleaseUnlocked {
+		t.Errorf("released event = %+v, want a hold time and reason %q", rel, messages.ReleaseUnlocked)
+	}
+	if err := semRecv(t, errc, 2*time.Second, "b's Lock"); err != nil {
+		t.Fatal(err)
+	}
+	ho := evExpect(t, sub, messages.EventHandedOff, b.Owner(), 1)
+	if ho.From != a.Owner() {
+		t.Errorf("handed-off From = %q, want %q", ho.From, a.Owner())
+	}
+	acq := evExpect(t, sub, messages.EventAcquired, b.Owner(), 1)
+	if acq.Wait <= 0 || acq.Token != b.Token() {
+		t.Errorf("b's acquired event = %+v, want a wait time and token %d", acq, b.Token())
+	}
+
+	// A TryLock whose wait runs out.
+	if ok, err := a.TryLock(t.Context(), coordinator.Wait(50*time.Millisecond)); ok || err != nil {
+		t.Fatalf("TryLock = %v, %v", ok, err)
+	}
+	evExpect(t, sub, messages.EventWaitStarted, a.Owner(), 0)
+	if to := evExpect(t, sub, messages.EventWaitTimedOut, a.Owner(), 0); to.Wait < 50*time.Millisecond {
+		t.Errorf("wait-timed-out Wait = %v, want at least the 50ms wait", to.Wait)
+	}
+
+	// Force unlock: the lock is gone and b's hold is lost.
+	if ok, err := a.ForceUnlock(t.Context()); !ok || err != nil {
+		t.Fatalf("ForceUnlock = %v, %v", ok, err)
+	}
+	evExpect(t, sub, messages.EventForceUnlocked, "", 0)
+	if lost := evExpect(t, sub, messages.EventLost, b.Owner(), 0); lost.Reason != "force-unlocked" || lost.Held <= 0 {
+		t.Errorf("lost event = %+v, want reason force-unlocked and a hold time", lost)
+	}
+
+	// A fixed lease that runs out.
+	if ok, err := a.TryLock(t.Context(), coordinator.Lease(100*time.Millisecond)); !ok || err != nil {
+		t.Fatalf("TryLock(Lease) = %v, %v", ok, err)
+	}
+	evExpect(t, sub, messages.EventAcquired, a.Owner(), 1)
+	if lost := evExpect(t, sub, messages.EventLost, a.Owner(), 0); lost.Reason != "lease ran out" {
+		t.Errorf("lost event = %+v, want reason lease ran out", lost)
+	}
+	evNone(t, sub)
+}
+
+// TestEventsPerLockOrder: under contention from many goroutines, each lock's events come in the order
+// they happened: every acquisition is followed by its owner's release before the next acquisition.
+func TestEventsPerLockOrder(t *testing.T) {
+	t.Parallel()
+	_, _, c := setup(t)
+	const workers, rounds, locks = 8, 20, 2
+	sub := c.Subscribe(coordinator.OfType(messages.EventAcquired, messages.EventReleased), 4*workers*rounds*locks)
+	defer sub.Close()
+	var wg sync.WaitGroup
+	for l := range locks {
+		name := fmt.Sprintf("%s:%d", t.Name(), l)
+		for range workers {
+			m := c.Mutex(name)
+			wg.Go(func() {
+				for range rounds {
+					if err := m.Lock(t.Context()); err != nil {
+						t.Error(err)
+						return
+					}
+					if err := m.Unlock(t.Context()); err != nil {
+						t.Error(err)
+						return
+					}
+				}
+			})
+		}
+	}
+	wg.Wait()
+	holder := map[string]string{}
+	count := 0
+	for count < 2*workers*rounds*locks {
+		ev := evNext(t, sub)
+		count++
+		switch ev.Type {
+		case messages.EventAcquired:
+			if h := holder[ev.Name]; h != "" {
+				t.Fatalf("%s acquired by %s while %s holds it (event %d)", ev.Name, ev.Owner, h, count)
+			}
+			holder[ev.Name] = ev.Owner
+		case messages.EventReleased:
+			if h := holder[ev.Name]; h != ev.Owner {
+				t.Fatalf("%s released by %s, but the holder is %q (event %d)", ev.Name, ev.Owner, h, count)
+			}
+			holder[ev.Name] = ""
+		}
+	}
+	if d := sub.Dropped(); d != 0 {
+		t.Errorf("Dropped = %d, want 0", d)
+	}
+}
+
+// TestEventsSlowSubscriber: a subscriber that never reads does not slow the locks down; its missed
+// events are counted.
+func TestEventsSlowSubscriber(t *testing.T) {
+	t.Parallel()
+	_, _, c := setup(t)
+	blocked := c.Subscribe(nil, 1)
+	defer blocked.Close()
+	m := c.Mutex(t.Name())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for range 200 {
+			if err := m.Lock(t.Context()); err != nil {
+				t.Error(err)
+				return
+			}
+			if err := m.Unlock(t.Context()); err != nil {
+				t.Error(err)
+				return
+			}
+		}
+	}()
+	waitFor(t, done, 10*time.Second, "200 lock cycles with a blocked subscriber")
+	// 400 events (acquired and released) were published for a buffer of 1.
+	groupEventually(t, 2*time.Second, "the dropped count", func() bool { return blocked.Dropped() >= 399-1 })
+	if len(blocked.Events()) != 1 {
+		t.Errorf("buffered events = %d, want 1", len(blocked.Events()))
+	}
+}
+
+// TestEventsOnEventStream: events are published on the actor system's EventStream.
+func TestEventsOnEventStream(t *testing.T) {
+	t.Parallel()
+	_, _, c := setup(t)
+	got := make(chan messages.Event, 16)
+	es := c.ActorSystem().EventStream
+	s := es.Subscribe(func(e any) {
+		if ev, ok := e.(messages.Event); ok && ev.Name == t.Name() {
+			got <- ev
+		}
+	})
+	defer es.Unsubscribe(s)
+	m := c.Mutex(t.Name())
+	mustLock(t, m)
+	mustUnlock(t, m)
+	for _, want := range []messages.EventType{messages.EventAcquired, messages.EventReleased} {
+		select {
+		case ev := <-got:
+			if ev.Type != want || ev.Owner != m.Owner() {
+				t.Fatalf("EventStream event = %s %s, want %s %s", ev.Type, ev.Owner, want, m.Owner())
+			}
+		case <-time.After(time.Second):
+			t.Fatalf("no %s event on the EventStream", want)
+		}
+	}
+}
+
+// TestEventsJournal: events appended to a Redis Stream are read back, typed, by another client, with
+// XREAD and with a consumer group.
+func TestEventsJournal(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t)
+	stream := "lockwarden:events:" + t.Name()
+	c := newCoordinator(t, srv.Client(t), coordinator.WithEventJournal(stream, 1000))
+	reader := srv.Client(t)
+	sub := c.Subscribe(nil, 16)
+	m := c.Mutex(t.Name())
+	mustLock(t, m)
+	mustUnlock(t, m)
+	want := []messages.Event{evNext(t, sub), evNext(t, sub)}
+	sub.Close()
+
+	var got []coordinator.JournalEntry
+	after := "0"
+	deadline := time.Now().Add(2 * time.Second)
+	for len(got) < 2 && time.Now().Before(deadline) {
+		entries, err := coordinator.ReadJournal(t.Context(), reader, stream, after, 10, 200*time.Millisecond)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, e := range entries {
+			got = append(got, e)
+			after = e.ID
+		}
+	}
+	if len(got) != 2 {
+		t.Fatalf("journal entries = %d, want 2", len(got))
+	}
+	for i, e := range got {
+		w := want[i]
+		if e.Event.Type != w.Type || e.Event.Owner != w.Owner || e.Event.Token != w.Token || e.Event.Name != w.Name ||
+			e.Event.Kind != w.Kind || !e.Event.Time.Equal(w.Time) || e.Event.Held != w.Held || e.Event.Coordinator != w.Coordinator {
+			t.Errorf("journal entry %d = %+v, want %+v", i, e.Event, w)
+		}
+	}
+
+	// A consumer group reads the same entries.
+	if err := reader.XGroupCreate(t.Context(), stream, "g", "0").Err(); err != nil {
+		t.Fatal(err)
+	}
+	res, err := reader.XReadGroup(t.Context(), &redis.XReadGroupArgs{Group: "g", Consumer: "c1", Streams: []string{stream, ">"}, Count: 10}).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var types []messages.EventType
+	for _, msg := range res[0].Messages {
+		e, err := coordinator.ParseJournalEntry(msg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		types = append(types, e.Event.Type)
+	}
+	if !slices.Equal(types, []messages.EventType{messages.EventAcquired, messages.EventReleased}) {
+		t.Errorf("consumer group read %v, want acquired, released", types)
+	}
+	if _, err := coordinator.ParseJournalEntry(redis.XMessage{ID: "1-1", Values: map[string]any{"type": "bogus"}}); err == nil {
+		t.Error("ParseJournalEntry of a foreign entry succeeded")
+	}
+	if d := c.JournalDropped(); d != 0 {
+		t.Errorf("JournalDropped = %d, want 0", d)
+	}
+}
+
+// TestEventsClose: Close closes the subscriptions; bad journal options are refused.
+func TestEventsClose(t *testing.T) {
+	t.Parallel()
+	_, client, c := setup(t)
+	sub := c.Subscribe(nil, 4)
+	_ = c.Close()
+	select {
+	case _, ok := <-sub.Events():
+		if ok {
+			t.Fatal("an event after Close, want the channel closed")
+		}
+	case <-time.After(time.Second):
+		t.Fatal("subscription not closed by Close")
+	}
+	sub.Close() // idempotent
+	if _, ok := <-c.Subscribe(nil, 1).Events(); ok {
+		t.Error("Subscribe after Close returned an open channel")
+	}
+	for _, opt := range []coordinator.Option{coordinator.WithEventJournal("", 10), coordinator.WithEventJournal("s", -1)} {
+		if _, err := coordinator.New(client, opt); !errors.Is(err, coordinator.ErrInvalidOption) {
+			t.Errorf("New with a bad journal option = %v, want ErrInvalidOption", err)
+		}
+	}
+}

@@ -1,0 +1,125 @@
+package messages
+
+import (
+	"strconv"
+	"time"
+)
+
+// EventType is what happened to a lock.
+type EventType uint8
+
+// The events in a lock's life.
+const (
+	// EventAcquired: an owner took a new hold of the lock.
+	EventAcquired EventType = iota + 1
+	// EventReentered: an owner that held the lock took one more hold (re-entry, or a writer's read hold).
+	EventReentered
+	// EventReleased: an owner's last hold was released (by Unlock, by Close, because the caller left
+	// before it got the lock, or because the owner actor stopped: see Reason).
+	EventReleased
+	// EventRenewed: the watchdog extended a hold's lease.
+	EventRenewed
+	// EventRenewalFailed: a renewal got no answer; the next tick tries again (Reason is the error).
+	EventRenewalFailed
+	// EventLost: a hold ended without a release: its lease ran out, a renewal found it gone, it was
+	// force-unlocked or taken by another owner (see Reason).
+	EventLost
+	// EventWaitStarted: an owner started to wait for the lock.
+	EventWaitStarted
+	// EventWaitTimedOut: a waiter gave up (its context ended, or its TryLock wait ran out).
+	EventWaitTimedOut
+	// EventForceUnlocked: the lock was force-unlocked through this coordinator.
+	EventForceUnlocked
+	// EventHandedOff: a release gave the lock straight to a local waiter in the same call (Owner is
+	// the new holder, From the one that released).
+	EventHandedOff
+)
+
+// String returns the event type's name, as in the event journal.
+func (t EventType) String() string {
+	switch t {
+	case EventAcquired:
+		return "acquired"
+	case EventReentered:
+		return "reentered"
+	case EventReleased:
+		return "released"
+	case EventRenewed:
+		return "renewed"
+	case EventRenewalFailed:
+		return "renewal-failed"
+	case EventLost:
+		return "lost"
+	case EventWaitStarted:
+		return "wait-started"
+	case EventWaitTimedOut:
+		return "wait-timed-out"
+	case EventForceUnlocked:
+		return "force-unlocked"
+	case EventHandedOff:
+		return "handed-off"
+	}
+	return "EventType(" + strconv.Itoa(int(t)) + ")"
+}
+
+// ParseEventType returns the event type named s (as String writes it), and false if there is none.
+func ParseEventType(s string) (EventType, bool) {
+	for t := EventAcquired; t <= EventHandedOff; t++ {
+		if t.String() == s {
+			return t, true
+		}
+	}
+	return 0, false
+}
+
+// LockKind names the kind of a lock in events: "plain", "fair", "read" or "write" (the two sides of a
+// read-write lock).
+type LockKind string
+
+// The kinds of lock.
+const (
+	LockPlain LockKind = "plain"
+	LockFair  LockKind = "fair"
+	LockRead  LockKind = "read"
+	LockWrite LockKind = "write"
+)
+
+// Event is one change in a lock's life, as seen by the coordinator where it happened. Fields that do
+// not apply to the event's type are zero.
+type Event struct {
+	Type EventType
+	// Name and Kind say which lock.
+	Name string
+	Kind LockKind
+	// Owner is the owner id of the hold or waiter (empty for EventForceUnlocked).
+	Owner string
+	// From is the owner that released, for EventHandedOff.
+	From string
+	// Token is the fencing token of the hold (acquired, reentered, handed-off; and of the hold that
+	// ended, for released and lost).
+	Token int64
+	// HoldCount is the owner's hold count after the event.
+	HoldCount int64
+	// Time is when it happened.
+	Time time.Time
+	// Wait is how long the owner waited: from the call to the acquisition, or to giving up.
+	Wait time.Duration
+	// Held is how long the hold lasted, for released and lost.
+	Held time.Duration
+	// Reason says why, for released, lost, renewal-failed and wait-timed-out.
+	Reason string
+	// Coordinator is the id of the coordinator where it happened.
+	Coordinator string
+}
+
+// Reasons of EventReleased.
+const (
+	// ReleaseUnlocked: the owner's Unlock (or Release message).
+	ReleaseUnlocked = "unlocked"
+	// ReleaseClosed: the coordinator closed while the owner held the lock.
+	ReleaseClosed = "coordinator closed"
+	// ReleaseCallerLeft: the lock was obtained for a caller that had already given up, and given back.
+	ReleaseCallerLeft = "caller left before it got the lock"
+	// ReleaseOwnerStopped: the owner actor of an actor-model application stopped while it held the lock.
+	ReleaseOwnerStopped = "owner actor stopped"
+)
