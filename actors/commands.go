@@ -3,6 +3,10 @@ package actors
 import (
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/lockwarden/lockwarden/messages"
+
 	"github.com/asynkron/protoactor-go/actor"
 )
 
@@ -19,6 +23,20 @@ const (
 	// KindWrite is the write side of a read-write lock.
 	KindWrite
 )
+
+// LockKind names the kind in events and telemetry.
+func (k Kind) LockKind() messages.LockKind {
+	switch k {
+	case KindFair:
+		return messages.LockFair
+	case KindRead:
+		return messages.LockRead
+	case KindWrite:
+		return messages.LockWrite
+	default:
+		return messages.LockPlain
+	}
+}
 
 // family is the set of kinds that one lock actor serves for a name: both sides of a read-write lock
 // share an actor, so that it can order local readers and writers.
@@ -67,7 +85,14 @@ type Acquire struct {
 	WaitWindow time.Duration
 	// Started is when the caller asked; events measure the wait from it (zero: from arrival).
 	Started time.Time
-	Ticket  *Ticket
+	// Parent is the span context of the caller's span; the spans of the Redis calls made for the
+	// command are its children.
+	Parent trace.SpanContext
+	Ticket *Ticket
+
+	// queued is set once the command waited in the actor's queue; attempts counts its Redis attempts.
+	queued   bool
+	attempts int
 }
 
 // Release drops one hold of the lock Name by Owner.
@@ -75,6 +100,7 @@ type Release struct {
 	Name   string
 	Kind   Kind
 	Owner  string
+	Parent trace.SpanContext
 	Ticket *Ticket
 }
 

@@ -10,6 +10,7 @@ import (
 
 	"github.com/lockwarden/lockwarden/messages"
 	"github.com/lockwarden/lockwarden/redisops"
+	"github.com/lockwarden/lockwarden/telemetry"
 )
 
 // Env is what every lock actor of one coordinator shares. It is read-only once the actors run.
@@ -20,6 +21,8 @@ type Env struct {
 	Events EventSink
 	// CoordinatorID names the coordinator in events.
 	CoordinatorID string
+	// Telemetry records the spans of the Redis calls; nil records nothing.
+	Telemetry *telemetry.Telemetry
 	// Bridge is the pub/sub bridge actor.
 	Bridge *actor.PID
 	// WatchdogTimeout is the lease of holds taken without one; they are renewed every third of it.

@@ -9,8 +9,11 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/asynkron/protoactor-go/scheduler"
 	"github.com/cenkalti/backoff/v4"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/lockwarden/lockwarden/messages"
+	"github.com/lockwarden/lockwarden/telemetry"
 )
 
 // GroupMember is one lock of a MultiLock or RedLock group, as its supervisor drives it. The Start
@@ -20,7 +23,8 @@ type GroupMember interface {
 	// StartAcquire asks for one hold of the member for lease (0: a watchdog hold), waiting up to wait
 	// for it (0: one attempt), and reports the answer to notify exactly once, unless abandon, called
 	// first, reports true: then nothing is reported and whatever the request obtains is undone.
-	StartAcquire(lease, wait time.Duration, notify func(MemberAnswer)) (abandon func() bool)
+	// parent is the span context of the member's attempt span, for the spans of the member's Redis calls.
+	StartAcquire(lease, wait time.Duration, parent trace.SpanContext, notify func(MemberAnswer)) (abandon func() bool)
 	// StartRelease asks to drop one hold of the member and reports the outcome to notify. A member
 	// that holds nothing is not an error.
 	StartRelease(notify func(error))
@@ -59,6 +63,8 @@ type GroupConfig struct {
 	NewBackOff func() backoff.BackOff
 	// Logger receives the supervisor's diagnostics.
 	Logger *slog.Logger
+	// Telemetry records a span per member attempt; nil records nothing.
+	Telemetry *telemetry.Telemetry
 }
 
 // Quorum is the number of members a group of n must take: all of them for a MultiLock, a majority
@@ -108,7 +114,9 @@ type GroupAcquire struct {
 	// NodeTimeout bounds each member's attempt; 0 means NodeTimeoutFor(lease) for a RedLock, and no
 	// bound but the caller's for a MultiLock.
 	NodeTimeout time.Duration
-	Ticket      *Ticket
+	// Parent is the span context of the caller's span.
+	Parent trace.SpanContext
+	Ticket *Ticket
 }
 
 // GroupRelease drops one hold of the group; the last one releases every member.
@@ -120,6 +128,7 @@ type GroupRelease struct {
 type (
 	memberTry struct {
 		attempt     uint64
+		parent      trace.SpanContext
 		lease, wait time.Duration
 		// timeout bounds the attempt, wait included; 0 means wait (or no bound for one attempt).
 		timeout time.Duration
@@ -199,6 +208,8 @@ type groupActor struct {
 	attempt  uint64
 	started  time.Time
 	results  []memberResult
+	spans    []trace.Span
+	attempts int
 	pending  int
 	raising  bool
 	floor    int64
@@ -228,6 +239,7 @@ func (g *groupActor) Receive(ctx actor.Context) {
 		g.backoff = g.cfg.NewBackOff()
 		g.held = make([]bool, len(g.cfg.Members))
 		g.tokens = make([]int64, len(g.cfg.Members))
+		g.spans = make([]trace.Span, len(g.cfg.Members))
 		for i, member := range g.cfg.Members {
 			props := actor.PropsFromProducer(func() actor.Actor {
 				return &memberActor{member: member, index: i, release: g.cfg.ReleaseTimeout, logger: g.cfg.Logger}
@@ -288,6 +300,7 @@ func (g *groupActor) onAcquire(ctx actor.Context, m *GroupAcquire) {
 		return
 	}
 	g.busy, g.req = true, m
+	g.attempts = 0
 	g.backoff.Reset()
 	g.waitNext = 0
 	g.startAttempt(ctx)
@@ -323,8 +336,19 @@ func (g *groupActor) startAttempt(ctx actor.Context) {
 	if timeout > 0 {
 		timeout += wait
 	}
-	for _, child := range g.children {
-		ctx.Send(child, memberTry{attempt: g.attempt, lease: g.req.Lease, wait: wait, timeout: timeout})
+	g.attempts++
+	kind := messages.LockMultiLock
+	if g.cfg.RedLock {
+		kind = messages.LockRedLock
+	}
+	for i, child := range g.children {
+		var parent trace.SpanContext
+		if g.cfg.Telemetry != nil {
+			g.spans[i] = g.cfg.Telemetry.StartChild(g.req.Parent, "lockwarden.group.member", "", kind,
+				telemetry.AttrMember.Int(i), telemetry.AttrAttempts.Int(g.attempts))
+			parent = g.spans[i].SpanContext()
+		}
+		ctx.Send(child, memberTry{attempt: g.attempt, parent: parent, lease: g.req.Lease, wait: wait, timeout: timeout})
 	}
 }
 
@@ -337,6 +361,11 @@ func (g *groupActor) onResult(ctx actor.Context, m memberResult) {
 		return
 	}
 	g.results = append(g.results, m)
+	if s := g.spans[m.index]; s != nil {
+		s.SetAttributes(attribute.Bool("lockwarden.group.member.taken", m.ok))
+		telemetry.EndSpan(s, m.err)
+		g.spans[m.index] = nil
+	}
 	if g.pending--; g.pending > 0 {
 		return
 	}
@@ -474,7 +503,7 @@ func (g *groupActor) succeed(ctx actor.Context) {
 func (g *groupActor) outcome() Outcome {
 	return Outcome{
 		HoldCount: int64(g.count), Token: g.token, Tokens: append([]int64(nil), g.tokens...),
-		Done: g.done, Expires: g.expires,
+		Done: g.done, Expires: g.expires, Attempts: g.attempts,
 	}
 }
 
@@ -625,7 +654,7 @@ func (a *memberActor) Receive(ctx actor.Context) {
 	case memberTry:
 		a.attempt, a.answered = m.attempt, false
 		self, root, attempt := a.self, a.root, m.attempt
-		a.abandon = a.member.StartAcquire(m.lease, m.wait, func(ans MemberAnswer) {
+		a.abandon = a.member.StartAcquire(m.lease, m.wait, m.parent, func(ans MemberAnswer) {
 			root.Send(self, memberAnswered{attempt: attempt, answer: ans})
 		})
 		if bound := max(m.timeout, m.wait); bound > 0 {

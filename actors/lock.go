@@ -11,9 +11,12 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/asynkron/protoactor-go/scheduler"
 	"github.com/cenkalti/backoff/v4"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/lockwarden/lockwarden/messages"
 	"github.com/lockwarden/lockwarden/redisops"
+	"github.com/lockwarden/lockwarden/telemetry"
 )
 
 // holdKey names one local owner's hold of one kind: on a read-write lock an owner may hold both sides.
@@ -102,6 +105,8 @@ type lockActor struct {
 	idle     oneShot
 	watchdog oneShot
 	backoff  backoff.BackOff
+	// renewTicks counts the watchdog ticks, to sample their spans.
+	renewTicks uint64
 }
 
 func newLockActor(name, key string, f family, env *Env) *lockActor {
@@ -282,6 +287,7 @@ func (a *lockActor) onAcquire(m *Acquire) {
 		m.Ticket.deliver(Outcome{Reason: messages.ReasonNotObtained})
 	default:
 		a.queue = append(a.queue, m)
+		m.queued = true
 		a.emitWait(messages.EventWaitStarted, m, "")
 	}
 }
@@ -310,6 +316,7 @@ func (a *lockActor) afterFirstAttempt(m *Acquire, reentry, ok bool, ttl time.Dur
 	} else {
 		a.queue = append(a.queue, m)
 	}
+	m.queued = true
 	a.emitWait(messages.EventWaitStarted, m, "")
 	if a.retry.armed() && len(a.queue) > 1 {
 		return
@@ -361,9 +368,30 @@ func (a *lockActor) compatible(m *Acquire) bool {
 // settled (granted, or answered with ReasonNotSynced), the holder's remaining lease when the lock is
 // taken, and any Redis error.
 func (a *lockActor) attempt(m *Acquire) (bool, time.Duration, error) {
+	span := a.redisSpan(m.Parent, "lockwarden.redis.acquire", m.Kind)
+	m.attempts++
 	sent := time.Now()
 	res, err := a.proto.acquire(a.redisContext(), m, a.knownHeld(m), m.Wait)
+	endRedisSpan(span, res.OK, err)
 	return a.settleAttempt(m, sent, res, err)
+}
+
+// redisSpan starts the span of a Redis call made for a caller whose span is parent (nil without
+// telemetry).
+func (a *lockActor) redisSpan(parent trace.SpanContext, name string, kind Kind) trace.Span {
+	if a.env.Telemetry == nil {
+		return nil
+	}
+	return a.env.Telemetry.StartChild(parent, name, a.name, kindOf(kind))
+}
+
+// endRedisSpan ends a span from redisSpan with whether the call succeeded and its error.
+func endRedisSpan(s trace.Span, ok bool, err error) {
+	if s == nil {
+		return
+	}
+	s.SetAttributes(attribute.Bool("lockwarden.redis.ok", ok))
+	telemetry.EndSpan(s, err)
 }
 
 // knownHeld is the hold count of m's owner and kind that the acquire scripts check retries against:
@@ -424,12 +452,12 @@ func (a *lockActor) grant(m *Acquire, count, token int64, sent time.Time) {
 	h.count, h.token, h.lease = count, token, m.Lease
 	h.watchdog = h.watchdog || m.Watchdog
 	h.extend(sent, m.Lease)
-	if m.Ticket.deliver(Outcome{HoldCount: count, Token: token, Done: h.done}) {
+	if m.Ticket.deliver(Outcome{HoldCount: count, Token: token, Done: h.done, Attempts: m.attempts}) {
 		typ := messages.EventAcquired
 		if count > 1 {
 			typ = messages.EventReentered
 		}
-		a.emit(messages.Event{Type: typ, Owner: m.Owner, Kind: kindOf(m.Kind), Token: token, HoldCount: count, Wait: waitOf(m)})
+		a.emit(messages.Event{Type: typ, Owner: m.Owner, Kind: kindOf(m.Kind), Token: token, HoldCount: count, Wait: waitOf(m), Queued: m.queued})
 		return
 	}
 	// The caller left while we were obtaining the lock for it. The undo has its own deadline, because
@@ -626,8 +654,10 @@ func (a *lockActor) onRelease(m *Release) {
 		})
 		return
 	}
+	span := a.redisSpan(m.Parent, "lockwarden.redis.release", m.Kind)
 	sent := time.Now()
 	rel, err := a.proto.release(a.redisContext(), k, a.env.NewRequestID(), lease, next)
+	endRedisSpan(span, err == nil, err)
 	a.settleRelease(m, h, lease, nextCmd, sent, rel, err)
 }
 
@@ -924,7 +954,10 @@ func (a *lockActor) armWatchdog() {
 // renewAll renews every watchdog hold. An error is not a loss: the next tick tries again, and the
 // expiry timer declares the loss if the lease runs out first.
 func (a *lockActor) renewAll() {
+	a.renewTicks++
 	lost := false
+	renewed, failed := 0, 0
+	var lastErr error
 	for k, h := range a.holds {
 		if !h.watchdog {
 			continue
@@ -937,20 +970,48 @@ func (a *lockActor) renewAll() {
 		cancel()
 		switch {
 		case err == nil:
+			renewed++
 			h.lease = a.env.WatchdogTimeout
 			h.extend(sent, a.env.WatchdogTimeout)
 			a.emitHold(messages.EventRenewed, k, h, h.count, "")
 		case errors.Is(err, redisops.ErrNotHeld):
+			failed++
+			lastErr = err
 			a.lose(k, "renewal found the hold gone")
 			lost = true
 		default:
+			failed++
+			lastErr = err
 			a.log().Warn("renewal failed; retrying on the next tick", "owner", k.owner, "err", err)
 			a.emitHold(messages.EventRenewalFailed, k, h, h.count, err.Error())
 		}
 	}
+	a.traceRenewals(renewed, failed, lastErr)
 	if lost {
 		a.tryHead()
 	}
+}
+
+// renewSpanEvery is how often a watchdog tick gets a span: the first and every tenth, and every tick
+// with a failure.
+const renewSpanEvery = 10
+
+// traceRenewals records the span of a watchdog tick, when it is sampled or something failed.
+func (a *lockActor) traceRenewals(renewed, failed int, err error) {
+	t := a.env.Telemetry
+	if t == nil || renewed+failed == 0 || (failed == 0 && a.renewTicks%renewSpanEvery != 1) {
+		return
+	}
+	kind := messages.LockPlain
+	switch a.family {
+	case familyFair:
+		kind = messages.LockFair
+	case familyRW:
+		kind = messages.LockReadWrite
+	}
+	span := t.StartChild(trace.SpanContext{}, "lockwarden.renew", a.name, kind,
+		telemetry.AttrRenewed.Int(renewed), attribute.Int("lockwarden.renewal.failed", failed))
+	telemetry.EndSpan(span, err)
 }
 
 // shutdown runs when the coordinator closes: waiters get ReasonClosed, held locks are released on a
@@ -1028,15 +1089,4 @@ func waitOf(m *Acquire) time.Duration {
 }
 
 // kindOf names a kind in events.
-func kindOf(k Kind) messages.LockKind {
-	switch k {
-	case KindFair:
-		return messages.LockFair
-	case KindRead:
-		return messages.LockRead
-	case KindWrite:
-		return messages.LockWrite
-	default:
-		return messages.LockPlain
-	}
-}
+func kindOf(k Kind) messages.LockKind { return k.LockKind() }

@@ -21,6 +21,8 @@ type Outcome struct {
 	Done <-chan struct{}
 	// Deleted reports whether a force unlock deleted a lock.
 	Deleted bool
+	// Attempts is how many Redis attempts an acquisition took.
+	Attempts int
 	// Tokens are the fencing tokens of a group's members, in order (0 for a member not taken).
 	Tokens []int64
 	// Expires is when a group hold taken with a fixed lease stops being valid; zero for watchdog holds.

@@ -3,6 +3,7 @@ package coordinator
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"reflect"
 	"runtime"
@@ -17,6 +18,7 @@ import (
 
 	"github.com/lockwarden/lockwarden/actors"
 	"github.com/lockwarden/lockwarden/redisops"
+	"github.com/lockwarden/lockwarden/telemetry"
 )
 
 // Coordinator is the entry point to lockwarden: it owns an actor system with one actor per lock name
@@ -31,6 +33,7 @@ type Coordinator struct {
 	requests atomic.Uint64
 	pool     *actors.WorkerPool
 	events   *eventHub
+	tel      *telemetry.Telemetry
 
 	system   *actor.ActorSystem
 	bridge   *actor.PID
@@ -90,11 +93,19 @@ func New(client redis.UniversalClient, opts ...Option) (*Coordinator, error) {
 		journal = newEventJournal(client, o.journalStream, o.journalMaxLen, o.stopReleaseTimeout, o.logger)
 	}
 	c.events = newEventHub(system.EventStream, journal)
+	if !o.noTelemetry {
+		tel, err := telemetry.New(o.telemetry)
+		if err != nil {
+			return nil, fmt.Errorf("lockwarden: telemetry: %w", err)
+		}
+		c.tel = tel
+	}
 	c.pool = actors.NewWorkerPool(workerPoolSize(), 300)
 	c.bridge = system.Root.Spawn(actors.NewBridgeProps(client, lifetime, o.logger))
 	c.guardian = system.Root.Spawn(actors.NewGuardianProps(&actors.Env{
 		Ops:                c.ops,
-		Events:             c.events,
+		Events:             eventSink{tel: c.tel, hub: c.events},
+		Telemetry:          c.tel,
 		CoordinatorID:      c.id,
 		Bridge:             c.bridge,
 		WatchdogTimeout:    o.watchdogTimeout,

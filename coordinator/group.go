@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/lockwarden/lockwarden/actors"
 	"github.com/lockwarden/lockwarden/messages"
@@ -133,6 +134,7 @@ func (c *Coordinator) newGroup(redLock bool, members []*Mutex, opts []GroupOptio
 		ReleaseTimeout:  c.opts.stopReleaseTimeout,
 		NewBackOff:      actors.DefaultGroupBackOff,
 		Logger:          c.opts.logger,
+		Telemetry:       c.tel,
 	})
 	pid, ok := c.spawnGroup(props)
 	if !ok {
@@ -217,17 +219,25 @@ func (g *Group) TryLock(ctx context.Context, opts ...TryOption) (bool, error) {
 	return ok, err
 }
 
-func (g *Group) acquire(ctx context.Context, lease time.Duration, wait bool, deadline time.Time) (bool, error) {
+func (g *Group) acquire(ctx context.Context, lease time.Duration, wait bool, deadline time.Time) (ok bool, err error) {
 	if err := g.usable(ctx); err != nil {
 		if ctx.Err() != nil && err == ctx.Err() {
 			return false, errors.Join(ErrNotObtained, err)
 		}
 		return false, err
 	}
-	cmd := &actors.GroupAcquire{
-		Lease: lease, Wait: wait, Deadline: deadline, NodeTimeout: g.nodeTimeout, Ticket: actors.NewTicket(),
+	kind := messages.LockMultiLock
+	if g.redLock {
+		kind = messages.LockRedLock
 	}
-	o, err := g.c.ask(ctx, g.pid, cmd, cmd.Ticket)
+	ctx, op := g.c.tel.StartGroupAcquire(ctx, kind, len(g.members))
+	var o actors.Outcome
+	defer func() { op.EndAcquire(acquireOutcome(ok, err), o.Token, o.Attempts, err) }()
+	cmd := &actors.GroupAcquire{
+		Lease: lease, Wait: wait, Deadline: deadline, NodeTimeout: g.nodeTimeout, Parent: spanParent(ctx),
+		Ticket: actors.NewTicket(),
+	}
+	o, err = g.c.ask(ctx, g.pid, cmd, cmd.Ticket)
 	if err != nil {
 		return false, errors.Join(ErrNotObtained, err)
 	}
@@ -310,7 +320,7 @@ func (g *Group) ValidUntil() time.Time {
 // groupMember drives a Mutex handle as a member of a group.
 type groupMember struct{ m *Mutex }
 
-func (gm groupMember) StartAcquire(lease, wait time.Duration, notify func(actors.MemberAnswer)) func() bool {
+func (gm groupMember) StartAcquire(lease, wait time.Duration, parent trace.SpanContext, notify func(actors.MemberAnswer)) func() bool {
 	m := gm.m
 	if err := m.usable(context.Background()); err != nil {
 		notify(actors.MemberAnswer{Err: err})
@@ -328,6 +338,7 @@ func (gm groupMember) StartAcquire(lease, wait time.Duration, notify func(actors
 		m.recordHold(o)
 		notify(actors.MemberAnswer{OK: true, Token: o.Token, Done: o.Done})
 	}))
+	cmd.Parent = parent
 	m.c.system.Root.Send(m.c.guardian, cmd)
 	return func() bool { return m.c.abandon(cmd, cmd.Ticket) }
 }

@@ -190,15 +190,19 @@ func (m *Mutex) TryLock(ctx context.Context, opts ...TryOption) (bool, error) {
 // acquire asks the lock actor for one hold. lease 0 means a watchdog hold. window is the wait window of
 // a fair lock's waiter, 0 for the coordinator's default. When leaveCtx is not nil and ctx ends while a
 // fair waiter waits, acquire returns only once the waiter has left the Redis queue, or leaveCtx ends.
-func (m *Mutex) acquire(ctx context.Context, lease time.Duration, wait bool, window time.Duration, leaveCtx context.Context) (bool, error) {
+func (m *Mutex) acquire(ctx context.Context, lease time.Duration, wait bool, window time.Duration, leaveCtx context.Context) (ok bool, err error) {
 	if err := m.usable(ctx); err != nil {
 		if ctx.Err() != nil && err == ctx.Err() {
 			return false, errors.Join(ErrNotObtained, err)
 		}
 		return false, err
 	}
+	ctx, op := m.c.tel.StartAcquire(ctx, m.name, m.kind.LockKind(), m.owner)
+	var o actors.Outcome
+	defer func() { op.EndAcquire(acquireOutcome(ok, err), o.Token, o.Attempts, err) }()
 	cmd := m.acquireCommand(lease, wait, window, actors.NewTicket())
-	o, err := m.c.do(ctx, cmd, cmd.Ticket)
+	cmd.Parent = spanParent(ctx)
+	o, err = m.c.do(ctx, cmd, cmd.Ticket)
 	if err != nil {
 		if (m.kind == actors.KindFair || m.kind == actors.KindWrite) && leaveCtx != nil {
 			// TryLock's wait ran out: leave the Redis queue (fair) or withdraw the write intent
@@ -270,11 +274,13 @@ func outcomeError(o actors.Outcome) error {
 // It returns [ErrNotHeld] when m does not hold the lock, including after its lease ran out or after a
 // force unlock, and on a second Unlock. It never touches a hold of another owner. If ctx ends before
 // the answer arrives, it returns ctx.Err(), and the release may still take effect.
-func (m *Mutex) Unlock(ctx context.Context) error {
+func (m *Mutex) Unlock(ctx context.Context) (err error) {
 	if err := m.usable(ctx); err != nil {
 		return err
 	}
-	cmd := &actors.Release{Name: m.name, Kind: m.kind, Owner: m.owner, Ticket: actors.NewTicket()}
+	ctx, op := m.c.tel.StartRelease(ctx, m.name, m.kind.LockKind(), m.owner)
+	defer func() { op.End(err) }()
+	cmd := &actors.Release{Name: m.name, Kind: m.kind, Owner: m.owner, Parent: spanParent(ctx), Ticket: actors.NewTicket()}
 	o, err := m.c.do(ctx, cmd, cmd.Ticket)
 	if err != nil {
 		return errors.Unwrap(err)

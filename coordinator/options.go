@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/lockwarden/lockwarden/redisops"
+	"github.com/lockwarden/lockwarden/telemetry"
 )
 
 // Defaults of the coordinator options.
@@ -21,6 +22,8 @@ const (
 )
 
 type options struct {
+	telemetry          telemetry.Config
+	noTelemetry        bool
 	journalStream      string
 	journalMaxLen      int64
 	watchdogTimeout    time.Duration

@@ -82,6 +82,11 @@ const (
 	LockFair  LockKind = "fair"
 	LockRead  LockKind = "read"
 	LockWrite LockKind = "write"
+	// LockReadWrite names a read-write lock as a whole (both sides), in telemetry.
+	LockReadWrite LockKind = "read-write"
+	// LockMultiLock and LockRedLock name groups, in telemetry.
+	LockMultiLock LockKind = "multilock"
+	LockRedLock   LockKind = "redlock"
 )
 
 // Event is one change in a lock's life, as seen by the coordinator where it happened. Fields that do
@@ -100,6 +105,9 @@ type Event struct {
 	Token int64
 	// HoldCount is the owner's hold count after the event.
 	HoldCount int64
+	// Queued reports, for acquired, that the owner had waited in the queue (an EventWaitStarted came
+	// before).
+	Queued bool
 	// Time is when it happened.
 	Time time.Time
 	// Wait is how long the owner waited: from the call to the acquisition, or to giving up.
