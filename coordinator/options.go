@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"log/slog"
 	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
 )
 
 // Defaults of the coordinator options.
@@ -22,6 +24,7 @@ type options struct {
 	stopReleaseTimeout time.Duration
 	fairWaitWindow     time.Duration
 	logger             *slog.Logger
+	system             *actor.ActorSystem
 }
 
 func defaultOptions() options {
@@ -115,6 +118,22 @@ func WithFairWaitWindow(d time.Duration) Option {
 			return fmt.Errorf("%w: fair wait window %v must be positive", ErrInvalidOption, d)
 		}
 		o.fairWaitWindow = d
+		return nil
+	}
+}
+
+// WithActorSystem makes the coordinator spawn its actors in system, an actor system of the application,
+// instead of creating its own. The application's actors can then talk to the coordinator's gateway
+// ([Coordinator.PID]) and be death-watched by it. Close stops only the actors the coordinator spawned and
+// leaves system running; the application shuts system down itself, after Close. The system's own
+// logger and settings are used as they are. A nil system is an error. By default the coordinator creates
+// a quiet actor system of its own and shuts it down at Close.
+func WithActorSystem(system *actor.ActorSystem) Option {
+	return func(o *options) error {
+		if system == nil {
+			return fmt.Errorf("%w: nil actor system", ErrInvalidOption)
+		}
+		o.system = system
 		return nil
 	}
 }
