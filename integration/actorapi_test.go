@@ -1,6 +1,7 @@
 package integration
 
 import (
+	"context"
 	"errors"
 	"log/slog"
 	"testing"
@@ -268,7 +269,12 @@ func TestActorAPIOwnerCrash(t *testing.T) {
 // released within about 100 ms, measured from the stop to the unlock notices in Redis.
 func TestActorAPIDeathWatchLatency(t *testing.T) {
 	t.Parallel()
-	client, system, c := setupActorAPI(t)
+	srv := redistest.Start(t)
+	client := srv.Client(t)
+	system := newActorSystem(t)
+	logged := make(chan map[string]string, 8)
+	c := newCoordinator(t, client, coordinator.WithActorSystem(system),
+		coordinator.WithLogger(slog.New(&releaseLog{records: logged})))
 	base := "lockwarden:actorapi:" + t.Name()
 	names := []string{base + ":a", base + ":b"}
 	owner := spawnClient(t, system, c.PID(), "owner")
@@ -301,6 +307,34 @@ func TestActorAPIDeathWatchLatency(t *testing.T) {
 			t.Errorf("EXISTS %s = %d, %v; want 0", n, exists, err)
 		}
 	}
+	// Each release is logged with its cause and the number of holds released.
+	wantHolds := map[string]string{names[0]: "2", names[1]: "1"}
+	for range names {
+		select {
+		case rec := <-logged:
+			if rec["cause"] != messages.ReleaseCauseOwnerStopped || wantHolds[rec["lock"]] != rec["holds"] {
+				t.Errorf("log record %v, want cause %q and holds %v", rec, messages.ReleaseCauseOwnerStopped, wantHolds)
+			}
+			delete(wantHolds, rec["lock"])
+		case <-time.After(5 * time.Second):
+			t.Fatalf("no log record of the release of %v", wantHolds)
+		}
+	}
+}
+
+// releaseLog is a slog handler that passes the attributes of every record with a cause to records.
+type releaseLog struct{ records chan<- map[string]string }
+
+func (*releaseLog) Enabled(context.Context, slog.Level) bool { return true }
+func (h *releaseLog) WithAttrs([]slog.Attr) slog.Handler     { return h }
+func (h *releaseLog) WithGroup(string) slog.Handler          { return h }
+func (h *releaseLog) Handle(_ context.Context, r slog.Record) error {
+	attrs := map[string]string{"msg": r.Message}
+	r.Attrs(func(a slog.Attr) bool { attrs[a.Key] = a.Value.String(); return true })
+	if _, ok := attrs["cause"]; ok {
+		h.records <- attrs
+	}
+	return nil
 }
 
 // TestActorAPIWaitCancelledByOwnerStop: an actor whose Acquire waits stops; its wait ends, and it does
