@@ -97,9 +97,11 @@ type Acquire struct {
 
 // Release drops one hold of the lock Name by Owner.
 type Release struct {
-	Name   string
-	Kind   Kind
-	Owner  string
+	Name  string
+	Kind  Kind
+	Owner string
+	// Reason is why the hold is released, for the Released event; empty means messages.ReleaseUnlocked.
+	Reason string
 	Parent trace.SpanContext
 	Ticket *Ticket
 }

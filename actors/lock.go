@@ -681,13 +681,13 @@ func (a *lockActor) settleRelease(m *Release, h *hold, lease time.Duration, next
 		if h != nil {
 			h.count = rel.Remaining
 			h.extend(sent, lease)
-			a.emitHold(messages.EventReleased, k, h, rel.Remaining, messages.ReleaseUnlocked)
+			a.emitHold(messages.EventReleased, k, h, rel.Remaining, releaseReason(m))
 		}
 		m.Ticket.deliver(Outcome{HoldCount: rel.Remaining})
 		return
 	}
 	if h != nil {
-		a.emitHold(messages.EventReleased, k, h, 0, messages.ReleaseUnlocked)
+		a.emitHold(messages.EventReleased, k, h, 0, releaseReason(m))
 		a.drop(k)
 	}
 	if rel.NotSynced != nil && nextCmd != nil {
@@ -1078,6 +1078,14 @@ func (a *lockActor) emitWait(typ messages.EventType, m *Acquire, reason string) 
 		ev.Wait = waitOf(m)
 	}
 	a.emit(ev)
+}
+
+// releaseReason is the Reason of the Released event of m.
+func releaseReason(m *Release) string {
+	if m.Reason == "" {
+		return messages.ReleaseUnlocked
+	}
+	return m.Reason
 }
 
 // waitOf is how long the caller of m has waited so far.

@@ -21,9 +21,10 @@ import (
 	"github.com/lockwarden/lockwarden/telemetry"
 )
 
-// Coordinator is the entry point to lockwarden: it owns an actor system with one actor per lock name
-// in use, and one pub/sub connection for unlock notices. It is safe for concurrent use. Create it with
-// [New] and release it with [Coordinator.Close].
+// Coordinator is the entry point to lockwarden: it owns an actor system (or, with [WithActorSystem],
+// actors in the application's system) with one actor per lock name in use, a gateway actor for the
+// actor message API ([Coordinator.PID]), and one pub/sub connection for unlock notices. It is safe for
+// concurrent use. Create it with [New] and release it with [Coordinator.Close].
 type Coordinator struct {
 	id     string
 	opts   options
@@ -35,9 +36,16 @@ type Coordinator struct {
 	events   *eventHub
 	tel      *telemetry.Telemetry
 
-	system   *actor.ActorSystem
-	bridge   *actor.PID
-	guardian *actor.PID
+	system *actor.ActorSystem
+	// ownSystem is whether system was created by New (and is shut down by Close), rather than given
+	// with WithActorSystem.
+	ownSystem bool
+	bridge    *actor.PID
+	guardian  *actor.PID
+	// gateway answers the messages of the actor message API.
+	gateway *actor.PID
+	// background counts the gateway's status queries running on their own goroutines.
+	background sync.WaitGroup
 
 	// lifetime bounds every Redis call of the actors; it ends when Close starts.
 	lifetime context.Context
@@ -70,23 +78,27 @@ func New(client redis.UniversalClient, opts ...Option) (*Coordinator, error) {
 			return nil, err
 		}
 	}
-	discard := slog.New(slog.DiscardHandler)
-	system := actor.NewActorSystem(
-		actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return discard }),
-		actor.WithDeadLetterRequestLogging(false),
-		// A short throttle period keeps protoactor's dead-letter throttle goroutine short-lived.
-		actor.WithDeadLetterThrottleInterval(10*time.Millisecond),
-	)
+	system, ownSystem := o.system, false
+	if system == nil {
+		discard := slog.New(slog.DiscardHandler)
+		system, ownSystem = actor.NewActorSystem(
+			actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return discard }),
+			actor.WithDeadLetterRequestLogging(false),
+			// A short throttle period keeps protoactor's dead-letter throttle goroutine short-lived.
+			actor.WithDeadLetterThrottleInterval(10*time.Millisecond),
+		), true
+	}
 	lifetime, cancel := context.WithCancel(context.Background())
 	c := &Coordinator{
-		id:       uuid.NewString(),
-		opts:     o,
-		ops:      newOps(client, o),
-		system:   system,
-		lifetime: lifetime,
-		cancel:   cancel,
-		closed:   make(chan struct{}),
-		groups:   make(map[*actor.PID]struct{}),
+		id:        uuid.NewString(),
+		opts:      o,
+		ops:       newOps(client, o),
+		system:    system,
+		ownSystem: ownSystem,
+		lifetime:  lifetime,
+		cancel:    cancel,
+		closed:    make(chan struct{}),
+		groups:    make(map[*actor.PID]struct{}),
 	}
 	var journal *eventJournal
 	if o.journalStream != "" {
@@ -120,8 +132,22 @@ func New(client redis.UniversalClient, opts ...Option) (*Coordinator, error) {
 			return c.id + ":r" + strconv.FormatUint(c.requests.Add(1), 10)
 		},
 	}))
+	c.gateway = system.Root.Spawn(c.gatewayProps())
 	return c, nil
 }
+
+// PID returns the PID of the coordinator's gateway: the actor that answers the messages of package
+// messages ([messages.Acquire], [messages.Release], [messages.ForceUnlock], [messages.Status]). Send
+// them with Request from an actor (or RequestFuture); the reply goes to the sender. See the package
+// documentation, "Actor message API". After Close the gateway is stopped, and protoactor answers
+// requests to it as dead letters.
+func (c *Coordinator) PID() *actor.PID { return c.gateway }
+
+// ActorSystem returns the actor system the coordinator's actors run in: the one given with
+// [WithActorSystem], or else the coordinator's own. Only actors of this system (or of systems connected
+// to it by protoactor's remoting) can reach [Coordinator.PID]. Lock events are published on its
+// EventStream (see [Coordinator.Subscribe]). Do not shut the coordinator's own system down: Close does.
+func (c *Coordinator) ActorSystem() *actor.ActorSystem { return c.system }
 
 // workerPoolSize is the number of warm goroutines that run lock actors: enough for every core to be
 // busy while many lock actors wait on Redis.
@@ -136,15 +162,12 @@ func isNil(client redis.UniversalClient) bool {
 	return v.Kind() == reflect.Pointer && v.IsNil()
 }
 
-// ActorSystem returns the protoactor actor system the coordinator's actors run in. Lock events are
-// published on its EventStream (see [Coordinator.Subscribe]).
-func (c *Coordinator) ActorSystem() *actor.ActorSystem { return c.system }
-
 // ID returns the coordinator's UUID, the first part of the owner ids it creates.
 func (c *Coordinator) ID() string { return c.id }
 
 // Close stops every actor, timer and goroutine of the coordinator and waits for them. It is idempotent
-// and always returns nil.
+// and always returns nil. An actor system given with [WithActorSystem] keeps running: Close stops only
+// the actors the coordinator spawned in it.
 //
 // Locks still held through the coordinator are released on a best-effort basis, bounded by
 // [WithStopReleaseTimeout]; their Done channels close. A lock whose release fails (Redis unreachable)
@@ -161,13 +184,19 @@ func (c *Coordinator) Close() error {
 		// Abort Redis calls in flight, so no actor is stuck behind a dead connection; the releases
 		// at stop use their own deadline.
 		c.cancel()
+		// The gateway first: it answers its waiting requests with ErrClosed and stops sending
+		// commands to the lock actors.
+		_ = c.system.Root.StopFuture(c.gateway).Wait()
+		c.background.Wait()
 		c.stopGroups()
 		c.stopping.Wait()
 		_ = c.system.Root.StopFuture(c.guardian).Wait()
 		_ = c.system.Root.StopFuture(c.bridge).Wait()
 		c.events.close()
 		c.pool.Stop()
-		c.system.Shutdown()
+		if c.ownSystem {
+			c.system.Shutdown()
+		}
 	})
 	return nil
 }

@@ -27,6 +27,39 @@
 // watchdog every third of the watchdog timeout ([WithWatchdogTimeout], default 30s); its [Mutex.Done]
 // channel closes if the hold is lost.
 //
+// # Actor message API
+//
+// Actors drive locks by message. [Coordinator.PID] is the gateway actor; Request it with
+// [messages.Acquire], [messages.Release], [messages.ForceUnlock] or [messages.Status] from an actor of
+// the same actor system ([WithActorSystem] puts the coordinator into the application's system;
+// [Coordinator.ActorSystem] is the system either way), and the reply arrives as a message:
+//
+//	func (w *worker) Receive(ctx actor.Context) {
+//		switch m := ctx.Message().(type) {
+//		case *actor.Started:
+//			ctx.Request(w.locks, &messages.Acquire{Name: "orders:42", Wait: messages.WaitForever})
+//		case *messages.Acquired:
+//			// work, then ctx.Request(w.locks, &messages.Release{Name: m.Name})
+//		case *messages.Error:
+//			// errors.Is(m, coordinator.ErrEmptyName), ...
+//		}
+//	}
+//
+// The gateway never blocks: each command goes to the lock actor with a ticket whose callback sends the
+// reply to the requester. Acquire.Wait is 0 for one attempt, a positive duration for a bounded wait,
+// or [messages.WaitForever]; Acquire.Lease is 0 for a watchdog hold. Negative durations, an empty name
+// and an unknown kind get an [messages.Error] reply ([ErrInvalidWait], [ErrInvalidLease],
+// [ErrEmptyName], [ErrInvalidKind]); so does an unknown message ([ErrInvalidMessage]).
+//
+// A message without an Owner is owned by its sender actor: the owner id is "<coordinator
+// ID>:<address>/<id>" from the sender's PID. The gateway watches that actor while it holds or waits for
+// a lock, and when the actor stops (a supervisor stopping a crashed actor included) it drops the
+// actor's waits and releases each of its holds, every re-entry, within a few milliseconds (one Redis
+// round trip per hold), and logs each release with the cause [messages.ReleaseCauseOwnerStopped].
+// Such a message must come with Request from an actor: a future (RequestFuture) cannot own a lock and
+// gets [ErrNoOwner]. A message with an explicit Owner may come from anywhere, and its holds are not tied
+// to the sender's life. A message sent with Send has nobody to answer and is dropped with a warning.
+//
 // # Errors
 //
 // Errors are the sentinel values of this package ([ErrNotObtained], [ErrNotHeld], [ErrClosed], ...),

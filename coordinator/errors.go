@@ -39,6 +39,16 @@ var (
 	// the caller's back; the caller does not hold the lock and may try again. A waiting Lock fails with
 	// it too, rather than retrying for as long as the replicas lag.
 	ErrNotSynced = redisops.ErrNotSynced
+	// ErrInvalidKind is the error of an [messages.Error] reply to a message whose Kind is not one of
+	// the kinds the messages package defines.
+	ErrInvalidKind = errors.New("lockwarden: unknown lock kind")
+	// ErrNoOwner is the error of an [messages.Error] reply to a message that gives no Owner and was not
+	// sent by an actor with Request (a future's sender, as from RequestFuture, cannot be death-watched):
+	// set Owner, or send with Request from an actor.
+	ErrNoOwner = errors.New("lockwarden: no owner: set Owner or send with Request from an actor")
+	// ErrInvalidMessage is the error of an [messages.Error] reply to a message that the coordinator's
+	// gateway does not know, or a nil message.
+	ErrInvalidMessage = errors.New("lockwarden: invalid message")
 	// ErrInvalidGroup is returned by every call on a MultiLock or RedLock created with no members, a nil
 	// member, or the same member twice.
 	ErrInvalidGroup = errors.New("lockwarden: invalid lock group")

@@ -61,11 +61,13 @@ func OfType(types ...messages.EventType) EventFilter {
 // happened for each lock. A subscriber that falls behind never slows the locks down: when its buffer
 // is full, new events are dropped for it and counted ([Subscription.Dropped]).
 type Subscription struct {
-	hub       *eventHub
-	filter    EventFilter
-	ch        chan messages.Event
-	dropped   atomic.Uint64
-	closeOnce sync.Once
+	hub     *eventHub
+	filter  EventFilter
+	ch      chan messages.Event
+	dropped atomic.Uint64
+	// mu orders the hub's sends with closing the channel.
+	mu     sync.Mutex
+	closed bool
 }
 
 // Subscribe returns a subscription to the coordinator's lock events that filter selects (nil: all),
@@ -91,12 +93,32 @@ func (s *Subscription) Dropped() uint64 { return s.dropped.Load() }
 
 // Close ends the subscription and closes its channel. It is idempotent.
 func (s *Subscription) Close() {
-	if s.hub.remove(s) {
-		s.closeChannel()
+	s.hub.remove(s)
+	s.closeChannel()
+}
+
+func (s *Subscription) closeChannel() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !s.closed {
+		s.closed = true
+		close(s.ch)
 	}
 }
 
-func (s *Subscription) closeChannel() { s.closeOnce.Do(func() { close(s.ch) }) }
+// deliver hands ev to the subscriber without blocking, or counts it as dropped.
+func (s *Subscription) deliver(ev messages.Event) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return
+	}
+	select {
+	case s.ch <- ev:
+	default:
+		s.dropped.Add(1)
+	}
+}
 
 // DroppedEvents returns how many events the coordinator could not hand to its event hub because the
 // hub's queue was full (every subscriber, the EventStream and the journal miss them).
@@ -162,18 +184,15 @@ func (h *eventHub) add(s *Subscription) bool {
 	return true
 }
 
-// remove takes s out of the list and reports whether it was there.
-func (h *eventHub) remove(s *Subscription) bool {
+// remove takes s out of the list.
+func (h *eventHub) remove(s *Subscription) {
 	h.subsMu.Lock()
 	defer h.subsMu.Unlock()
 	old := *h.subs.Load()
-	i := slices.Index(old, s)
-	if i < 0 {
-		return false
+	if i := slices.Index(old, s); i >= 0 {
+		subs := slices.Delete(slices.Clone(old), i, i+1)
+		h.subs.Store(&subs)
 	}
-	subs := slices.Delete(slices.Clone(old), i, i+1)
-	h.subs.Store(&subs)
-	return true
 }
 
 func (h *eventHub) run() {
@@ -183,11 +202,7 @@ func (h *eventHub) run() {
 			if s.filter != nil && !s.filter(ev) {
 				continue
 			}
-			select {
-			case s.ch <- ev:
-			default:
-				s.dropped.Add(1)
-			}
+			s.deliver(ev)
 		}
 		if h.stream.Length() > h.base {
 			// EventStream runs its handlers on the publishing goroutine: this one, never a lock actor.

@@ -333,13 +333,18 @@ func (m *Mutex) status(ctx context.Context) (redisops.Status, error) {
 	if err := m.usable(ctx); err != nil {
 		return redisops.Status{}, err
 	}
-	if m.kind != actors.KindRead && m.kind != actors.KindWrite {
-		return m.c.ops.Status(ctx, m.name, m.owner)
+	return m.c.status(ctx, m.kind, m.name, m.owner)
+}
+
+// status reads the state of the lock name of kind in Redis, with owner's hold count.
+func (c *Coordinator) status(ctx context.Context, kind actors.Kind, name, owner string) (redisops.Status, error) {
+	if kind != actors.KindRead && kind != actors.KindWrite {
+		return c.ops.Status(ctx, name, owner)
 	}
 	// A side of a read-write lock is locked when the lock is in its mode.
-	st, err := m.c.ops.RWStatus(ctx, m.name, m.owner)
+	st, err := c.ops.RWStatus(ctx, name, owner)
 	mode, count := "read", st.ReadHolds
-	if m.kind == actors.KindWrite {
+	if kind == actors.KindWrite {
 		mode, count = "write", st.WriteHolds
 	}
 	return redisops.Status{Locked: st.Mode == mode, HoldCount: count, TTL: st.TTL}, err

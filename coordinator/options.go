@@ -5,6 +5,8 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/asynkron/protoactor-go/actor"
+
 	"github.com/lockwarden/lockwarden/redisops"
 	"github.com/lockwarden/lockwarden/telemetry"
 )
@@ -34,6 +36,7 @@ type options struct {
 	syncReplicas       int
 	syncTimeout        time.Duration
 	logger             *slog.Logger
+	system             *actor.ActorSystem
 }
 
 func defaultOptions() options {
@@ -129,6 +132,22 @@ func WithFairWaitWindow(d time.Duration) Option {
 			return fmt.Errorf("%w: fair wait window %v must be positive", ErrInvalidOption, d)
 		}
 		o.fairWaitWindow = d
+		return nil
+	}
+}
+
+// WithActorSystem makes the coordinator spawn its actors in system, an actor system of the application,
+// instead of creating its own. The application's actors can then talk to the coordinator's gateway
+// ([Coordinator.PID]) and be death-watched by it. Close stops only the actors the coordinator spawned and
+// leaves system running; the application shuts system down itself, after Close. The system's own
+// logger and settings are used as they are. A nil system is an error. By default the coordinator creates
+// a quiet actor system of its own and shuts it down at Close.
+func WithActorSystem(system *actor.ActorSystem) Option {
+	return func(o *options) error {
+		if system == nil {
+			return fmt.Errorf("%w: nil actor system", ErrInvalidOption)
+		}
+		o.system = system
 		return nil
 	}
 }

@@ -14,8 +14,8 @@ const (
 	EventAcquired EventType = iota + 1
 	// EventReentered: an owner that held the lock took one more hold (re-entry, or a writer's read hold).
 	EventReentered
-	// EventReleased: an owner's last hold was released (by Unlock, by Close, because the caller left
-	// before it got the lock, or because the owner actor stopped: see Reason).
+	// EventReleased: an owner released a hold (HoldCount is what is left): by Unlock, by Close, or
+	// because the owner actor stopped (see Reason).
 	EventReleased
 	// EventRenewed: the watchdog extended a hold's lease.
 	EventRenewed
@@ -128,6 +128,6 @@ const (
 	ReleaseClosed = "coordinator closed"
 	// ReleaseCallerLeft: the lock was obtained for a caller that had already given up, and given back.
 	ReleaseCallerLeft = "caller left before it got the lock"
-	// ReleaseOwnerStopped: the owner actor of an actor-model application stopped while it held the lock.
-	ReleaseOwnerStopped = "owner actor stopped"
+	// The owner actor of an actor-model application stopped while it held the lock:
+	// [ReleaseCauseOwnerStopped].
 )

@@ -13,3 +13,19 @@ func TestReasonString(t *testing.T) {
 		}
 	}
 }
+
+func TestKindString(t *testing.T) {
+	for k, want := range map[Kind]string{
+		KindPlain: "plain", KindFair: "fair", KindRead: "read", KindWrite: "write", Kind(9): "unknown",
+	} {
+		if got := k.String(); got != want {
+			t.Errorf("Kind(%d).String() = %q, want %q", uint8(k), got, want)
+		}
+	}
+}
+
+func TestErrorWithoutErr(t *testing.T) {
+	if got := (&Error{}).Error(); got == "" {
+		t.Error("Error{}.Error() is empty")
+	}
+}
