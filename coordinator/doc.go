@@ -60,6 +60,23 @@
 // gets [ErrNoOwner]. A message with an explicit Owner may come from anywhere, and its holds are not tied
 // to the sender's life. A message sent with Send has nobody to answer and is dropped with a warning.
 //
+// # Lock events
+//
+// [Coordinator.Subscribe] returns a [Subscription] whose channel carries the coordinator's lock events
+// ([messages.Event]: acquired, released, lost, wait-started, handed-off, ...), selected by a filter such
+// as [ForLock] or [OfType]. Events never block the locks: a subscriber whose buffer is full misses
+// events ([Subscription.Dropped]). They are also published on the actor system's EventStream, and with
+// [WithEventJournal] appended to a Redis Stream that other processes read with [ReadJournal] or
+// [ParseJournalEntry].
+//
+// # Tracing and metrics
+//
+// The coordinator records OpenTelemetry spans (an acquire or release span in the caller's trace, with a
+// child span per Redis call the lock actor makes for it) and lock metrics, through the global providers
+// or those given with [WithTracerProvider] and [WithMeterProvider]. [WithLockNameAttribute] adds lock
+// names to them; [WithoutTelemetry] turns them off. Package [github.com/lockwarden/lockwarden/telemetry]
+// lists the spans and instruments.
+//
 // # Errors
 //
 // Errors are the sentinel values of this package ([ErrNotObtained], [ErrNotHeld], [ErrClosed], ...),
