@@ -377,9 +377,11 @@ func (a *lockActor) attempt(m *Acquire) (bool, time.Duration, error) {
 }
 
 // redisSpan starts the span of a Redis call made for a caller whose span is parent (nil without
-// telemetry).
+// telemetry or without a sampled parent).
 func (a *lockActor) redisSpan(parent trace.SpanContext, name string, kind Kind) trace.Span {
-	if a.env.Telemetry == nil {
+	if a.env.Telemetry == nil || !parent.IsSampled() {
+		// No caller span, or one that is not recorded: a root span per Redis call would only flood
+		// the traces.
 		return nil
 	}
 	return a.env.Telemetry.StartChild(parent, name, a.name, kindOf(kind))

@@ -30,6 +30,7 @@ package telemetry
 
 import (
 	"context"
+	"sync"
 	"time"
 
 	"go.opentelemetry.io/otel"
@@ -51,7 +52,6 @@ const (
 	AttrLockOwner     = attribute.Key("lockwarden.lock.owner")
 	AttrOutcome       = attribute.Key("lockwarden.lock.outcome")
 	AttrToken         = attribute.Key("lockwarden.lock.token")
-	AttrWait          = attribute.Key("lockwarden.lock.wait_ms")
 	AttrAttempts      = attribute.Key("lockwarden.lock.attempts")
 	AttrHolds         = attribute.Key("lockwarden.lock.hold_count")
 	AttrMember        = attribute.Key("lockwarden.group.member")
@@ -83,6 +83,9 @@ type Config struct {
 type Telemetry struct {
 	tracer    trace.Tracer
 	lockNames bool
+	// sets caches the metric attribute sets by kind and extra attribute when lock names are off, so
+	// that recording a measurement does not build and sort a set each time.
+	sets sync.Map
 
 	acquireDuration metric.Float64Histogram
 	waitDuration    metric.Float64Histogram
@@ -142,14 +145,38 @@ func New(cfg Config) (*Telemetry, error) {
 	return t, nil
 }
 
-// lockAttrs returns the attributes of a lock of kind on name.
+// lockAttrs returns the attributes of a lock of kind on name (a group has no name).
 func (t *Telemetry) lockAttrs(name string, kind messages.LockKind, extra ...attribute.KeyValue) []attribute.KeyValue {
 	attrs := make([]attribute.KeyValue, 0, 2+len(extra))
 	attrs = append(attrs, AttrLockKind.String(string(kind)))
-	if t.lockNames {
+	if t.lockNames && name != "" {
 		attrs = append(attrs, AttrLockName.String(name))
 	}
 	return append(attrs, extra...)
+}
+
+// setKey names a cached metric attribute set.
+type setKey struct {
+	kind  messages.LockKind
+	extra attribute.KeyValue
+}
+
+// measure returns the attributes of a measurement about a lock of kind on name, with at most one extra
+// attribute.
+func (t *Telemetry) measure(name string, kind messages.LockKind, extra ...attribute.KeyValue) metric.MeasurementOption {
+	if t.lockNames {
+		return metric.WithAttributes(t.lockAttrs(name, kind, extra...)...)
+	}
+	k := setKey{kind: kind}
+	if len(extra) > 0 {
+		k.extra = extra[0]
+	}
+	if opt, ok := t.sets.Load(k); ok {
+		return opt.(metric.MeasurementOption)
+	}
+	opt := metric.WithAttributeSet(attribute.NewSet(t.lockAttrs(name, kind, extra...)...))
+	t.sets.Store(k, opt)
+	return opt
 }
 
 // Op is an acquire or release in progress on the caller's side; End it once.
@@ -203,16 +230,20 @@ func (op *Op) EndAcquire(outcome string, token int64, attempts int, err error) {
 		return
 	}
 	elapsed := time.Since(op.start)
-	op.span.SetAttributes(AttrOutcome.String(outcome), AttrWait.Float64(float64(elapsed)/float64(time.Millisecond)))
-	if token != 0 {
-		op.span.SetAttributes(AttrToken.Int64(token))
-	}
-	if attempts > 0 {
-		op.span.SetAttributes(AttrAttempts.Int(attempts))
+	if op.span.IsRecording() {
+		attrs := make([]attribute.KeyValue, 0, 3)
+		attrs = append(attrs, AttrOutcome.String(outcome))
+		if token != 0 {
+			attrs = append(attrs, AttrToken.Int64(token))
+		}
+		if attempts > 0 {
+			attrs = append(attrs, AttrAttempts.Int(attempts))
+		}
+		op.span.SetAttributes(attrs...)
 	}
 	op.setError(err)
 	op.span.End()
-	set := metric.WithAttributes(op.t.lockAttrs(op.name, op.kind, AttrOutcome.String(outcome))...)
+	set := op.t.measure(op.name, op.kind, AttrOutcome.String(outcome))
 	op.t.acquireDuration.Record(context.Background(), elapsed.Seconds(), set)
 	op.t.acquisitions.Add(context.Background(), 1, set)
 }
@@ -266,7 +297,7 @@ func (t *Telemetry) Record(ev messages.Event) {
 		return
 	}
 	ctx := context.Background()
-	set := metric.WithAttributes(t.lockAttrs(ev.Name, ev.Kind)...)
+	set := t.measure(ev.Name, ev.Kind)
 	switch ev.Type {
 	case messages.EventAcquired:
 		t.holders.Add(ctx, 1, set)
@@ -284,9 +315,9 @@ func (t *Telemetry) Record(ev messages.Event) {
 		t.holdDuration.Record(ctx, ev.Held.Seconds(), set)
 		t.lost.Add(ctx, 1, set)
 	case messages.EventRenewed:
-		t.renewals.Add(ctx, 1, metric.WithAttributes(t.lockAttrs(ev.Name, ev.Kind, AttrRenewalResult.String("ok"))...))
+		t.renewals.Add(ctx, 1, t.measure(ev.Name, ev.Kind, AttrRenewalResult.String("ok")))
 	case messages.EventRenewalFailed:
-		t.renewals.Add(ctx, 1, metric.WithAttributes(t.lockAttrs(ev.Name, ev.Kind, AttrRenewalResult.String("failed"))...))
+		t.renewals.Add(ctx, 1, t.measure(ev.Name, ev.Kind, AttrRenewalResult.String("failed")))
 	case messages.EventWaitStarted:
 		t.waiters.Add(ctx, 1, set)
 	case messages.EventWaitTimedOut:

@@ -1,0 +1,307 @@
+package integration
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"go.opentelemetry.io/otel/attribute"
+	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
+	"go.opentelemetry.io/otel/sdk/metric/metricdata"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/lockwarden/lockwarden/coordinator"
+	"github.com/lockwarden/lockwarden/telemetry"
+)
+
+// telSetup returns an in-memory span recorder and a manual metric reader, and the coordinator options
+// that send lockwarden's spans and metrics to them.
+func telSetup(t *testing.T) (*tracetest.SpanRecorder, *sdkmetric.ManualReader, trace.Tracer, []coordinator.Option) {
+	t.Helper()
+	rec := tracetest.NewSpanRecorder()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
+	reader := sdkmetric.NewManualReader()
+	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
+	t.Cleanup(func() {
+		_ = tp.Shutdown(context.Background())
+		_ = mp.Shutdown(context.Background())
+	})
+	return rec, reader, tp.Tracer("test"), []coordinator.Option{coordinator.WithTracerProvider(tp), coordinator.WithMeterProvider(mp)}
+}
+
+// telSpans returns the ended spans named name.
+func telSpans(rec *tracetest.SpanRecorder, name string) []sdktrace.ReadOnlySpan {
+	var out []sdktrace.ReadOnlySpan
+	for _, s := range rec.Ended() {
+		if s.Name() == name {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// telOne returns the one ended span named name that is a child of parent, failing otherwise.
+func telOne(t *testing.T, rec *tracetest.SpanRecorder, name string, parent trace.SpanContext) sdktrace.ReadOnlySpan {
+	t.Helper()
+	var found []sdktrace.ReadOnlySpan
+	for _, s := range telSpans(rec, name) {
+		if s.Parent().SpanID() == parent.SpanID() && s.Parent().TraceID() == parent.TraceID() {
+			found = append(found, s)
+		}
+	}
+	if len(found) != 1 {
+		t.Fatalf("%d %q spans under parent %s, want 1 (all spans: %v)", len(found), name, parent.SpanID(), telNames(rec))
+	}
+	return found[0]
+}
+
+func telNames(rec *tracetest.SpanRecorder) []string {
+	var names []string
+	for _, s := range rec.Ended() {
+		names = append(names, s.Name())
+	}
+	return names
+}
+
+// telAttr returns the attribute key of span s.
+func telAttr(s sdktrace.ReadOnlySpan, key attribute.Key) (attribute.Value, bool) {
+	for _, kv := range s.Attributes() {
+		if kv.Key == key {
+			return kv.Value, true
+		}
+	}
+	return attribute.Value{}, false
+}
+
+// TestTelemetryLockTrace: a Lock and an Unlock under a caller's span make a span each, children of the
+// caller's span, and the lock actor's Redis calls are their children across the actor hops.
+func TestTelemetryLockTrace(t *testing.T) {
+	t.Parallel()
+	rec, _, tracer, opts := telSetup(t)
+	_, _, c := setup(t, opts...)
+	m := c.Mutex(t.Name())
+	ctx, caller := tracer.Start(t.Context(), "caller")
+	if err := m.Lock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	token := m.Token()
+	if err := m.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	caller.End()
+
+	acq := telOne(t, rec, "lockwarden.acquire", caller.SpanContext())
+	if v, _ := telAttr(acq, telemetry.AttrOutcome); v.AsString() != telemetry.OutcomeAcquired {
+		t.Errorf("acquire outcome = %q, want acquired", v.AsString())
+	}
+	if v, _ := telAttr(acq, telemetry.AttrToken); v.AsInt64() != token {
+		t.Errorf("acquire token = %d, want %d", v.AsInt64(), token)
+	}
+	if v, _ := telAttr(acq, telemetry.AttrLockKind); v.AsString() != "plain" {
+		t.Errorf("acquire kind = %q, want plain", v.AsString())
+	}
+	if _, ok := telAttr(acq, telemetry.AttrLockName); ok {
+		t.Error("the lock name is an attribute, but WithLockNameAttribute was not given")
+	}
+	redisAcq := telOne(t, rec, "lockwarden.redis.acquire", acq.SpanContext())
+	if v, _ := telAttr(redisAcq, "lockwarden.redis.ok"); !v.AsBool() {
+		t.Error("redis acquire span says the attempt failed")
+	}
+	rel := telOne(t, rec, "lockwarden.release", caller.SpanContext())
+	telOne(t, rec, "lockwarden.redis.release", rel.SpanContext())
+}
+
+// TestTelemetryContention: a waiter in another process's coordinator: its acquire span covers its wait
+// and counts its attempts, and both of its Redis attempts (the one that found the lock taken, the one
+// after the unlock notice) are children of it.
+func TestTelemetryContention(t *testing.T) {
+	t.Parallel()
+	rec, _, tracer, opts := telSetup(t)
+	opts = append(opts, coordinator.WithLockNameAttribute(true))
+	srv, _, c := setup(t, opts...)
+	_, other := semOther(t, srv, opts...)
+	holder, waiter := c.Mutex(t.Name()), other.Mutex(t.Name())
+	mustLock(t, holder)
+	ctx, caller := tracer.Start(t.Context(), "waiter")
+	errc := lockAsync(ctx, waiter)
+	groupEventually(t, 2*time.Second, "the waiter's first attempt", func() bool {
+		return len(telSpans(rec, "lockwarden.redis.acquire")) >= 2
+	})
+	const hold = 100 * time.Millisecond
+	held := time.NewTimer(hold)
+	<-held.C
+	mustUnlock(t, holder)
+	if err := semRecv(t, errc, 2*time.Second, "waiter's Lock"); err != nil {
+		t.Fatal(err)
+	}
+	caller.End()
+	acq := telOne(t, rec, "lockwarden.acquire", caller.SpanContext())
+	if d := acq.EndTime().Sub(acq.StartTime()); d < hold {
+		t.Errorf("waiter's acquire span lasted %v, want at least the %v hold", d, hold)
+	}
+	if v, _ := telAttr(acq, telemetry.AttrLockName); v.AsString() != t.Name() {
+		t.Errorf("lock name attribute = %q, want %q", v.AsString(), t.Name())
+	}
+	var oks []bool
+	for _, s := range telSpans(rec, "lockwarden.redis.acquire") {
+		if s.Parent().SpanID() == acq.SpanContext().SpanID() {
+			v, _ := telAttr(s, "lockwarden.redis.ok")
+			oks = append(oks, v.AsBool())
+		}
+	}
+	if len(oks) < 2 || oks[0] || !oks[len(oks)-1] {
+		t.Errorf("the waiter's Redis attempts succeeded: %v, want a failure first and a success last", oks)
+	}
+	if v, _ := telAttr(acq, telemetry.AttrAttempts); v.AsInt64() != int64(len(oks)) {
+		t.Errorf("attempts attribute = %d, want %d", v.AsInt64(), len(oks))
+	}
+}
+
+// TestTelemetryMultiLockTrace: a MultiLock's span has a child span per member, and each member's Redis
+// attempt is a child of its member span.
+func TestTelemetryMultiLockTrace(t *testing.T) {
+	t.Parallel()
+	rec, _, tracer, opts := telSetup(t)
+	nodes := groupStart(t, 2, opts...)
+	names := groupNames(t, 2)
+	group := nodes.coords[0].MultiLock(nodes.handles(names...))
+	ctx, caller := tracer.Start(t.Context(), "transfer")
+	if err := group.Lock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	caller.End()
+	mustGroupUnlock(t, group)
+	gs := telOne(t, rec, "lockwarden.multilock.acquire", caller.SpanContext())
+	if v, _ := telAttr(gs, telemetry.AttrMembers); v.AsInt64() != 2 {
+		t.Errorf("members attribute = %d, want 2", v.AsInt64())
+	}
+	var members int
+	for _, s := range telSpans(rec, "lockwarden.group.member") {
+		if s.Parent().SpanID() != gs.SpanContext().SpanID() {
+			continue
+		}
+		members++
+		telOne(t, rec, "lockwarden.redis.acquire", s.SpanContext())
+	}
+	if members != 2 {
+		t.Errorf("member spans under the group span = %d, want 2", members)
+	}
+}
+
+// telSum returns the value of the int64 sum metric name for the data point whose attributes include
+// want, or 0.
+func telSum(t *testing.T, reader *sdkmetric.ManualReader, name string, want ...attribute.KeyValue) int64 {
+	t.Helper()
+	var rm metricdata.ResourceMetrics
+	if err := reader.Collect(t.Context(), &rm); err != nil {
+		t.Fatal(err)
+	}
+	var total int64
+	for _, sm := range rm.ScopeMetrics {
+		for _, m := range sm.Metrics {
+			if m.Name != name {
+				continue
+			}
+			sum, ok := m.Data.(metricdata.Sum[int64])
+			if !ok {
+				t.Fatalf("%s is %T, want an int64 sum", name, m.Data)
+			}
+			for _, dp := range sum.DataPoints {
+				if telHas(dp.Attributes, want) {
+					total += dp.Value
+				}
+			}
+		}
+	}
+	return total
+}
+
+// telCount returns the number of recordings of the histogram name.
+func telCount(t *testing.T, reader *sdkmetric.ManualReader, name string) uint64 {
+	t.Helper()
+	var rm metricdata.ResourceMetrics
+	if err := reader.Collect(t.Context(), &rm); err != nil {
+		t.Fatal(err)
+	}
+	var n uint64
+	for _, sm := range rm.ScopeMetrics {
+		for _, m := range sm.Metrics {
+			if h, ok := m.Data.(metricdata.Histogram[float64]); ok && m.Name == name {
+				for _, dp := range h.DataPoints {
+					n += dp.Count
+				}
+			}
+		}
+	}
+	return n
+}
+
+func telHas(set attribute.Set, want []attribute.KeyValue) bool {
+	for _, kv := range want {
+		if v, ok := set.Value(kv.Key); !ok || v != kv.Value {
+			return false
+		}
+	}
+	return true
+}
+
+// TestTelemetryMetrics: the lock metrics follow what happens: acquisitions by outcome, durations,
+// holders and waiters now, renewals and lost holds.
+func TestTelemetryMetrics(t *testing.T) {
+	t.Parallel()
+	_, reader, _, opts := telSetup(t)
+	_, _, c := setup(t, append(opts, coordinator.WithWatchdogTimeout(300*time.Millisecond))...)
+	a, b := c.Mutex(t.Name()), c.Mutex(t.Name())
+	acquired := telemetry.AttrOutcome.String(telemetry.OutcomeAcquired)
+
+	mustLock(t, a)
+	if got := telSum(t, reader, "lockwarden.lock.holders"); got != 1 {
+		t.Errorf("holders while a holds = %d, want 1", got)
+	}
+	if ok, err := b.TryLock(t.Context()); ok || err != nil {
+		t.Fatalf("TryLock = %v, %v", ok, err)
+	}
+	if got := telSum(t, reader, "lockwarden.lock.acquisitions", telemetry.AttrOutcome.String(telemetry.OutcomeNotObtained)); got != 1 {
+		t.Errorf("not_obtained acquisitions = %d, want 1", got)
+	}
+	errc := lockAsync(t.Context(), b)
+	groupEventually(t, 2*time.Second, "one waiter", func() bool { return telSum(t, reader, "lockwarden.lock.waiters") == 1 })
+	groupEventually(t, 2*time.Second, "a renewal", func() bool {
+		return telSum(t, reader, "lockwarden.lock.renewals", telemetry.AttrRenewalResult.String("ok")) >= 1
+	})
+	mustUnlock(t, a)
+	if err := semRecv(t, errc, 2*time.Second, "b's Lock"); err != nil {
+		t.Fatal(err)
+	}
+	mustUnlock(t, b)
+	if got := telSum(t, reader, "lockwarden.lock.waiters"); got != 0 {
+		t.Errorf("waiters at the end = %d, want 0", got)
+	}
+	if got := telSum(t, reader, "lockwarden.lock.holders"); got != 0 {
+		t.Errorf("holders at the end = %d, want 0", got)
+	}
+	if got := telSum(t, reader, "lockwarden.lock.acquisitions", acquired); got != 2 {
+		t.Errorf("acquired acquisitions = %d, want 2", got)
+	}
+	if got := telCount(t, reader, "lockwarden.lock.acquire.duration"); got != 3 {
+		t.Errorf("acquire duration recordings = %d, want 3 (2 acquired, 1 not obtained)", got)
+	}
+	if got := telCount(t, reader, "lockwarden.lock.hold.duration"); got != 2 {
+		t.Errorf("hold duration recordings = %d, want 2", got)
+	}
+	if got := telCount(t, reader, "lockwarden.lock.wait.duration"); got != 2 {
+		t.Errorf("wait duration recordings = %d, want 2", got)
+	}
+
+	// A fixed lease that runs out is a lost hold.
+	if ok, err := a.TryLock(t.Context(), coordinator.Lease(50*time.Millisecond)); !ok || err != nil {
+		t.Fatalf("TryLock(Lease) = %v, %v", ok, err)
+	}
+	waitFor(t, a.Done(), time.Second, "the lease running out")
+	groupEventually(t, time.Second, "a lost hold", func() bool { return telSum(t, reader, "lockwarden.lock.lost") == 1 })
+	if got := telSum(t, reader, "lockwarden.lock.holders"); got != 0 {
+		t.Errorf("holders after the loss = %d, want 0", got)
+	}
+}
