@@ -27,7 +27,7 @@ type GroupMember interface {
 	StartAcquire(lease, wait time.Duration, parent trace.SpanContext, notify func(MemberAnswer)) (abandon func() bool)
 	// StartRelease asks to drop one hold of the member and reports the outcome to notify. A member
 	// that holds nothing is not an error.
-	StartRelease(notify func(error))
+	StartRelease(parent trace.SpanContext, notify func(error))
 	// Release drops one hold of the member and waits for the outcome, bounded by ctx.
 	Release(ctx context.Context) error
 	// RaiseToken makes the member's fencing-token counter at least floor.
@@ -121,6 +121,8 @@ type GroupAcquire struct {
 
 // GroupRelease drops one hold of the group; the last one releases every member.
 type GroupRelease struct {
+	// Parent is the span context of the caller's span.
+	Parent trace.SpanContext
 	Ticket *Ticket
 }
 
@@ -164,8 +166,9 @@ type (
 	// RedLock's release after a failed attempt, whose answer may have been lost). reply asks for a
 	// memberReleased.
 	memberRelease struct {
-		even  bool
-		reply bool
+		even   bool
+		reply  bool
+		parent trace.SpanContext
 	}
 	memberReleased struct{ index int }
 	// memberLost says that the member's hold ended without a release by the group.
@@ -522,11 +525,11 @@ func (g *groupActor) onRelease(ctx actor.Context, m *GroupRelease) {
 		switch {
 		case held:
 			g.pending++
-			ctx.Send(g.children[i], memberRelease{reply: true})
+			ctx.Send(g.children[i], memberRelease{reply: true, parent: m.Parent})
 		case g.cfg.RedLock:
 			// A node the group did not get may still have granted it after its answer was lost:
 			// release there too, but don't wait for it (it may be the node that is down).
-			ctx.Send(g.children[i], memberRelease{even: true})
+			ctx.Send(g.children[i], memberRelease{even: true, parent: m.Parent})
 		}
 	}
 	g.endHold(ctx, true)
@@ -669,7 +672,7 @@ func (a *memberActor) Receive(ctx actor.Context) {
 	case memberAnswered:
 		if m.attempt != a.attempt || a.answered {
 			if m.answer.OK {
-				a.member.StartRelease(func(error) {}) // an answer nobody waits for any more
+				a.member.StartRelease(trace.SpanContext{}, func(error) {}) // an answer nobody waits for any more
 			}
 			return
 		}
@@ -701,7 +704,7 @@ func (a *memberActor) Receive(ctx actor.Context) {
 		if a.held || m.even {
 			a.held = false
 			self, root, reply := a.self, a.root, m.reply
-			a.member.StartRelease(func(err error) { root.Send(self, memberDropped{reply: reply, err: err}) })
+			a.member.StartRelease(m.parent, func(err error) { root.Send(self, memberDropped{reply: reply, err: err}) })
 		} else if m.reply {
 			ctx.Send(ctx.Parent(), memberReleased{index: a.index})
 		}

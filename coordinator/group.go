@@ -257,11 +257,17 @@ func (g *Group) acquire(ctx context.Context, lease time.Duration, wait bool, dea
 // Unlock drops one hold of the group; the last one releases every member (a RedLock: on every node).
 // It returns [ErrNotHeld] when the group holds nothing, including after it was lost. If ctx ends first
 // it returns ctx.Err(), and the release still takes effect.
-func (g *Group) Unlock(ctx context.Context) error {
+func (g *Group) Unlock(ctx context.Context) (err error) {
 	if err := g.usable(ctx); err != nil {
 		return err
 	}
-	cmd := &actors.GroupRelease{Ticket: actors.NewTicket()}
+	kind := messages.LockMultiLock
+	if g.redLock {
+		kind = messages.LockRedLock
+	}
+	ctx, op := g.c.tel.StartRelease(ctx, "", kind, "")
+	defer func() { op.End(err) }()
+	cmd := &actors.GroupRelease{Parent: spanParent(ctx), Ticket: actors.NewTicket()}
 	o, err := g.c.ask(ctx, g.pid, cmd, cmd.Ticket)
 	if err != nil {
 		return err
@@ -343,13 +349,13 @@ func (gm groupMember) StartAcquire(lease, wait time.Duration, parent trace.SpanC
 	return func() bool { return m.c.abandon(cmd, cmd.Ticket) }
 }
 
-func (gm groupMember) StartRelease(notify func(error)) {
+func (gm groupMember) StartRelease(parent trace.SpanContext, notify func(error)) {
 	m := gm.m
 	if err := m.usable(context.Background()); err != nil {
 		notify(err)
 		return
 	}
-	cmd := &actors.Release{Name: m.name, Kind: m.kind, Owner: m.owner, Ticket: actors.NewTicketFunc(func(o actors.Outcome) {
+	cmd := &actors.Release{Name: m.name, Kind: m.kind, Owner: m.owner, Parent: parent, Ticket: actors.NewTicketFunc(func(o actors.Outcome) {
 		if err := outcomeError(o); err != nil && !errors.Is(err, ErrNotHeld) {
 			notify(err)
 			return

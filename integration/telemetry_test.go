@@ -171,9 +171,22 @@ func TestTelemetryMultiLockTrace(t *testing.T) {
 	if err := group.Lock(ctx); err != nil {
 		t.Fatal(err)
 	}
+	if err := group.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
 	caller.End()
-	mustGroupUnlock(t, group)
 	gs := telOne(t, rec, "lockwarden.multilock.acquire", caller.SpanContext())
+	// The Unlock's span has the members' Redis releases as children.
+	rel := telOne(t, rec, "lockwarden.release", caller.SpanContext())
+	groupEventually(t, time.Second, "both members' release spans", func() bool {
+		n := 0
+		for _, s := range telSpans(rec, "lockwarden.redis.release") {
+			if s.Parent().SpanID() == rel.SpanContext().SpanID() {
+				n++
+			}
+		}
+		return n == 2
+	})
 	if v, _ := telAttr(gs, telemetry.AttrMembers); v.AsInt64() != 2 {
 		t.Errorf("members attribute = %d, want 2", v.AsInt64())
 	}

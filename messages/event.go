@@ -114,7 +114,7 @@ type Event struct {
 	Wait time.Duration
 	// Held is how long the hold lasted, for released and lost.
 	Held time.Duration
-	// Reason says why, for released, lost, renewal-failed and wait-timed-out.
+	// Reason says why, for released, lost and renewal-failed.
 	Reason string
 	// Coordinator is the id of the coordinator where it happened.
 	Coordinator string
