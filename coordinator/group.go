@@ -194,17 +194,9 @@ func (g *Group) Lock(ctx context.Context) error {
 // gives every member a fixed lease with no watchdog. Errors as for [Group.Lock], plus
 // [ErrInvalidWait] and [ErrInvalidLease].
 func (g *Group) TryLock(ctx context.Context, opts ...TryOption) (bool, error) {
-	var o tryOptions
-	for _, opt := range opts {
-		if opt != nil {
-			opt(&o)
-		}
-	}
-	if o.waitSet && o.wait <= 0 {
-		return false, fmt.Errorf("%w: %v", ErrInvalidWait, o.wait)
-	}
-	if o.leaseSet && o.lease <= 0 {
-		return false, fmt.Errorf("%w: %v", ErrInvalidLease, o.lease)
+	o, err := parseTryOptions(0, opts)
+	if err != nil {
+		return false, err
 	}
 	if !o.waitSet {
 		return g.acquire(ctx, o.lease, false, time.Time{})
@@ -212,11 +204,7 @@ func (g *Group) TryLock(ctx context.Context, opts ...TryOption) (bool, error) {
 	deadline := time.Now().Add(o.wait)
 	waitCtx, cancel := context.WithDeadline(ctx, deadline)
 	defer cancel()
-	ok, err := g.acquire(waitCtx, o.lease, true, deadline)
-	if err != nil && ctx.Err() == nil && errors.Is(err, context.DeadlineExceeded) {
-		return false, nil // our own wait ran out, not the caller's context
-	}
-	return ok, err
+	return ownWaitRanOut(ctx)(g.acquire(waitCtx, o.lease, true, deadline))
 }
 
 func (g *Group) acquire(ctx context.Context, lease time.Duration, wait bool, deadline time.Time) (ok bool, err error) {

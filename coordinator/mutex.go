@@ -162,29 +162,44 @@ func Lease(d time.Duration) TryOption {
 // errors: [ErrInvalidWait], [ErrInvalidLease], [ErrClosed], [ErrNotSynced] (as for Lock), and wrapped
 // Redis errors.
 func (m *Mutex) TryLock(ctx context.Context, opts ...TryOption) (bool, error) {
-	o := tryOptions{lease: m.lease}
-	for _, opt := range opts {
-		if opt != nil {
-			opt(&o)
-		}
-	}
-	if o.waitSet && o.wait <= 0 {
-		return false, fmt.Errorf("%w: %v", ErrInvalidWait, o.wait)
-	}
-	if o.leaseSet && o.lease <= 0 {
-		return false, fmt.Errorf("%w: %v", ErrInvalidLease, o.lease)
+	o, err := parseTryOptions(m.lease, opts)
+	if err != nil {
+		return false, err
 	}
 	if !o.waitSet {
 		return m.acquire(ctx, o.lease, false, 0, nil)
 	}
 	waitCtx, cancel := context.WithTimeout(ctx, o.wait)
 	defer cancel()
-	ok, err := m.acquire(waitCtx, o.lease, true, o.wait, ctx)
-	if err != nil && ctx.Err() == nil && errors.Is(err, context.DeadlineExceeded) {
-		// Our own wait ran out, not the caller's context.
-		return false, nil
+	return ownWaitRanOut(ctx)(m.acquire(waitCtx, o.lease, true, o.wait, ctx))
+}
+
+// parseTryOptions applies opts over a default lease and checks them.
+func parseTryOptions(lease time.Duration, opts []TryOption) (tryOptions, error) {
+	o := tryOptions{lease: lease}
+	for _, opt := range opts {
+		if opt != nil {
+			opt(&o)
+		}
 	}
-	return ok, err
+	if o.waitSet && o.wait <= 0 {
+		return o, fmt.Errorf("%w: %v", ErrInvalidWait, o.wait)
+	}
+	if o.leaseSet && o.lease <= 0 {
+		return o, fmt.Errorf("%w: %v", ErrInvalidLease, o.lease)
+	}
+	return o, nil
+}
+
+// ownWaitRanOut turns the answer of an acquisition bounded by a TryLock's Wait into TryLock's answer:
+// when the wait ran out, not the caller's ctx, it is false with no error.
+func ownWaitRanOut(ctx context.Context) func(bool, error) (bool, error) {
+	return func(ok bool, err error) (bool, error) {
+		if err != nil && ctx.Err() == nil && errors.Is(err, context.DeadlineExceeded) {
+			return false, nil
+		}
+		return ok, err
+	}
 }
 
 // acquire asks the lock actor for one hold. lease 0 means a watchdog hold. window is the wait window of
