@@ -432,19 +432,20 @@ func concCheckLockFree(t *testing.T, client *redis.Client, name string) {
 }
 
 // TestConcurrentWatchdogStartStop: many watchdog locks taken and released at once, each held for a random
-// part of the renewal interval (some for longer than the watchdog timeout, which only renewals survive),
+// part of two renewal intervals (and a few for twice the watchdog timeout, which only renewals survive),
 // so that renewal ticks keep firing while the actors cancel and restart their watchdogs.
 //
-// Under -race this test fails with a DATA RACE inside protoactor-go's scheduler: startTimer (used by
-// TimerScheduler.SendRepeatedly, which lockActor.armWatchdog uses for the watchdog) reads its state
-// variable with a plain read ("if state == stateDone", scheduler/timer.go:31) in the timer goroutine,
-// while the CancelFunc writes it with atomic.SwapInt32 from the actor (lockActor.armWatchdog,
-// actors/lock.go:430, when the last watchdog hold of a name ends, and lockActor.shutdown at Close). The
-// race occurs whenever a renewal tick fires while the actor is busy and the actor then cancels the
-// watchdog. Functionally the test passes: locks are neither lost nor left behind.
+// The watchdog timeout is 750 ms (renewals every 250 ms). A hold survives as long as the renewal tick's
+// delay plus the round trips of two renewals in a row stay under two intervals (the next renewal is
+// armed an interval after the previous one answered). With a 120 ms timeout that was 80 ms; on a 2-CPU
+// machine under -race, with the rest of the suite running, everything stalls now and then for 200 ms
+// and more (renewals of dozens of names answering 200-240 ms after they were sent, ticks 170 ms late),
+// and holds were then rightly reported lost: their lease estimate ran out before the renewal answered,
+// and some had already expired in Redis. 500 ms is twice the worst stall seen.
 func TestConcurrentWatchdogStartStop(t *testing.T) {
-	const names, rounds = 64, 24
-	const watchdog = 120 * time.Millisecond // renewals every 40ms
+	const names, rounds = 64, 10
+	const watchdog = 750 * time.Millisecond
+	const interval = watchdog / 3
 	_, client, c := setup(t, coordinator.WithWatchdogTimeout(watchdog))
 	ctx, cancel := context.WithTimeout(t.Context(), concTestTimeout)
 	defer cancel()
@@ -464,7 +465,7 @@ func TestConcurrentWatchdogStartStop(t *testing.T) {
 				}
 				// Simulated work inside the lock: a random part of two renewal intervals, and for a few
 				// holds twice the watchdog timeout, which the lock survives only if it is renewed.
-				work := time.Duration(rand.Int64N(int64(2 * watchdog / 3)))
+				work := time.Duration(rand.Int64N(int64(2 * interval)))
 				if r == rounds-1 && i%8 == 0 {
 					work = 2 * watchdog
 					renewedHolds.Add(1)
