@@ -155,10 +155,7 @@ func TestSentinelFailoverWhileHeld(t *testing.T) {
 		coordinator.WithWatchdogTimeout(failoverLostWatchdog), coordinator.WithLogger(slog.New(losses)))
 	synced := newCoordinator(t, s.FailoverClient(t), coordinator.WithReplicaSync(1, replicaSyncTimeout),
 		coordinator.WithWatchdogTimeout(failoverLostWatchdog))
-	// The coordinator that tries to take the locks after the failover does so without replica sync: with
-	// it, its first acquisition on the new master would wait for the one replica the old master had,
-	// though the new master has none yet, and fail with ErrNotSynced after the sync timeout.
-	other := newCoordinator(t, s.FailoverClient(t), coordinator.WithoutReplicaSync())
+	other := newCoordinator(t, s.FailoverClient(t))
 	name := t.Name()
 
 	// (a) Holds taken with replica sync on, with the replica in sync: on the replica once granted.
@@ -204,6 +201,15 @@ func TestSentinelFailoverWhileHeld(t *testing.T) {
 	t.Logf("failover done %v after the replication link was cut", failedOver.Sub(cut).Round(time.Millisecond))
 	// The replica left the stalled link when it was promoted; what the proxy still holds is dropped.
 	link.Unstall()
+
+	// A coordinator with replica sync on that counted the old master's replica moments ago takes a new
+	// lock on the new master, which has no replica: its WAIT gets no acknowledgement, the replica count
+	// is read again at once, and the lock is granted rather than refused with ErrNotSynced.
+	after := safe.Mutex(name + ":after")
+	if err := after.Lock(ctx); err != nil {
+		t.Fatalf("Lock %s on the new master with replica sync on = %v, want it granted", after.Name(), err)
+	}
+	mustUnlock(t, after)
 
 	// (b) The holder learns of the loss at its first renewal on the new master.
 	within := failoverLostWatchdog

@@ -286,15 +286,16 @@ func (o *Ops) runSynced(ctx context.Context, calls []call) (replies []*redis.Cmd
 		}
 	}
 	for i, c := range calls {
-		syncErrs[i] = o.checkSynced(ctx, c, replies[i], waits[i], want, timeout)
+		syncErrs[i] = o.checkSynced(ctx, c, replies[i], waits[i], t.master, want, timeout)
 	}
 	return replies, syncErrs, true
 }
 
 // checkSynced looks at the reply of the call c and at the WAIT that followed it, and gives the hold
-// back when c gave one that fewer than want replicas acknowledged; the error then matches
-// [ErrNotSynced].
-func (o *Ops) checkSynced(ctx context.Context, c call, reply, wait *redis.Cmd, want int, timeout time.Duration) error {
+// back when c gave one that fewer than want replicas acknowledged, unless the replica counts of master,
+// read again at once, show that no more can acknowledge (a failover left the new master without
+// replicas); the error then matches [ErrNotSynced].
+func (o *Ops) checkSynced(ctx context.Context, c call, reply, wait *redis.Cmd, master string, want int, timeout time.Duration) error {
 	rs := o.sync
 	if err := reply.Err(); err != nil {
 		if !isErrorReply(err) {
@@ -318,6 +319,11 @@ func (o *Ops) checkSynced(ctx context.Context, c call, reply, wait *redis.Cmd, w
 		return nil
 	}
 	rs.markStale()
+	if err == nil && int64(rs.want(ctx, o.client, master)) <= acked {
+		// The replicas changed (a failover left the new master without the old one's replica): as
+		// many acknowledged as the master now has to give.
+		return nil
+	}
 	why := fmt.Sprintf("%d of %d replicas acknowledged within %v", acked, want, timeout)
 	if err != nil {
 		why = fmt.Sprintf("WAIT for %d replicas failed: %v", want, err)
