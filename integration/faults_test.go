@@ -335,12 +335,15 @@ func faultCheckWinners(t *testing.T, client redis.Cmdable, name string, got []fa
 	}
 }
 
-// faultDefaultProxiedClient returns a client with go-redis' default options (5 s read timeout, retries,
-// context deadlines ignored) that reaches srv through a new proxy: the client most users have.
+// faultDefaultProxiedClient returns a client that honours context deadlines (ContextTimeoutEnabled),
+// with retries and a 10 s read timeout, and reaches srv through a new proxy.
 func faultDefaultProxiedClient(t *testing.T, srv *redistest.Server) (*redistest.Proxy, *redis.Client) {
 	t.Helper()
 	px := redistest.NewProxy(t, srv.Addr())
-	client := redis.NewClient(&redis.Options{Addr: px.Addr(), ContextTimeoutEnabled: true})
+	// A ReadTimeout far above the deadlines under test, so that a call blocked until it (the failure the
+	// tests look for) is told apart from a slow machine with a wide margin.
+	client := redis.NewClient(&redis.Options{Addr: px.Addr(), ContextTimeoutEnabled: true,
+		ReadTimeout: 10 * time.Second, WriteTimeout: 10 * time.Second})
 	t.Cleanup(func() { _ = client.Close() })
 	t.Cleanup(func() { px.Unstall(); px.Enable() })
 	return px, client
@@ -408,7 +411,7 @@ func TestFaultCloseBoundedWithContextTimeouts(t *testing.T) {
 			// the hold's expiry, which has passed here.
 			select {
 			case <-closed:
-			case <-time.After(stopRelease + 2*time.Second):
+			case <-time.After(stopRelease + 5*time.Second):
 				t.Fatalf("Close during a partition has not returned %v after it started, with WithStopReleaseTimeout(%v): "+
 					"a Redis call of the lock actor is blocked until go-redis' ReadTimeout, since go-redis ignores "+
 					"context cancellation, and context deadlines unless ContextTimeoutEnabled",
