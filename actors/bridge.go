@@ -40,12 +40,14 @@ import (
 // a notice reaches a lock actor without waiting for the bridge's mailbox. Both paths deliver in the
 // order Redis sent, since one goroutine reads and forwards all the messages of a channel.
 type Bridge struct {
-	client  redis.UniversalClient
-	ctx     context.Context
-	logger  *slog.Logger
-	sharded bool
-	self    *actor.PID
-	root    *actor.RootContext
+	client redis.UniversalClient
+	ctx    context.Context
+	logger *slog.Logger
+	// stopTimeout bounds how long stopping waits for the connections to close.
+	stopTimeout time.Duration
+	sharded     bool
+	self        *actor.PID
+	root        *actor.RootContext
 
 	// pubsub is the one connection of an unsharded bridge.
 	pubsub *redis.PubSub
@@ -100,8 +102,9 @@ const probeInterval = time.Second
 
 // NewBridgeProps returns the props of a bridge over client. Subscribe calls are bounded by ctx. The
 // bridge uses sharded pub/sub when [redisops.ShardedPubSub] reports it for client, in step with the
-// scripts of a [redisops.Ops] made on the same client.
-func NewBridgeProps(client redis.UniversalClient, ctx context.Context, logger *slog.Logger) *actor.Props {
+// scripts of a [redisops.Ops] made on the same client. Stopping waits at most stopTimeout for the
+// connections to close.
+func NewBridgeProps(client redis.UniversalClient, ctx context.Context, logger *slog.Logger, stopTimeout time.Duration) *actor.Props {
 	probe := ""
 	if c, ok := client.(*redis.Client); ok && c.Options().Addr == "FailoverClient" {
 		probe = "lockwarden:bridge:" + uuid.NewString()
@@ -112,6 +115,7 @@ func NewBridgeProps(client redis.UniversalClient, ctx context.Context, logger *s
 			client:        client,
 			ctx:           ctx,
 			logger:        logger,
+			stopTimeout:   stopTimeout,
 			sharded:       redisops.ShardedPubSub(client),
 			shards:        make(map[int]*shard),
 			unsubscribing: make(map[string]int),
@@ -168,6 +172,19 @@ func (b *Bridge) Receive(ctx actor.Context) {
 		}
 	case *actor.Stopping:
 		b.probeTimer.stop()
+		b.closeConnections()
+	}
+}
+
+// closeConnections closes the pub/sub connections and waits for their readers, for at most the stop
+// timeout. go-redis holds a PubSub's lock while it opens a new connection, and that can block until the
+// client's ReadTimeout when the network is partitioned (its reader reconnects with no deadline): Close
+// then waits for the lock. Past the stop timeout the connections finish closing in the background, so
+// that the coordinator's Close stays bounded.
+func (b *Bridge) closeConnections() {
+	closed := make(chan struct{})
+	go func() {
+		defer close(closed)
 		if b.pubsub != nil {
 			_ = b.pubsub.Close()
 		}
@@ -175,6 +192,14 @@ func (b *Bridge) Receive(ctx actor.Context) {
 			_ = sh.pubsub.Close()
 		}
 		b.readers.Wait()
+	}()
+	timer := time.NewTimer(b.stopTimeout)
+	defer timer.Stop()
+	select {
+	case <-closed:
+	case <-timer.C:
+		b.logger.Warn("pub/sub connections still closing after the stop timeout; they finish in the background",
+			"timeout", b.stopTimeout)
 	}
 }
 

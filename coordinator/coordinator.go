@@ -113,7 +113,7 @@ func New(client redis.UniversalClient, opts ...Option) (*Coordinator, error) {
 		c.tel = tel
 	}
 	c.pool = actors.NewWorkerPool(workerPoolSize(), 300)
-	c.bridge = system.Root.Spawn(actors.NewBridgeProps(client, lifetime, o.logger))
+	c.bridge = system.Root.Spawn(actors.NewBridgeProps(client, lifetime, o.logger, o.stopReleaseTimeout))
 	c.guardian = system.Root.Spawn(actors.NewGuardianProps(&actors.Env{
 		Ops:                c.ops,
 		Events:             eventSink{tel: c.tel, hub: c.events},
