@@ -2,6 +2,7 @@ package actors
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"sync"
 	"time"
@@ -43,6 +44,9 @@ type MemberAnswer struct {
 	Done  <-chan struct{}
 	// Err is why the member could not be asked (a closed coordinator, a Redis error).
 	Err error
+	// Permanent marks an Err that trying again cannot cure (a closed coordinator, an invalid handle, an
+	// upgrade refused): the group's call fails with it.
+	Permanent bool
 }
 
 // GroupConfig configures a group supervisor.
@@ -119,6 +123,13 @@ type GroupAcquire struct {
 	Ticket *Ticket
 }
 
+// GroupClose shuts a group supervisor down without blocking it: callers still waiting get ReasonClosed
+// and every member still held is released. Done is closed once the members have answered their
+// releases. Send it, wait for Done (with a deadline), then stop the actor.
+type GroupClose struct {
+	Done chan struct{}
+}
+
 // GroupRelease drops one hold of the group; the last one releases every member.
 type GroupRelease struct {
 	// Parent is the span context of the caller's span.
@@ -147,13 +158,19 @@ type (
 		err   error
 	}
 	memberResult struct {
-		index   int
-		attempt uint64
-		ok      bool
-		token   int64
-		err     error
+		index     int
+		attempt   uint64
+		ok        bool
+		token     int64
+		err       error
+		permanent bool
 	}
-	memberRaise struct {
+	// memberClose asks a member actor to give up its request in flight and release its hold; it
+	// answers memberClosed once the release has its answer.
+	memberClose     struct{}
+	memberClosed    struct{ index int }
+	memberCloseDone struct{ err error }
+	memberRaise     struct {
 		attempt uint64
 		floor   int64
 	}
@@ -231,6 +248,10 @@ type groupActor struct {
 
 	// The release in flight.
 	rel *GroupRelease
+
+	// closing is the GroupClose being served, and closingLeft the member actors yet to answer it.
+	closing     *GroupClose
+	closingLeft int
 }
 
 // Receive implements actor.Actor.
@@ -250,7 +271,21 @@ func (g *groupActor) Receive(ctx actor.Context) {
 			g.children = append(g.children, ctx.Spawn(props))
 		}
 	case *GroupAcquire, *GroupRelease:
+		if g.closing != nil {
+			closedOutcome(m)
+			return
+		}
 		g.queue = append(g.queue, m)
+	case *GroupClose:
+		g.onClose(ctx, m)
+		return
+	case memberClosed:
+		if g.closing != nil {
+			if g.closingLeft--; g.closingLeft == 0 {
+				close(g.closing.Done)
+			}
+		}
+		return
 	case memberResult:
 		g.onResult(ctx, m)
 	case memberRaised:
@@ -422,6 +457,8 @@ func (g *groupActor) onRaised(ctx actor.Context, m memberRaised) {
 				g.results[i].ok = false // it does not count for the token's guarantee
 			}
 		}
+		// Not counted, so not held by the group: release it now, or nothing ever will.
+		ctx.Send(g.children[m.index], memberRelease{even: true})
 	}
 	if g.pending--; g.pending > 0 {
 		return
@@ -443,7 +480,8 @@ func (g *groupActor) onRaised(ctx actor.Context, m memberRaised) {
 // failAttempt releases what the attempt took (a RedLock: every member) and retries while the request
 // may wait, or answers that the group was not obtained. A MultiLock's next attempt waits on its members
 // (woken by their unlock notices) for the jittered pause, rather than sleeping; a RedLock's nodes get
-// short single attempts, so it sleeps for the pause.
+// short single attempts, so it sleeps for the pause, and so does a MultiLock whose member answered
+// with an error at once. A member error that trying again cannot cure fails the call with it.
 func (g *groupActor) failAttempt(ctx actor.Context) {
 	for _, r := range g.results {
 		if r.ok || g.cfg.RedLock {
@@ -453,12 +491,22 @@ func (g *groupActor) failAttempt(ctx actor.Context) {
 	req := g.req
 	pause := g.backoff.NextBackOff()
 	now := time.Now()
+	var failed error
+	permanent := false
+	for _, r := range g.results {
+		if r.err != nil && !errors.Is(r.err, context.DeadlineExceeded) {
+			failed = r.err
+			permanent = permanent || r.permanent
+		}
+	}
 	switch {
 	case req.Ticket.Abandoned():
+	case permanent:
+		req.Ticket.deliver(Outcome{Reason: messages.ReasonRedis, Err: failed})
 	case !req.Wait, !req.Deadline.IsZero() && !now.Before(req.Deadline),
 		g.cfg.RedLock && !req.Deadline.IsZero() && now.Add(pause).After(req.Deadline):
 		req.Ticket.deliver(Outcome{Reason: messages.ReasonNotObtained})
-	case !g.cfg.RedLock:
+	case !g.cfg.RedLock && failed == nil:
 		g.waitNext = pause
 		g.startAttempt(ctx)
 		return
@@ -596,30 +644,70 @@ func (g *groupActor) endHold(ctx actor.Context, released bool) {
 	g.count = 0
 }
 
-// shutdown runs when the coordinator closes: pending callers get ReasonClosed, and the member actors,
-// which stop next, abandon their requests in flight and release what they hold.
-func (g *groupActor) shutdown() {
+// onClose answers every caller still waiting with ReasonClosed, ends the hold and asks every member
+// actor to release what it holds; m.Done is closed once they all have.
+func (g *groupActor) onClose(ctx actor.Context, m *GroupClose) {
+	if g.closing != nil {
+		close(m.Done)
+		return
+	}
+	g.closing = m
+	g.answerClosed()
+	g.closingLeft = len(g.children)
+	for _, child := range g.children {
+		ctx.Send(child, memberClose{})
+	}
+	if g.closingLeft == 0 {
+		close(m.Done)
+	}
+}
+
+// answerClosed stops the timers, answers every caller still waiting with ReasonClosed, ends the spans
+// of an attempt in flight and closes the hold's done channel.
+func (g *groupActor) answerClosed() {
 	g.retry.stop()
 	g.validity.stop()
 	for _, m := range g.queue {
-		switch m := m.(type) {
-		case *GroupAcquire:
-			m.Ticket.deliver(Outcome{Reason: messages.ReasonClosed})
-		case *GroupRelease:
-			m.Ticket.deliver(Outcome{Reason: messages.ReasonClosed})
-		}
+		closedOutcome(m)
 	}
 	g.queue = nil
 	if g.req != nil {
 		g.req.Ticket.deliver(Outcome{Reason: messages.ReasonClosed})
+		g.req = nil
 	}
 	if g.rel != nil {
 		g.rel.Ticket.deliver(Outcome{})
+		g.rel = nil
+	}
+	for i, s := range g.spans {
+		if s != nil {
+			telemetry.EndSpan(s, nil)
+			g.spans[i] = nil
+		}
 	}
 	if g.done != nil {
 		close(g.done)
 		g.done = nil
 	}
+	g.count = 0
+	clear(g.held)
+}
+
+// closedOutcome answers a queued request of a closing group.
+func closedOutcome(m any) {
+	switch m := m.(type) {
+	case *GroupAcquire:
+		m.Ticket.deliver(Outcome{Reason: messages.ReasonClosed})
+	case *GroupRelease:
+		m.Ticket.deliver(Outcome{Reason: messages.ReasonClosed})
+	}
+}
+
+// shutdown runs when the actor stops: normally after a GroupClose, so there is nothing left to do but
+// answer what came in since; without one (a stop that did not go through the coordinator), the member
+// actors, which stop next, release their holds without waiting for the answers.
+func (g *groupActor) shutdown() {
+	g.answerClosed()
 }
 
 // memberActor drives one member of a group: it asks the member without blocking, bounds the attempt
@@ -642,7 +730,14 @@ type memberActor struct {
 	// held is whether the member holds a hold taken by the group; done is that hold's channel.
 	held bool
 	done <-chan struct{}
-	stop chan struct{}
+	// closing is set by memberClose: an answer that still arrives is released at once, and the actor
+	// reports memberClosed once nothing is held or pending.
+	closing bool
+	// releasing counts the releases whose answers memberClosed waits for; reported is set once
+	// memberClosed went.
+	releasing int
+	reported  bool
+	stop      chan struct{}
 	// raises counts the token raises running on their own goroutines.
 	raises sync.WaitGroup
 }
@@ -670,6 +765,14 @@ func (a *memberActor) Receive(ctx actor.Context) {
 			ctx.Send(ctx.Parent(), memberResult{index: a.index, attempt: m.attempt, err: context.DeadlineExceeded})
 		}
 	case memberAnswered:
+		if a.closing {
+			if m.answer.OK {
+				a.releaseForClose()
+			}
+			a.answered = true
+			a.reportClosed(ctx)
+			return
+		}
 		if m.attempt != a.attempt || a.answered {
 			if m.answer.OK {
 				a.member.StartRelease(trace.SpanContext{}, func(error) {}) // an answer nobody waits for any more
@@ -687,6 +790,7 @@ func (a *memberActor) Receive(ctx actor.Context) {
 		}
 		ctx.Send(ctx.Parent(), memberResult{
 			index: a.index, attempt: m.attempt, ok: m.answer.OK, token: m.answer.Token, err: m.answer.Err,
+			permanent: m.answer.Permanent,
 		})
 	case memberRaise:
 		a.raises.Add(1)
@@ -715,6 +819,25 @@ func (a *memberActor) Receive(ctx actor.Context) {
 		if m.reply {
 			ctx.Send(ctx.Parent(), memberReleased{index: a.index})
 		}
+	case memberCloseDone:
+		if m.err != nil {
+			a.logger.Warn("release of a group member at close failed; its lease will expire", "member", a.index, "err", m.err)
+		}
+		a.releasing--
+		a.reportClosed(ctx)
+	case memberClose:
+		a.closing = true
+		a.timer.stop()
+		switch {
+		case a.abandon == nil:
+			a.answered = true // never asked
+		case !a.answered && a.abandon():
+			a.answered = true // abandoned: the lock actor undoes whatever it obtains
+		}
+		if a.held {
+			a.releaseForClose()
+		}
+		a.reportClosed(ctx)
 	case memberEnded:
 		if m.done == a.done && a.held {
 			a.held = false
@@ -723,19 +846,32 @@ func (a *memberActor) Receive(ctx actor.Context) {
 	case *actor.Stopping:
 		close(a.stop)
 		a.timer.stop()
-		if a.abandon != nil && !a.answered {
-			a.abandon()
+		// Never block here: the stop may run on the goroutine of the very lock actor a release would
+		// wait for. Without a GroupClose first, release without waiting for the answer.
+		if a.abandon != nil && !a.answered && !a.abandon() {
+			a.held = true // the answer is on its way: the lock is ours, and nobody will read it
 		}
 		if a.held {
-			// At close, wait for the release (bounded), so that nothing stays held once Close returns.
-			callCtx, cancel := context.WithTimeout(context.Background(), a.release)
-			if err := a.member.Release(callCtx); err != nil {
-				a.logger.Warn("release of a group member at close failed; its lease will expire", "member", a.index, "err", err)
-			}
-			cancel()
 			a.held = false
+			a.member.StartRelease(trace.SpanContext{}, func(error) {})
 		}
 		a.raises.Wait()
+	}
+}
+
+// releaseForClose releases the member's hold for a closing group and counts the answer awaited.
+func (a *memberActor) releaseForClose() {
+	a.held = false
+	a.releasing++
+	self, root := a.self, a.root
+	a.member.StartRelease(trace.SpanContext{}, func(err error) { root.Send(self, memberCloseDone{err: err}) })
+}
+
+// reportClosed tells the supervisor that a closing member holds nothing and waits for nothing.
+func (a *memberActor) reportClosed(ctx actor.Context) {
+	if a.closing && a.answered && a.releasing == 0 && !a.reported {
+		a.reported = true
+		ctx.Send(ctx.Parent(), memberClosed{index: a.index})
 	}
 }
 

@@ -27,12 +27,14 @@ type holdKey struct {
 
 // hold is one local owner's hold on the lock.
 type hold struct {
-	// acquired is when the hold was first granted.
-	acquired time.Time
-	count    int64
-	token    int64
-	lease    time.Duration
-	watchdog bool
+	// acquired is when the hold was first granted; announced is set once its caller got it (and an
+	// acquired event went out), so that its end is reported only then.
+	acquired  time.Time
+	announced bool
+	count     int64
+	token     int64
+	lease     time.Duration
+	watchdog  bool
 	// expires is a conservative estimate of when Redis drops the lock unless it is renewed: the time
 	// the last acquire or renewal was sent, plus its lease.
 	expires time.Time
@@ -266,7 +268,7 @@ func (a *lockActor) onAcquire(m *Acquire) {
 		a.lose(k, "lease ran out")
 	}
 	if a.isUpgrade(m) {
-		m.Ticket.deliver(Outcome{Reason: messages.ReasonUpgrade})
+		a.refuse(m, Outcome{Reason: messages.ReasonUpgrade})
 		return
 	}
 	reentry := a.isReentry(m)
@@ -414,7 +416,7 @@ func (a *lockActor) settleAttempt(m *Acquire, sent time.Time, res redisops.Acqui
 	if isNotSynced(err) {
 		// Redis gave the hold and took it back because replicas did not acknowledge it. The call
 		// fails, waiting or not: trying again would most likely meet the same replicas.
-		m.Ticket.deliver(Outcome{Reason: messages.ReasonNotSynced, Err: err})
+		a.refuse(m, Outcome{Reason: messages.ReasonNotSynced, Err: err})
 		return true, 0, nil
 	}
 	if err != nil {
@@ -455,6 +457,7 @@ func (a *lockActor) grant(m *Acquire, count, token int64, sent time.Time) {
 	h.watchdog = h.watchdog || m.Watchdog
 	h.extend(sent, m.Lease)
 	if m.Ticket.deliver(Outcome{HoldCount: count, Token: token, Done: h.done, Attempts: m.attempts}) {
+		h.announced = true
 		typ := messages.EventAcquired
 		if count > 1 {
 			typ = messages.EventReentered
@@ -464,6 +467,9 @@ func (a *lockActor) grant(m *Acquire, count, token int64, sent time.Time) {
 	}
 	// The caller left while we were obtaining the lock for it. The undo has its own deadline, because
 	// the caller may have left because the coordinator is closing.
+	if m.queued {
+		a.emitWait(messages.EventWaitTimedOut, m, "")
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), a.env.StopReleaseTimeout)
 	defer cancel()
 	rel, err := a.proto.release(ctx, k, a.env.NewRequestID(), h.lease, nil)
@@ -502,7 +508,7 @@ func (a *lockActor) tryHead() {
 		ok, ttl, err := a.attempt(m)
 		switch {
 		case isUpgrade(err):
-			m.Ticket.deliver(Outcome{Reason: messages.ReasonUpgrade, Err: err})
+			a.refuse(m, Outcome{Reason: messages.ReasonUpgrade, Err: err})
 		case err != nil:
 			a.armRetry(a.backoff.NextBackOff())
 			return
@@ -548,7 +554,7 @@ func (a *lockActor) attemptReads(run []*Acquire) bool {
 			case ok:
 				settled[m] = true
 			case isUpgrade(err):
-				m.Ticket.deliver(Outcome{Reason: messages.ReasonUpgrade, Err: err})
+				a.refuse(m, Outcome{Reason: messages.ReasonUpgrade, Err: err})
 				settled[m] = true
 			case err != nil:
 				all = false
@@ -696,7 +702,7 @@ func (a *lockActor) settleRelease(m *Release, h *hold, lease time.Duration, next
 		// The handoff was given back: the lock is free and its waiters were told. The waiter it was
 		// for fails, as an attempt of its own would have.
 		a.queue = slices.DeleteFunc(a.queue, func(w *Acquire) bool { return w == nextCmd })
-		nextCmd.Ticket.deliver(Outcome{Reason: messages.ReasonNotSynced, Err: rel.NotSynced})
+		a.refuse(nextCmd, Outcome{Reason: messages.ReasonNotSynced, Err: rel.NotSynced})
 	}
 	if !rel.HandedOff {
 		// The unlock notice, our own included, wakes the head waiter, so that waiters in other
@@ -1026,7 +1032,12 @@ func (a *lockActor) shutdown() {
 	ctx, cancel := context.WithTimeout(context.Background(), a.env.StopReleaseTimeout)
 	defer cancel()
 	for _, m := range a.queue {
+		// Whether its caller is still there (it may have left because the coordinator closes), the
+		// waiter waits no more.
 		m.Ticket.deliver(Outcome{Reason: messages.ReasonClosed})
+		if m.queued {
+			a.emitWait(messages.EventWaitTimedOut, m, messages.ReasonClosed.String())
+		}
 		// A fair waiter gives its place back, so that it doesn't hold up other processes for the
 		// wait window, and a waiting writer its intent.
 		if err := a.proto.leave(ctx, m); err != nil {
@@ -1060,7 +1071,7 @@ func (a *lockActor) emit(ev messages.Event) {
 
 // emitHold publishes an event about the hold h of k, with the owner's hold count after it.
 func (a *lockActor) emitHold(typ messages.EventType, k holdKey, h *hold, count int64, reason string) {
-	if a.env.Events == nil {
+	if a.env.Events == nil || !h.announced {
 		return
 	}
 	ev := messages.Event{Type: typ, Owner: k.owner, Kind: kindOf(k.kind), Token: h.token, HoldCount: count, Reason: reason}
@@ -1080,6 +1091,14 @@ func (a *lockActor) emitWait(typ messages.EventType, m *Acquire, reason string) 
 		ev.Wait = waitOf(m)
 	}
 	a.emit(ev)
+}
+
+// refuse answers the acquire m with an unsuccessful outcome; a waiter that had queued is reported as
+// no longer waiting.
+func (a *lockActor) refuse(m *Acquire, o Outcome) {
+	if m.Ticket.deliver(o) && m.queued {
+		a.emitWait(messages.EventWaitTimedOut, m, o.Reason.String())
+	}
 }
 
 // releaseReason is the Reason of the Released event of m.

@@ -104,7 +104,11 @@ func New(client redis.UniversalClient, opts ...Option) (*Coordinator, error) {
 	if o.journalStream != "" {
 		journal = newEventJournal(client, o.journalStream, o.journalMaxLen, o.stopReleaseTimeout, o.logger)
 	}
-	c.events = newEventHub(system.EventStream, journal)
+	base := int32(0)
+	if c.ownSystem {
+		base = system.EventStream.Length()
+	}
+	c.events = newEventHub(system.EventStream, base, journal)
 	if !o.noTelemetry {
 		tel, err := telemetry.New(o.telemetry)
 		if err != nil {
@@ -224,7 +228,7 @@ func (c *Coordinator) stopGroup(pid *actor.PID) {
 		c.stopping.Add(1)
 		go func() {
 			defer c.stopping.Done()
-			c.system.Root.Stop(pid)
+			c.closeGroup(pid)
 		}()
 	}
 }
@@ -239,13 +243,27 @@ func (c *Coordinator) stopGroups() {
 	}
 	clear(c.groups)
 	c.groupsMu.Unlock()
-	futures := make([]*actor.Future, len(pids))
-	for i, pid := range pids {
-		futures[i] = c.system.Root.StopFuture(pid)
+	var wg sync.WaitGroup
+	for _, pid := range pids {
+		wg.Go(func() { c.closeGroup(pid) })
 	}
-	for _, f := range futures {
-		_ = f.Wait()
+	wg.Wait()
+}
+
+// closeGroup shuts the supervisor pid down: it answers its callers, its members release what they hold
+// (for at most the stop release timeout), and then it stops. The actors never block on the way: they
+// may run on the goroutines of the lock actors they release.
+func (c *Coordinator) closeGroup(pid *actor.PID) {
+	done := make(chan struct{})
+	c.system.Root.Send(pid, &actors.GroupClose{Done: done})
+	timer := time.NewTimer(c.opts.stopReleaseTimeout)
+	select {
+	case <-done:
+	case <-timer.C:
+		c.opts.logger.Warn("group members still releasing after the stop release timeout")
 	}
+	timer.Stop()
+	_ = c.system.Root.StopFuture(pid).Wait()
 }
 
 func (c *Coordinator) isClosed() bool {

@@ -138,7 +138,8 @@ type eventHub struct {
 	subs   atomic.Pointer[[]*Subscription]
 
 	// stream is the actor system's EventStream; events go there while it has more subscribers than
-	// protoactor's own (base).
+	// base: protoactor's own in a system of the coordinator's, none in an application's system (whose
+	// subscriptions from before New cannot be told from protoactor's).
 	stream *eventstream.EventStream
 	base   int32
 
@@ -146,8 +147,9 @@ type eventHub struct {
 	done    chan struct{}
 }
 
-func newEventHub(stream *eventstream.EventStream, journal *eventJournal) *eventHub {
-	h := &eventHub{in: make(chan messages.Event, eventQueue), stream: stream, base: stream.Length(), journal: journal, done: make(chan struct{})}
+// newEventHub starts a hub that publishes on stream while it has more than base subscribers.
+func newEventHub(stream *eventstream.EventStream, base int32, journal *eventJournal) *eventHub {
+	h := &eventHub{in: make(chan messages.Event, eventQueue), stream: stream, base: base, journal: journal, done: make(chan struct{})}
 	h.subs.Store(&[]*Subscription{})
 	go h.run()
 	return h

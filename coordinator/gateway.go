@@ -635,7 +635,10 @@ func (g *gateway) stop(ctx actor.Context) {
 		if p.timer != nil {
 			p.timer.Stop()
 		}
-		if p.cmd.Ticket.Abandon() && !p.ownerGone {
+		// Answered or not by the lock actor, the reply would come as a message this stopped actor
+		// never reads: answer ErrClosed now (the lock actors release every hold as they stop).
+		p.cmd.Ticket.Abandon()
+		if !p.ownerGone {
 			m := p.msg
 			g.reply(ctx, p.sender, &messages.Error{Name: m.Name, Kind: m.Kind, Request: &m, Err: ErrClosed})
 		}

@@ -317,7 +317,7 @@ type groupMember struct{ m *Mutex }
 func (gm groupMember) StartAcquire(lease, wait time.Duration, parent trace.SpanContext, notify func(actors.MemberAnswer)) func() bool {
 	m := gm.m
 	if err := m.usable(context.Background()); err != nil {
-		notify(actors.MemberAnswer{Err: err})
+		notify(actors.MemberAnswer{Err: err, Permanent: true})
 		return func() bool { return false }
 	}
 	cmd := m.acquireCommand(lease, wait > 0, wait, actors.NewTicketFunc(func(o actors.Outcome) {
@@ -326,7 +326,8 @@ func (gm groupMember) StartAcquire(lease, wait time.Duration, parent trace.SpanC
 			if o.Reason != messages.ReasonNotObtained {
 				err = outcomeError(o)
 			}
-			notify(actors.MemberAnswer{Err: err})
+			permanent := o.Reason == messages.ReasonClosed || o.Reason == messages.ReasonUpgrade
+			notify(actors.MemberAnswer{Err: err, Permanent: permanent})
 			return
 		}
 		m.recordHold(o)
@@ -340,6 +341,9 @@ func (gm groupMember) StartAcquire(lease, wait time.Duration, parent trace.SpanC
 func (gm groupMember) StartRelease(parent trace.SpanContext, notify func(error)) {
 	m := gm.m
 	if err := m.usable(context.Background()); err != nil {
+		if errors.Is(err, ErrClosed) {
+			err = nil // the member's own coordinator released its holds as it closed
+		}
 		notify(err)
 		return
 	}

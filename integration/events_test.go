@@ -320,3 +320,32 @@ func TestEventsClose(t *testing.T) {
 		}
 	}
 }
+
+// TestEventsOnApplicationEventStream: with WithActorSystem, events reach an EventStream subscription
+// the application made before the coordinator existed.
+func TestEventsOnApplicationEventStream(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t)
+	system := newActorSystem(t)
+	got := make(chan messages.Event, 16)
+	s := system.EventStream.Subscribe(func(e any) {
+		if ev, ok := e.(messages.Event); ok && ev.Name == t.Name() {
+			got <- ev
+		}
+	})
+	defer system.EventStream.Unsubscribe(s)
+	c := newCoordinator(t, srv.Client(t), coordinator.WithActorSystem(system))
+	m := c.Mutex(t.Name())
+	mustLock(t, m)
+	mustUnlock(t, m)
+	for _, want := range []messages.EventType{messages.EventAcquired, messages.EventReleased} {
+		select {
+		case ev := <-got:
+			if ev.Type != want {
+				t.Fatalf("event = %s, want %s", ev.Type, want)
+			}
+		case <-time.After(time.Second):
+			t.Fatalf("no %s event on the application's EventStream", want)
+		}
+	}
+}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/lockwarden/lockwarden/coordinator"
 	"github.com/lockwarden/lockwarden/integration/redistest"
+	"github.com/lockwarden/lockwarden/messages"
 	"github.com/lockwarden/lockwarden/redisops"
 )
 
@@ -540,5 +541,54 @@ func TestGroupCloseReleasesMembers(t *testing.T) {
 		if fields := nodes.heldBy(t, i, names[i]); len(fields) != 0 {
 			t.Errorf("member %d after the group's coordinator closed = %v, want free", i, fields)
 		}
+	}
+}
+
+// TestMultiLockMemberClosed: a member whose coordinator is closed makes the group's Lock fail with
+// ErrClosed at once, instead of taking and releasing the other members in a loop until ctx ends.
+func TestMultiLockMemberClosed(t *testing.T) {
+	t.Parallel()
+	nodes := groupStart(t, 2)
+	names := groupNames(t, 2)
+	group := nodes.coords[0].MultiLock(nodes.handles(names...))
+	sub := nodes.coords[0].Subscribe(coordinator.OfType(messages.EventAcquired), 1024)
+	defer sub.Close()
+	_ = nodes.coords[1].Close()
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Second)
+	defer cancel()
+	start := time.Now()
+	if err := group.Lock(ctx); !errors.Is(err, coordinator.ErrClosed) {
+		t.Fatalf("Lock with a member on a closed coordinator = %v, want ErrClosed", err)
+	}
+	if d := time.Since(start); d > time.Second {
+		t.Errorf("Lock took %v to fail, want at once", d)
+	}
+	if n := len(sub.Events()); n > 1 {
+		t.Errorf("member 0 was acquired %d times, want at most once", n)
+	}
+	groupEventually(t, 2*time.Second, "member 0 free", func() bool { return len(nodes.heldBy(t, 0, names[0])) == 0 })
+}
+
+// TestGroupCloseWhileAcquiring: closing the coordinator of a group while its member, on another
+// coordinator, is being acquired neither stalls Close nor leaves the member held.
+func TestGroupCloseWhileAcquiring(t *testing.T) {
+	t.Parallel()
+	nodes := groupStart(t, 1)
+	srv := nodes.srvs[0]
+	for round := range 40 {
+		name := fmt.Sprintf("%s:%d", t.Name(), round)
+		host := newCoordinator(t, srv.Client(t))
+		group := host.MultiLock([]*coordinator.Mutex{nodes.coords[0].Mutex(name)})
+		errc := make(chan error, 1)
+		go func() { errc <- group.Lock(t.Context()) }()
+		start := time.Now()
+		_ = host.Close()
+		if d := time.Since(start); d > time.Second {
+			t.Fatalf("round %d: Close took %v", round, d)
+		}
+		<-errc
+		groupEventually(t, 2*time.Second, fmt.Sprintf("round %d: the member free after Close", round), func() bool {
+			return len(nodes.heldBy(t, 0, name)) == 0
+		})
 	}
 }

@@ -318,3 +318,36 @@ func TestTelemetryMetrics(t *testing.T) {
 		t.Errorf("holders after the loss = %d, want 0", got)
 	}
 }
+
+// TestTelemetryGaugesSettle: the waiters and holders gauges come back to 0 however the waits end:
+// two calls of one handle queued behind a holder (the second one a re-entry), and a waiter still
+// queued when the coordinator closes.
+func TestTelemetryGaugesSettle(t *testing.T) {
+	t.Parallel()
+	_, reader, _, opts := telSetup(t)
+	_, _, c := setup(t, opts...)
+	holder, h := c.Mutex(t.Name()), c.Mutex(t.Name())
+	mustLock(t, holder)
+	first, second := lockAsync(t.Context(), h), lockAsync(t.Context(), h)
+	groupEventually(t, 2*time.Second, "two waiters", func() bool { return telSum(t, reader, "lockwarden.lock.waiters") == 2 })
+	mustUnlock(t, holder)
+	for _, errc := range []<-chan error{first, second} {
+		if err := semRecv(t, errc, 2*time.Second, "h's Lock"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	mustUnlock(t, h)
+	mustUnlock(t, h)
+	if w, hs := telSum(t, reader, "lockwarden.lock.waiters"), telSum(t, reader, "lockwarden.lock.holders"); w != 0 || hs != 0 {
+		t.Errorf("after the re-entrant waiter: waiters %d, holders %d; want 0, 0", w, hs)
+	}
+
+	mustLock(t, holder)
+	errc := lockAsync(t.Context(), c.Mutex(t.Name()))
+	groupEventually(t, 2*time.Second, "a waiter", func() bool { return telSum(t, reader, "lockwarden.lock.waiters") == 1 })
+	_ = c.Close()
+	<-errc
+	if w, hs := telSum(t, reader, "lockwarden.lock.waiters"), telSum(t, reader, "lockwarden.lock.holders"); w != 0 || hs != 0 {
+		t.Errorf("after Close: waiters %d, holders %d; want 0, 0", w, hs)
+	}
+}

@@ -305,6 +305,10 @@ func (t *Telemetry) Record(ev messages.Event) {
 		if ev.Queued {
 			t.waiters.Add(ctx, -1, set)
 		}
+	case messages.EventReentered:
+		if ev.Queued {
+			t.waiters.Add(ctx, -1, set)
+		}
 	case messages.EventReleased:
 		if ev.HoldCount == 0 {
 			t.holders.Add(ctx, -1, set)
