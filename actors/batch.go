@@ -71,12 +71,11 @@ func (a *lockActor) pendingBatch() *readBatch {
 func (a *lockActor) batchAcquire(m *Acquire, then func(ok bool, ttl time.Duration, err error)) {
 	b := a.pendingBatch()
 	b.keys[holdKey{m.Owner, m.Kind}] = struct{}{}
-	span := a.redisSpan(m.Parent, "lockwarden.redis.acquire", m.Kind)
 	m.attempts++
 	reply := b.calls.ReadAcquire(a.name, m.Owner, m.Lease, a.knownHeld(m))
 	b.settle = append(b.settle, func(sent time.Time) {
 		res, err := reply()
-		endRedisSpan(span, res.OK, err)
+		redisEvent(m.Span, "lockwarden.redis.acquire", sent, res.OK, err)
 		then(a.settleAttempt(m, sent, res, err))
 	})
 }
@@ -86,11 +85,10 @@ func (a *lockActor) batchAcquire(m *Acquire, then func(ok bool, ttl time.Duratio
 func (a *lockActor) batchRelease(m *Release, then func(sent time.Time, rel redisops.Released, err error)) {
 	b := a.pendingBatch()
 	b.keys[holdKey{m.Owner, m.Kind}] = struct{}{}
-	span := a.redisSpan(m.Parent, "lockwarden.redis.release", m.Kind)
 	reply := b.calls.ReadRelease(a.name, m.Owner, a.env.NewRequestID())
 	b.settle = append(b.settle, func(sent time.Time) {
 		rel, err := reply()
-		endRedisSpan(span, err == nil, err)
+		redisEvent(m.Span, "lockwarden.redis.release", sent, err == nil, err)
 		then(sent, rel, err)
 	})
 }

@@ -85,9 +85,9 @@ type Acquire struct {
 	WaitWindow time.Duration
 	// Started is when the caller asked; events measure the wait from it (zero: from arrival).
 	Started time.Time
-	// Parent is the span context of the caller's span; the spans of the Redis calls made for the
-	// command are its children.
-	Parent trace.SpanContext
+	// Span is the caller's span (nil when none): the lock actor records its Redis calls for the
+	// command as events on it.
+	Span trace.Span
 	Ticket *Ticket
 
 	// queued is set once the command waited in the actor's queue; attempts counts its Redis attempts.
@@ -102,7 +102,7 @@ type Release struct {
 	Owner string
 	// Reason is why the hold is released, for the Released event; empty means messages.ReleaseUnlocked.
 	Reason string
-	Parent trace.SpanContext
+	Span   trace.Span
 	Ticket *Ticket
 }
 

@@ -24,11 +24,11 @@ type GroupMember interface {
 	// StartAcquire asks for one hold of the member for lease (0: a watchdog hold), waiting up to wait
 	// for it (0: one attempt), and reports the answer to notify exactly once, unless abandon, called
 	// first, reports true: then nothing is reported and whatever the request obtains is undone.
-	// parent is the span context of the member's attempt span, for the spans of the member's Redis calls.
-	StartAcquire(lease, wait time.Duration, parent trace.SpanContext, notify func(MemberAnswer)) (abandon func() bool)
+	// span is the member's attempt span (nil when none): the member's Redis calls are events on it.
+	StartAcquire(lease, wait time.Duration, span trace.Span, notify func(MemberAnswer)) (abandon func() bool)
 	// StartRelease asks to drop one hold of the member and reports the outcome to notify. A member
 	// that holds nothing is not an error.
-	StartRelease(parent trace.SpanContext, notify func(error))
+	StartRelease(span trace.Span, notify func(error))
 	// Release drops one hold of the member and waits for the outcome, bounded by ctx.
 	Release(ctx context.Context) error
 	// RaiseToken makes the member's fencing-token counter at least floor.
@@ -132,8 +132,8 @@ type GroupClose struct {
 
 // GroupRelease drops one hold of the group; the last one releases every member.
 type GroupRelease struct {
-	// Parent is the span context of the caller's span.
-	Parent trace.SpanContext
+	// Span is the caller's span (nil when none).
+	Span   trace.Span
 	Ticket *Ticket
 }
 
@@ -141,7 +141,7 @@ type GroupRelease struct {
 type (
 	memberTry struct {
 		attempt     uint64
-		parent      trace.SpanContext
+		span        trace.Span
 		lease, wait time.Duration
 		// timeout bounds the attempt, wait included; 0 means wait (or no bound for one attempt).
 		timeout time.Duration
@@ -185,7 +185,7 @@ type (
 	memberRelease struct {
 		even   bool
 		reply  bool
-		parent trace.SpanContext
+		span   trace.Span
 	}
 	memberReleased struct{ index int }
 	// memberLost says that the member's hold ended without a release by the group.
@@ -380,13 +380,13 @@ func (g *groupActor) startAttempt(ctx actor.Context) {
 		kind = messages.LockRedLock
 	}
 	for i, child := range g.children {
-		var parent trace.SpanContext
+		var span trace.Span
 		if g.cfg.Telemetry != nil {
 			g.spans[i] = g.cfg.Telemetry.StartChild(g.req.Parent, "lockwarden.group.member", "", kind,
 				telemetry.AttrMember.Int(i), telemetry.AttrAttempts.Int(g.attempts))
-			parent = g.spans[i].SpanContext()
+			span = g.spans[i]
 		}
-		ctx.Send(child, memberTry{attempt: g.attempt, parent: parent, lease: g.req.Lease, wait: wait, timeout: timeout})
+		ctx.Send(child, memberTry{attempt: g.attempt, span: span, lease: g.req.Lease, wait: wait, timeout: timeout})
 	}
 }
 
@@ -573,11 +573,11 @@ func (g *groupActor) onRelease(ctx actor.Context, m *GroupRelease) {
 		switch {
 		case held:
 			g.pending++
-			ctx.Send(g.children[i], memberRelease{reply: true, parent: m.Parent})
+			ctx.Send(g.children[i], memberRelease{reply: true, span: m.Span})
 		case g.cfg.RedLock:
 			// A node the group did not get may still have granted it after its answer was lost:
 			// release there too, but don't wait for it (it may be the node that is down).
-			ctx.Send(g.children[i], memberRelease{even: true, parent: m.Parent})
+			ctx.Send(g.children[i], memberRelease{even: true, span: m.Span})
 		}
 	}
 	g.endHold(ctx, true)
@@ -752,7 +752,7 @@ func (a *memberActor) Receive(ctx actor.Context) {
 	case memberTry:
 		a.attempt, a.answered = m.attempt, false
 		self, root, attempt := a.self, a.root, m.attempt
-		a.abandon = a.member.StartAcquire(m.lease, m.wait, m.parent, func(ans MemberAnswer) {
+		a.abandon = a.member.StartAcquire(m.lease, m.wait, m.span, func(ans MemberAnswer) {
 			root.Send(self, memberAnswered{attempt: attempt, answer: ans})
 		})
 		if bound := max(m.timeout, m.wait); bound > 0 {
@@ -775,7 +775,7 @@ func (a *memberActor) Receive(ctx actor.Context) {
 		}
 		if m.attempt != a.attempt || a.answered {
 			if m.answer.OK {
-				a.member.StartRelease(trace.SpanContext{}, func(error) {}) // an answer nobody waits for any more
+				a.member.StartRelease(nil, func(error) {}) // an answer nobody waits for any more
 			}
 			return
 		}
@@ -808,7 +808,7 @@ func (a *memberActor) Receive(ctx actor.Context) {
 		if a.held || m.even {
 			a.held = false
 			self, root, reply := a.self, a.root, m.reply
-			a.member.StartRelease(m.parent, func(err error) { root.Send(self, memberDropped{reply: reply, err: err}) })
+			a.member.StartRelease(m.span, func(err error) { root.Send(self, memberDropped{reply: reply, err: err}) })
 		} else if m.reply {
 			ctx.Send(ctx.Parent(), memberReleased{index: a.index})
 		}
@@ -853,7 +853,7 @@ func (a *memberActor) Receive(ctx actor.Context) {
 		}
 		if a.held {
 			a.held = false
-			a.member.StartRelease(trace.SpanContext{}, func(error) {})
+			a.member.StartRelease(nil, func(error) {})
 		}
 		a.raises.Wait()
 	}
@@ -864,7 +864,7 @@ func (a *memberActor) releaseForClose() {
 	a.held = false
 	a.releasing++
 	self, root := a.self, a.root
-	a.member.StartRelease(trace.SpanContext{}, func(err error) { root.Send(self, memberCloseDone{err: err}) })
+	a.member.StartRelease(nil, func(err error) { root.Send(self, memberCloseDone{err: err}) })
 }
 
 // reportClosed tells the supervisor that a closing member holds nothing and waits for nothing.

@@ -255,7 +255,7 @@ func (g *Group) Unlock(ctx context.Context) (err error) {
 	}
 	ctx, op := g.c.tel.StartRelease(ctx, "", kind, "")
 	defer func() { op.End(err) }()
-	cmd := &actors.GroupRelease{Parent: spanParent(ctx), Ticket: actors.NewTicket()}
+	cmd := &actors.GroupRelease{Span: trace.SpanFromContext(ctx), Ticket: actors.NewTicket()}
 	o, err := g.c.ask(ctx, g.pid, cmd, cmd.Ticket)
 	if err != nil {
 		return err
@@ -314,7 +314,7 @@ func (g *Group) ValidUntil() time.Time {
 // groupMember drives a Mutex handle as a member of a group.
 type groupMember struct{ m *Mutex }
 
-func (gm groupMember) StartAcquire(lease, wait time.Duration, parent trace.SpanContext, notify func(actors.MemberAnswer)) func() bool {
+func (gm groupMember) StartAcquire(lease, wait time.Duration, span trace.Span, notify func(actors.MemberAnswer)) func() bool {
 	m := gm.m
 	if err := m.usable(context.Background()); err != nil {
 		notify(actors.MemberAnswer{Err: err, Permanent: true})
@@ -333,12 +333,12 @@ func (gm groupMember) StartAcquire(lease, wait time.Duration, parent trace.SpanC
 		m.recordHold(o)
 		notify(actors.MemberAnswer{OK: true, Token: o.Token, Done: o.Done})
 	}))
-	cmd.Parent = parent
+	cmd.Span = span
 	m.c.system.Root.Send(m.c.guardian, cmd)
 	return func() bool { return m.c.abandon(cmd, cmd.Ticket) }
 }
 
-func (gm groupMember) StartRelease(parent trace.SpanContext, notify func(error)) {
+func (gm groupMember) StartRelease(span trace.Span, notify func(error)) {
 	m := gm.m
 	if err := m.usable(context.Background()); err != nil {
 		if errors.Is(err, ErrClosed) {
@@ -347,7 +347,7 @@ func (gm groupMember) StartRelease(parent trace.SpanContext, notify func(error))
 		notify(err)
 		return
 	}
-	cmd := &actors.Release{Name: m.name, Kind: m.kind, Owner: m.owner, Parent: parent, Ticket: actors.NewTicketFunc(func(o actors.Outcome) {
+	cmd := &actors.Release{Name: m.name, Kind: m.kind, Owner: m.owner, Span: span, Ticket: actors.NewTicketFunc(func(o actors.Outcome) {
 		if err := outcomeError(o); err != nil && !errors.Is(err, ErrNotHeld) {
 			notify(err)
 			return

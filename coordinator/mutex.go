@@ -7,6 +7,8 @@ import (
 	"sync"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/lockwarden/lockwarden/actors"
 	"github.com/lockwarden/lockwarden/messages"
 	"github.com/lockwarden/lockwarden/redisops"
@@ -216,7 +218,7 @@ func (m *Mutex) acquire(ctx context.Context, lease time.Duration, wait bool, win
 	var o actors.Outcome
 	defer func() { op.EndAcquire(acquireOutcome(ok, err), o.Token, o.Attempts, err) }()
 	cmd := m.acquireCommand(lease, wait, window, actors.NewTicket())
-	cmd.Parent = spanParent(ctx)
+	cmd.Span = trace.SpanFromContext(ctx)
 	o, err = m.c.do(ctx, cmd, cmd.Ticket)
 	if err != nil {
 		if (m.kind == actors.KindFair || m.kind == actors.KindWrite) && leaveCtx != nil {
@@ -295,7 +297,7 @@ func (m *Mutex) Unlock(ctx context.Context) (err error) {
 	}
 	ctx, op := m.c.tel.StartRelease(ctx, m.name, m.kind.LockKind(), m.owner)
 	defer func() { op.End(err) }()
-	cmd := &actors.Release{Name: m.name, Kind: m.kind, Owner: m.owner, Parent: spanParent(ctx), Ticket: actors.NewTicket()}
+	cmd := &actors.Release{Name: m.name, Kind: m.kind, Owner: m.owner, Span: trace.SpanFromContext(ctx), Ticket: actors.NewTicket()}
 	o, err := m.c.do(ctx, cmd, cmd.Ticket)
 	if err != nil {
 		return errors.Unwrap(err)

@@ -5,13 +5,15 @@
 // # Spans
 //
 //   - "lockwarden.acquire" and "lockwarden.release", on the caller's side, children of the span in the
-//     caller's context. The caller's span context travels inside the actor messages, so the spans of
-//     the Redis calls the lock actor makes for the caller ("lockwarden.redis.acquire",
-//     "lockwarden.redis.release") are its children, across every actor hop.
+//     caller's context. The caller's span travels inside the actor messages, so the lock actor records
+//     the Redis calls it makes for the caller on it, across every actor hop, as events
+//     ("lockwarden.redis.acquire", "lockwarden.redis.release", with lockwarden.redis.ok and
+//     lockwarden.redis.duration_us).
 //   - "lockwarden.renew": one span per watchdog tick of a lock actor that renews something, for every
 //     tenth tick and every tick with a failure, so that the watchdog does not flood the traces.
 //   - "lockwarden.multilock.acquire" and "lockwarden.redlock.acquire", with a child span
-//     "lockwarden.group.member" per member and attempt.
+//     "lockwarden.group.member" per member and attempt, made by the supervisor actor; the member's
+//     Redis calls are events on it.
 //
 // # Metrics
 //

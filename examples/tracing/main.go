@@ -127,8 +127,8 @@ func run(pretty bool) error {
 	return nil
 }
 
-// printTree prints spans indented under their parents, each with its duration and the attributes
-// that say what happened.
+// printTree prints spans indented under their parents, each with its duration, the attributes that say
+// what happened, and its events (·) with their offset from the span's start.
 func printTree(spans tracetest.SpanStubs) {
 	children := map[trace.SpanID][]tracetest.SpanStub{}
 	ids := map[trace.SpanID]bool{}
@@ -161,6 +161,15 @@ func printTree(spans tracetest.SpanStubs) {
 		}
 		fmt.Printf("%s%-*s %7.2fms  %s%s\n", strings.Repeat("  ", depth), 34-2*depth, s.Name,
 			float64(s.EndTime.Sub(s.StartTime).Microseconds())/1000, strings.Join(attrs, " "), status)
+		// The lock actor's Redis calls for the caller are events on the caller's span.
+		for _, ev := range s.Events {
+			var detail []string
+			for _, kv := range ev.Attributes {
+				detail = append(detail, strings.TrimPrefix(string(kv.Key), "lockwarden.")+"="+kv.Value.Emit())
+			}
+			fmt.Printf("%s· %-*s +%6.2fms  %s\n", strings.Repeat("  ", depth+1), 32-2*depth, ev.Name,
+				float64(ev.Time.Sub(s.StartTime).Microseconds())/1000, strings.Join(detail, " "))
+		}
 		kids := children[s.SpanContext.SpanID()]
 		slices.SortFunc(kids, byStart)
 		for _, k := range kids {
