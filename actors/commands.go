@@ -87,7 +87,7 @@ type Acquire struct {
 	Started time.Time
 	// Span is the caller's span (nil when none): the lock actor records its Redis calls for the
 	// command as events on it.
-	Span trace.Span
+	Span   trace.Span
 	Ticket *Ticket
 
 	// queued is set once the command waited in the actor's queue; attempts counts its Redis attempts.

@@ -183,9 +183,9 @@ type (
 	// RedLock's release after a failed attempt, whose answer may have been lost). reply asks for a
 	// memberReleased.
 	memberRelease struct {
-		even   bool
-		reply  bool
-		span   trace.Span
+		even  bool
+		reply bool
+		span  trace.Span
 	}
 	memberReleased struct{ index int }
 	// memberLost says that the member's hold ended without a release by the group.
