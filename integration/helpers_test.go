@@ -2,7 +2,6 @@ package integration
 
 import (
 	"context"
-	"errors"
 	"testing"
 	"time"
 
@@ -72,5 +71,3 @@ func lockAsync(ctx context.Context, m *coordinator.Mutex) <-chan error {
 	go func() { errc <- m.Lock(ctx) }()
 	return errc
 }
-
-func isNotObtained(err error) bool { return errors.Is(err, coordinator.ErrNotObtained) }

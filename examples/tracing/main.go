@@ -149,11 +149,11 @@ func printTree(spans tracetest.SpanStubs) {
 		var attrs []string
 		for _, kv := range s.Attributes {
 			key := string(kv.Key)
-			if key == "lockwarden.lock.owner" || key == "lockwarden.lock.wait_ms" || kv.Value.Emit() == "" {
+			if key == "lockwarden.lock.owner" || key == "lockwarden.lock.wait_ms" || kv.Value.String() == "" {
 				continue
 			}
 			key = strings.TrimPrefix(strings.TrimPrefix(key, "lockwarden.lock."), "lockwarden.")
-			attrs = append(attrs, key+"="+kv.Value.Emit())
+			attrs = append(attrs, key+"="+kv.Value.String())
 		}
 		status := ""
 		if s.Status.Description != "" {
@@ -165,7 +165,7 @@ func printTree(spans tracetest.SpanStubs) {
 		for _, ev := range s.Events {
 			var detail []string
 			for _, kv := range ev.Attributes {
-				detail = append(detail, strings.TrimPrefix(string(kv.Key), "lockwarden.")+"="+kv.Value.Emit())
+				detail = append(detail, strings.TrimPrefix(string(kv.Key), "lockwarden.")+"="+kv.Value.String())
 			}
 			fmt.Printf("%s· %-*s +%6.2fms  %s\n", strings.Repeat("  ", depth+1), 32-2*depth, ev.Name,
 				float64(ev.Time.Sub(s.StartTime).Microseconds())/1000, strings.Join(detail, " "))

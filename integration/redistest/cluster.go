@@ -101,22 +101,26 @@ func (c *Cluster) waitOK(tb testing.TB) {
 				info["cluster_slots_ok"] != strconv.Itoa(ClusterSlots) {
 				return false, fmt.Sprintf("node %s: CLUSTER INFO: %v", node.Addr(), info)
 			}
-			slots, err := node.admin().ClusterSlots(ctx).Result()
+			shards, err := node.admin().ClusterShards(ctx).Result()
 			if err != nil {
-				return false, fmt.Sprintf("node %s: CLUSTER SLOTS: %v", node.Addr(), err)
+				return false, fmt.Sprintf("node %s: CLUSTER SHARDS: %v", node.Addr(), err)
 			}
 			var got []string
-			for _, s := range slots {
-				if len(s.Nodes) == 0 {
-					return false, fmt.Sprintf("node %s: slots %d-%d have no node", node.Addr(), s.Start, s.End)
+			for _, sh := range shards {
+				master := slices.IndexFunc(sh.Nodes, func(n redis.Node) bool { return n.Role == "master" })
+				for _, r := range sh.Slots {
+					if master < 0 {
+						return false, fmt.Sprintf("node %s: slots %d-%d have no master", node.Addr(), r.Start, r.End)
+					}
+					m := sh.Nodes[master]
+					got = append(got, fmt.Sprintf("%d-%d@%s:%d", r.Start, r.End, m.IP, m.Port))
 				}
-				got = append(got, fmt.Sprintf("%d-%d@%s", s.Start, s.End, s.Nodes[0].Addr))
 			}
 			slices.Sort(got)
 			w := slices.Clone(want)
 			slices.Sort(w)
 			if !slices.Equal(got, w) {
-				return false, fmt.Sprintf("node %s: CLUSTER SLOTS %v, want %v", node.Addr(), got, w)
+				return false, fmt.Sprintf("node %s: CLUSTER SHARDS %v, want %v", node.Addr(), got, w)
 			}
 		}
 		return true, ""
