@@ -1,6 +1,7 @@
 // Package actors holds lockwarden's actor behaviour: the guardian that routes commands to one actor per
-// lock name and family, the lock actor that serialises everything about one name, and the pub/sub
-// bridge that turns Redis unlock notices into messages for the lock actors.
+// lock name and family, the lock actor that serialises everything about one name, the pub/sub bridge
+// that turns Redis unlock notices into messages for the lock actors, and the supervisors of MultiLock
+// and RedLock groups.
 //
 // # Lock actor
 //
@@ -21,6 +22,25 @@
 // The watchdog renews holds taken without a lease every watchdog timeout / 3 with protoactor's scheduler.
 // A renewal that answers "not held", or a lease that runs out before a renewal succeeds, marks the hold
 // as lost and closes its Done channel. A renewal that fails with an error is retried on the next tick.
+//
+// When a local holder of a fair lock releases, the release hands the lock to the earliest local waiter in
+// the same round trip if that waiter heads the Redis queue; otherwise the head, wherever it is, is woken
+// on its own channel.
+//
+// # Events and telemetry
+//
+// Every change in a hold's or a waiter's life goes to [Env.Events] as a messages.Event, in the order it
+// happened; the sink must not block. The Redis calls made for a caller are recorded as events on the
+// caller's span, which the command carries ([Acquire.Span]).
+//
+// # Groups
+//
+// A group supervisor ([NewGroupProps]) drives the members of a MultiLock or RedLock through one child
+// actor each. The members are asked at once; the supervisor counts the answers against the quorum
+// ([Quorum]), checks a RedLock's validity ([Validity]), releases what a failed attempt took and retries
+// after a backoff with jitter. Neither the supervisor nor its children ever block: they run inline on
+// a synchronized dispatcher, and the members are driven through callbacks ([GroupMember]). A
+// [GroupClose] shuts a supervisor down without blocking.
 //
 // # Callers
 //

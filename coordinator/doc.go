@@ -19,6 +19,16 @@
 // order across processes (RFairLock). [Coordinator.RWMutex] is a read-write lock (RReadWriteLock)
 // whose sides are [Mutex] handles too. All three use Redisson's layout in Redis.
 //
+// [Coordinator.MultiLock] takes several locks, possibly on different coordinators and servers, as one;
+// [Coordinator.RedLock] is the Redlock algorithm over the same lock on independent masters. Both are
+// [Group] handles, driven by a supervisor actor that asks the members in parallel.
+//
+// # Replica sync
+//
+// After every acquisition the coordinator waits (WAIT) for the master's replicas to acknowledge it, and
+// gives the hold back with [ErrNotSynced] when too few do, so that a failover cannot hand the lock to a
+// second owner ([WithReplicaSync], on by default when the master has replicas).
+//
 // # Waiting and the watchdog
 //
 // A waiter is woken by the unlock notice that Redis publishes when the lock becomes free, with the
@@ -71,8 +81,8 @@
 //
 // # Tracing and metrics
 //
-// The coordinator records OpenTelemetry spans (an acquire or release span in the caller's trace, with a
-// child span per Redis call the lock actor makes for it) and lock metrics, through the global providers
+// The coordinator records OpenTelemetry spans (an acquire or release span in the caller's trace, with an
+// event per Redis call the lock actor makes for it) and lock metrics, through the global providers
 // or those given with [WithTracerProvider] and [WithMeterProvider]. [WithLockNameAttribute] adds lock
 // names to them; [WithoutTelemetry] turns them off. Package [github.com/lockwarden/lockwarden/telemetry]
 // lists the spans and instruments.
