@@ -90,8 +90,10 @@ type lockActor struct {
 	queue []*Acquire
 	// handoffs counts local handoffs in a row.
 	handoffs int
-	// subs is the set of channels the bridge forwards to us.
-	subs map[string]struct{}
+	// subs is the set of channels the bridge forwards to us; recent is when each channel of a fair lock
+	// was last wanted by a waiter (see keepRecentChannels).
+	subs   map[string]struct{}
+	recent map[string]time.Time
 	// routed counts the commands received from the guardian.
 	routed uint64
 
@@ -234,7 +236,12 @@ func (a *lockActor) syncSubscriptions() {
 			want[a.proto.channel(m)] = struct{}{}
 		}
 	}
-	if a.family != familyFair && !a.isIdle() {
+	switch {
+	case a.family == familyFair:
+		// Also while idle: a worker in a loop leaves the lock idle between its turns. The idle tick,
+		// which comes later than fairChannelKeep, drops what is left.
+		a.keepRecentChannels(want)
+	case !a.isIdle():
 		for ch := range a.subs {
 			want[ch] = struct{}{}
 		}
@@ -249,6 +256,36 @@ func (a *lockActor) syncSubscriptions() {
 		if _, ok := want[ch]; !ok {
 			delete(a.subs, ch)
 			a.root.Send(a.env.Bridge, &messages.Unsubscribe{Channel: ch, Subscriber: a.self})
+		}
+	}
+}
+
+// fairChannelKeep is how long a fair lock keeps a waiter's channel subscribed after the waiter got the
+// lock or left, and fairChannelsKept the most channels it keeps so: an owner that queues again soon
+// after its release (a worker in a loop) then finds its channel subscribed, and needs neither a new
+// subscription nor the attempt that follows its confirmation.
+const (
+	fairChannelKeep  = time.Second
+	fairChannelsKept = 256
+)
+
+// keepRecentChannels adds to want the subscribed channels of a fair lock that were wanted within
+// fairChannelKeep, and notes when the channels in want were last wanted.
+func (a *lockActor) keepRecentChannels(want map[string]struct{}) {
+	now := time.Now()
+	if a.recent == nil {
+		a.recent = make(map[string]time.Time)
+	}
+	for ch := range want {
+		a.recent[ch] = now
+	}
+	for ch, last := range a.recent {
+		_, subscribed := a.subs[ch]
+		switch {
+		case !subscribed || now.Sub(last) >= fairChannelKeep:
+			delete(a.recent, ch)
+		case len(want) < fairChannelsKept:
+			want[ch] = struct{}{}
 		}
 	}
 }
@@ -1027,6 +1064,10 @@ func (a *lockActor) traceRenewals(renewed, failed int, err error) {
 // shutdown runs when the coordinator closes: waiters get ReasonClosed, held locks are released on a
 // best-effort basis, and every timer stops.
 func (a *lockActor) shutdown() {
+	for ch := range a.subs {
+		a.root.Send(a.env.Bridge, &messages.Unsubscribe{Channel: ch, Subscriber: a.self})
+	}
+	clear(a.subs)
 	a.retry.stop()
 	a.expiry.stop()
 	a.idle.stop()

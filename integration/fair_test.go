@@ -7,6 +7,8 @@ import (
 	"maps"
 	"runtime"
 	"slices"
+	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -709,5 +711,45 @@ func TestFairBadInput(t *testing.T) {
 	}
 	for _, h := range []*coordinator.Mutex{m, held, c.FairMutex(t.Name() + ":after")} {
 		badExpectAll(t, client, ctx, h, coordinator.ErrClosed)
+	}
+}
+
+// fairSubscribeCalls returns how many SUBSCRIBE commands the server has run.
+func fairSubscribeCalls(t *testing.T, client *redis.Client) int64 {
+	t.Helper()
+	info, err := client.Info(t.Context(), "commandstats").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(info, "\n") {
+		if rest, ok := strings.CutPrefix(strings.TrimSpace(line), "cmdstat_subscribe:calls="); ok {
+			n, err := strconv.ParseInt(rest[:strings.IndexByte(rest, ',')], 10, 64)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return n
+		}
+	}
+	return 0
+}
+
+// TestFairWaiterKeepsItsChannel: an owner that waits for a fair lock again right after its last turn
+// finds its channel still subscribed: five turns cost one SUBSCRIBE, not five.
+func TestFairWaiterKeepsItsChannel(t *testing.T) {
+	_, client, c := setup(t)
+	a, b := c.FairMutex(t.Name()), c.FairMutex(t.Name())
+	before := fairSubscribeCalls(t, client)
+	for turn := range 5 {
+		mustLock(t, a)
+		errc := lockAsync(t.Context(), b)
+		fairWaitQueued(t, client, t.Name(), b.Owner())
+		mustUnlock(t, a)
+		if err := semRecv(t, errc, 2*time.Second, fmt.Sprintf("turn %d: b's Lock", turn)); err != nil {
+			t.Fatal(err)
+		}
+		mustUnlock(t, b)
+	}
+	if n := fairSubscribeCalls(t, client) - before; n > 1 {
+		t.Errorf("SUBSCRIBE calls for 5 turns of one waiter = %d, want 1", n)
 	}
 }
