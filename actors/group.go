@@ -286,10 +286,17 @@ func (g *groupActor) Receive(ctx actor.Context) {
 			}
 		}
 		return
-	case memberResult:
-		g.onResult(ctx, m)
-	case memberRaised:
-		g.onRaised(ctx, m)
+	case memberResult, memberRaised:
+		if g.closing != nil {
+			// The members are closing: each releases what it took on its own, and the
+			// request was answered with ReasonClosed.
+			return
+		}
+		if r, ok := m.(memberResult); ok {
+			g.onResult(ctx, r)
+		} else {
+			g.onRaised(ctx, m.(memberRaised))
+		}
 	case memberReleased:
 		g.onReleased(m)
 	case memberLost:
@@ -447,7 +454,7 @@ func (g *groupActor) onResult(ctx actor.Context, m memberResult) {
 }
 
 func (g *groupActor) onRaised(ctx actor.Context, m memberRaised) {
-	if m.attempt != g.attempt || !g.raising {
+	if m.attempt != g.attempt || !g.raising || g.req == nil {
 		return
 	}
 	if m.err != nil {
@@ -675,6 +682,9 @@ func (g *groupActor) answerClosed() {
 		g.req.Ticket.deliver(Outcome{Reason: messages.ReasonClosed})
 		g.req = nil
 	}
+	// Whatever the attempt in flight still reports is stale now.
+	g.attempt++
+	g.raising, g.pending, g.results = false, 0, nil
 	if g.rel != nil {
 		g.rel.Ticket.deliver(Outcome{})
 		g.rel = nil

@@ -1,8 +1,16 @@
 package actors
 
 import (
+	"context"
+	"log/slog"
+	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/lockwarden/lockwarden/messages"
 )
 
 func TestQuorum(t *testing.T) {
@@ -62,5 +70,124 @@ func TestDefaultGroupBackOff(t *testing.T) {
 	}
 	if prev < 250*time.Millisecond {
 		t.Errorf("pause after 20 failures = %v, want near the 500ms cap", prev)
+	}
+}
+
+// scriptedMember is a GroupMember whose answers the test gives: StartAcquire answers at once with the
+// member's token, and RaiseToken blocks until the test lets it go.
+type scriptedMember struct {
+	token    int64
+	raising  chan struct{} // receives when RaiseToken is called
+	raise    chan struct{} // closed by the test to let RaiseToken return
+	released atomic.Int32
+}
+
+func newScriptedMember(token int64) *scriptedMember {
+	return &scriptedMember{token: token, raising: make(chan struct{}, 1), raise: make(chan struct{})}
+}
+
+func (m *scriptedMember) StartAcquire(_, _ time.Duration, _ trace.Span, notify func(MemberAnswer)) func() bool {
+	notify(MemberAnswer{OK: true, Token: m.token})
+	return func() bool { return false }
+}
+
+func (m *scriptedMember) StartRelease(_ trace.Span, notify func(error)) {
+	m.released.Add(1)
+	notify(nil)
+}
+
+func (m *scriptedMember) Release(context.Context) error {
+	m.released.Add(1)
+	return nil
+}
+
+func (m *scriptedMember) RaiseToken(ctx context.Context, _ int64) error {
+	m.raising <- struct{}{}
+	select {
+	case <-m.raise:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// A RedLock closed while it raises its members' tokens answers the caller with ReasonClosed, releases
+// every member once, and ignores the raises that finish after the close (they used to reach an attempt
+// whose request was gone).
+func TestGroupCloseWhileRaisingTokens(t *testing.T) {
+	system := actor.NewActorSystem()
+	// A panic in the supervisor is recovered by protoactor, which restarts it and publishes a
+	// SupervisorEvent: that is how a crash shows here.
+	crashed := make(chan *actor.SupervisorEvent, 8)
+	sub := system.EventStream.Subscribe(func(evt any) {
+		if e, ok := evt.(*actor.SupervisorEvent); ok {
+			select {
+			case crashed <- e:
+			default:
+			}
+		}
+	})
+	defer system.EventStream.Unsubscribe(sub)
+	members := []*scriptedMember{newScriptedMember(1), newScriptedMember(2), newScriptedMember(3)}
+	cfg := GroupConfig{
+		RedLock: true, WatchdogTimeout: 30 * time.Second, ReleaseTimeout: 5 * time.Second,
+		NewBackOff: DefaultGroupBackOff, Logger: slog.New(slog.DiscardHandler),
+	}
+	for _, m := range members {
+		cfg.Members = append(cfg.Members, m)
+	}
+	pid := system.Root.Spawn(NewGroupProps(cfg))
+	defer system.Root.Stop(pid)
+
+	ticket := NewTicket()
+	system.Root.Send(pid, &GroupAcquire{Lease: 10 * time.Second, Ticket: ticket})
+	deadline := time.After(10 * time.Second)
+	for _, m := range members[:2] { // tokens 1 and 2 are raised to 3
+		select {
+		case <-m.raising:
+		case <-deadline:
+			t.Fatal("the tokens were not raised")
+		}
+	}
+
+	done := make(chan struct{})
+	system.Root.Send(pid, &GroupClose{Done: done})
+	select {
+	case o := <-ticket.Result():
+		if o.Reason != messages.ReasonClosed {
+			t.Fatalf("outcome = %+v, want ReasonClosed", o)
+		}
+	case <-deadline:
+		t.Fatal("the acquisition was not answered at close")
+	}
+	select {
+	case <-done:
+	case <-deadline:
+		t.Fatal("GroupClose did not finish")
+	}
+	for _, m := range members[:2] {
+		close(m.raise)
+	}
+	// The stale raises reach the supervisor within microseconds; a crash would show well within this.
+	select {
+	case e := <-crashed:
+		t.Fatalf("the group supervisor crashed on a raise that finished after the close: %v", e.Reason)
+	case <-time.After(300 * time.Millisecond):
+	}
+	// The group still serves requests after the stale raises: a new one is refused as closed.
+	again := NewTicket()
+	system.Root.Send(pid, &GroupAcquire{Lease: 10 * time.Second, Ticket: again})
+	select {
+	case o := <-again.Result():
+		if o.Reason != messages.ReasonClosed {
+			t.Fatalf("outcome after close = %+v, want ReasonClosed", o)
+		}
+	case <-deadline:
+		t.Fatal("the group stopped answering after the stale raises")
+	}
+	for i, m := range members {
+		if n := m.released.Load(); n != 1 {
+			t.Errorf("member %d released %d times, want 1", i, n)
+		}
 	}
 }
