@@ -90,9 +90,11 @@ type Acquire struct {
 	Span   trace.Span
 	Ticket *Ticket
 
-	// queued is set once the command waited in the actor's queue; attempts counts its Redis attempts.
+	// queued is set once the command waited in the actor's queue; attempts counts its Redis attempts;
+	// resynced is set once an attempt was retried because the master's replicas changed.
 	queued   bool
 	attempts int
+	resynced bool
 }
 
 // Release drops one hold of the lock Name by Owner.

@@ -447,6 +447,12 @@ func (a *lockActor) knownHeld(m *Acquire) int64 {
 func (a *lockActor) settleAttempt(m *Acquire, sent time.Time, res redisops.Acquired, err error) (bool, time.Duration, error) {
 	k := holdKey{m.Owner, m.Kind}
 	if isNotSynced(err) {
+		if errors.Is(err, redisops.ErrReplicasChanged) && !m.resynced {
+			// The master has fewer replicas than the WAIT asked for (a failover): the hold was
+			// given back, and one more attempt waits for the replicas the master has now.
+			m.resynced = true
+			return a.attempt(m)
+		}
 		// Redis gave the hold and took it back because replicas did not acknowledge it. The call
 		// fails, waiting or not: trying again would most likely meet the same replicas.
 		a.refuse(m, Outcome{Reason: messages.ReasonNotSynced, Err: err})

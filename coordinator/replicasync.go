@@ -16,6 +16,8 @@ import (
 // local waiter) is followed by WAIT on the same connection, asking for min(replicas, replicas attached
 // to the master) acknowledgements within timeout. When fewer acknowledge, the hold just taken is given
 // back and the call fails with [ErrNotSynced]; a waiting Lock fails with it too, rather than retrying.
+// The one exception: when the replica count, read again at once, is lower than the one asked for (a
+// failover left the new master with fewer replicas), the acquisition is tried once more against it.
 //
 // The replicas attached to the master are counted with INFO replication (online replicas) when the
 // coordinator first gives a lock, every 5s after that, and at once after a connection error or a WAIT

@@ -21,6 +21,12 @@ import (
 // before the error was returned: the owner does not hold what the call asked for.
 var ErrNotSynced = errors.New("lockwarden: lock not acknowledged by replicas")
 
+// ErrReplicasChanged accompanies [ErrNotSynced] when the master's replica count, read again after the
+// WAIT fell short, is lower than the one the WAIT asked for (a failover left the new master with fewer
+// replicas than the old one) and the hold was given back: a new attempt asks for what the master has
+// now, and is safe, since nothing is held.
+var ErrReplicasChanged = errors.New("lockwarden: the master's replicas changed")
+
 const (
 	// DefaultSyncReplicas is how many replicas must acknowledge a new hold by default: at least one,
 	// which is Redisson's rule (checkLockSyncedSlaves fails a lock only when no replica has it).
@@ -292,9 +298,9 @@ func (o *Ops) runSynced(ctx context.Context, calls []call) (replies []*redis.Cmd
 }
 
 // checkSynced looks at the reply of the call c and at the WAIT that followed it, and gives the hold
-// back when c gave one that fewer than want replicas acknowledged, unless the replica counts of master,
-// read again at once, show that no more can acknowledge (a failover left the new master without
-// replicas); the error then matches [ErrNotSynced].
+// back when c gave one that fewer than want replicas acknowledged; the error then matches
+// [ErrNotSynced], and also [ErrReplicasChanged] when the replica counts, read again at once, are lower
+// than want.
 func (o *Ops) checkSynced(ctx context.Context, c call, reply, wait *redis.Cmd, master string, want int, timeout time.Duration) error {
 	rs := o.sync
 	if err := reply.Err(); err != nil {
@@ -319,11 +325,10 @@ func (o *Ops) checkSynced(ctx context.Context, c call, reply, wait *redis.Cmd, m
 		return nil
 	}
 	rs.markStale()
-	if err == nil && int64(rs.want(ctx, o.client, master)) <= acked {
-		// The replicas changed (a failover left the new master without the old one's replica): as
-		// many acknowledged as the master now has to give.
-		return nil
-	}
+	// Read the counts again: after a failover the new master may have fewer replicas than the WAIT
+	// asked for. The hold is given back all the same, since the count may come from another node than
+	// the one that gave it; the caller may try again against the new count.
+	changed := err == nil && rs.want(ctx, o.client, master) < want
 	why := fmt.Sprintf("%d of %d replicas acknowledged within %v", acked, want, timeout)
 	if err != nil {
 		why = fmt.Sprintf("WAIT for %d replicas failed: %v", want, err)
@@ -333,6 +338,9 @@ func (o *Ops) checkSynced(ctx context.Context, c call, reply, wait *redis.Cmd, m
 	if uerr := c.grant.undo(undoCtx); uerr != nil && !errors.Is(uerr, ErrNotHeld) {
 		return fmt.Errorf("%w: %s; giving the hold back failed, it lasts until its lease runs out: %w",
 			ErrNotSynced, why, uerr)
+	}
+	if changed {
+		return fmt.Errorf("%w (%w): %s; the hold was given back", ErrNotSynced, ErrReplicasChanged, why)
 	}
 	return fmt.Errorf("%w: %s; the hold was given back", ErrNotSynced, why)
 }

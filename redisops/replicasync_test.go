@@ -200,7 +200,13 @@ func TestReplicaSyncPausedReplica(t *testing.T) {
 			t.Errorf("%s failed after %v, want about %v", what, took, syncTimeout)
 		}
 	}
-	notSynced("acquire", func() error { _, err := ops.Acquire(ctx, name, "a", lease, 0); return err })
+	notSynced("acquire", func() error {
+		_, err := ops.Acquire(ctx, name, "a", lease, 0)
+		if errors.Is(err, redisops.ErrReplicasChanged) {
+			t.Errorf("acquire with the replica paused = %v; a paused replica is still attached, the replicas did not change", err)
+		}
+		return err
+	})
 	checkGone(t, client, name)
 
 	notSynced("re-entry", func() error { _, err := ops.Acquire(ctx, name+":held", "a", lease, 1); return err })
@@ -237,6 +243,25 @@ func TestReplicaSyncPausedReplica(t *testing.T) {
 		t.Fatalf("Release with handoff = %+v, %v; want released, handoff given back with ErrNotSynced", rel, err)
 	}
 	checkGone(t, client, name+":held")
+}
+
+// TestReplicaSyncReplicaGone: when the replica the counts knew of is gone by the time of the WAIT, the
+// hold is given back with ErrNotSynced and ErrReplicasChanged (the counts read again are lower), and the
+// next acquisition, which asks for what the master has now, is granted.
+func TestReplicaSyncReplicaGone(t *testing.T) {
+	_, replica, client := startWithReplica(t)
+	ops := syncedOps(client)
+	ctx := t.Context()
+	const name = "replicasync:gone"
+	mustAcquire(t, ops, name+":before", "a", lease) // counts the replica
+	replica.Kill()
+
+	_, err := ops.Acquire(ctx, name, "a", lease, 0)
+	if !errors.Is(err, redisops.ErrNotSynced) || !errors.Is(err, redisops.ErrReplicasChanged) {
+		t.Fatalf("acquire after the replica was killed = %v, want ErrNotSynced and ErrReplicasChanged", err)
+	}
+	checkGone(t, client, name)
+	mustAcquire(t, ops, name, "a", lease)
 }
 
 // TestReplicaSyncNoReplicas: a master without replicas gets no WAIT, and locks work as without the
