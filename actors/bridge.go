@@ -159,7 +159,10 @@ func (b *Bridge) Receive(ctx actor.Context) {
 			delete(b.subs, m.Channel)
 		}
 		b.publishRoute(m.Channel)
-		if last {
+		// While the coordinator closes (its context is done) the connections are about to close:
+		// an UNSUBSCRIBE would only wait for go-redis' PubSub lock, which a reconnect in a
+		// partition holds until the client's ReadTimeout.
+		if last && b.ctx.Err() == nil {
 			b.unsubscribe(m.Channel)
 		}
 	case *shardDropped:

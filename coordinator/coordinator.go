@@ -182,6 +182,8 @@ func (c *Coordinator) ID() string { return c.id }
 // go-redis applies context deadlines to network reads only when the client has ContextTimeoutEnabled
 // set; without it, a call to an unreachable Redis blocks for the client's ReadTimeout, and Close may
 // take that long on top of the stop release timeout. Set ContextTimeoutEnabled for a bounded Close.
+// The pub/sub connections get the stop release timeout to close as well; past it (a reconnect stuck in
+// a network partition) they finish closing in the background, and Close returns.
 func (c *Coordinator) Close() error {
 	c.closeOnce.Do(func() {
 		close(c.closed)
