@@ -75,7 +75,7 @@ func (a *lockActor) batchAcquire(m *Acquire, then func(ok bool, ttl time.Duratio
 	reply := b.calls.ReadAcquire(a.name, m.Owner, m.Lease, a.knownHeld(m))
 	b.settle = append(b.settle, func(sent time.Time) {
 		res, err := reply()
-		redisEvent(m.Span, "lockwarden.redis.acquire", sent, res.OK, err)
+		acquireEvent(m, sent, res.OK, err)
 		then(a.settleAttempt(m, sent, res, err))
 	})
 }
@@ -88,7 +88,7 @@ func (a *lockActor) batchRelease(m *Release, then func(sent time.Time, rel redis
 	reply := b.calls.ReadRelease(a.name, m.Owner, a.env.NewRequestID())
 	b.settle = append(b.settle, func(sent time.Time) {
 		rel, err := reply()
-		redisEvent(m.Span, "lockwarden.redis.release", sent, err == nil, err)
+		releaseEvent(m.Span, sent, err)
 		then(sent, rel, err)
 	})
 }

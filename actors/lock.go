@@ -410,13 +410,29 @@ func (a *lockActor) attempt(m *Acquire) (bool, time.Duration, error) {
 	m.attempts++
 	sent := time.Now()
 	res, err := a.proto.acquire(a.redisContext(), m, a.knownHeld(m), m.Wait)
-	redisEvent(m.Span, "lockwarden.redis.acquire", sent, res.OK, err)
+	acquireEvent(m, sent, res.OK, err)
 	return a.settleAttempt(m, sent, res, err)
 }
 
+// acquireEvent records an acquire attempt for m, started at start, as an event on the caller's span,
+// unless it is the first attempt and it got the lock: the span alone tells that story (with
+// lockwarden.lock.attempts 1), and the event would cost about as much as the span's start.
+func acquireEvent(m *Acquire, start time.Time, ok bool, err error) {
+	if ok && err == nil && m.attempts == 1 {
+		return
+	}
+	redisEvent(m.Span, "lockwarden.redis.acquire", start, ok, err)
+}
+
+// releaseEvent records a release that failed, started at start, as an event on the caller's span s.
+func releaseEvent(s trace.Span, start time.Time, err error) {
+	if err != nil {
+		redisEvent(s, "lockwarden.redis.release", start, false, err)
+	}
+}
+
 // redisEvent records a Redis call made for a caller, started at start, as an event on the caller's
-// span s, when it records. An event rather than a child span: it costs a fraction of one, on every
-// acquisition.
+// span s, when it records. An event rather than a child span: it costs a fraction of one.
 func redisEvent(s trace.Span, name string, start time.Time, ok bool, err error) {
 	if s == nil || !s.IsRecording() {
 		return
@@ -703,7 +719,7 @@ func (a *lockActor) onRelease(m *Release) {
 	}
 	sent := time.Now()
 	rel, err := a.proto.release(a.redisContext(), k, a.env.NewRequestID(), lease, next)
-	redisEvent(m.Span, "lockwarden.redis.release", sent, err == nil, err)
+	releaseEvent(m.Span, sent, err)
 	a.settleRelease(m, h, lease, nextCmd, sent, rel, err)
 }
 

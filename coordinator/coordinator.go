@@ -199,6 +199,7 @@ func (c *Coordinator) Close() error {
 		_ = c.system.Root.StopFuture(c.guardian).Wait()
 		_ = c.system.Root.StopFuture(c.bridge).Wait()
 		c.events.close()
+		c.tel.Close()
 		c.pool.Stop()
 		if c.ownSystem {
 			c.system.Shutdown()

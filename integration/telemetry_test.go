@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
@@ -94,7 +95,8 @@ func telAttr(s sdktrace.ReadOnlySpan, key attribute.Key) (attribute.Value, bool)
 }
 
 // TestTelemetryLockTrace: a Lock and an Unlock under a caller's span make a span each, children of the
-// caller's span, and the lock actor records its Redis calls on them, across the actor hops.
+// caller's span. An acquisition that got the lock at its first attempt and a release that succeeded
+// carry no Redis-call events: the spans tell it all (TestTelemetryContention shows the events).
 func TestTelemetryLockTrace(t *testing.T) {
 	t.Parallel()
 	rec, _, tracer, opts := telSetup(t)
@@ -123,12 +125,15 @@ func TestTelemetryLockTrace(t *testing.T) {
 	if _, ok := telAttr(acq, telemetry.AttrLockName); ok {
 		t.Error("the lock name is an attribute, but WithLockNameAttribute was not given")
 	}
-	if oks := telEvents(acq, "lockwarden.redis.acquire"); len(oks) != 1 || !oks[0] {
-		t.Errorf("redis acquire events on the acquire span = %v, want one that succeeded", oks)
+	if v, _ := telAttr(acq, telemetry.AttrAttempts); v.AsInt64() != 1 {
+		t.Errorf("attempts attribute = %d, want 1", v.AsInt64())
+	}
+	if evs := acq.Events(); len(evs) != 0 {
+		t.Errorf("events on the acquire span = %v, want none for a first attempt that got the lock", evs)
 	}
 	rel := telOne(t, rec, "lockwarden.release", caller.SpanContext())
-	if oks := telEvents(rel, "lockwarden.redis.release"); len(oks) != 1 || !oks[0] {
-		t.Errorf("redis release events on the release span = %v, want one that succeeded", oks)
+	if evs := rel.Events(); len(evs) != 0 || rel.Status().Code == codes.Error {
+		t.Errorf("release span: events %v, status %v; want none and no error", evs, rel.Status())
 	}
 }
 
@@ -171,16 +176,23 @@ func TestTelemetryContention(t *testing.T) {
 	}
 }
 
-// TestTelemetryMultiLockTrace: a MultiLock's span has a child span per member, with each member's Redis
-// attempt as an event, and the Unlock's span has the members' Redis releases as events.
+// TestTelemetryMultiLockTrace: a MultiLock's span has a child span per member and attempt. The second
+// member is held elsewhere at first: the member actor's failed Redis attempt is an event on its member
+// span, which shows that the span crossed the supervisor, member and lock actors. The Unlock has a span.
 func TestTelemetryMultiLockTrace(t *testing.T) {
 	t.Parallel()
 	rec, _, tracer, opts := telSetup(t)
 	nodes := groupStart(t, 2, opts...)
 	names := groupNames(t, 2)
+	other := newCoordinator(t, nodes.clients[1]).Mutex(names[1]) // another process
+	mustLock(t, other)
 	group := nodes.coords[0].MultiLock(nodes.handles(names...))
 	ctx, caller := tracer.Start(t.Context(), "transfer")
-	if err := group.Lock(ctx); err != nil {
+	errc := make(chan error, 1)
+	go func() { errc <- group.Lock(ctx) }()
+	faultWaitSubscribed(t, nodes.clients[1], names[1], 1)
+	mustUnlock(t, other)
+	if err := semRecv(t, errc, 5*time.Second, "the group's Lock"); err != nil {
 		t.Fatal(err)
 	}
 	if err := group.Unlock(ctx); err != nil {
@@ -188,25 +200,27 @@ func TestTelemetryMultiLockTrace(t *testing.T) {
 	}
 	caller.End()
 	gs := telOne(t, rec, "lockwarden.multilock.acquire", caller.SpanContext())
-	rel := telOne(t, rec, "lockwarden.release", caller.SpanContext())
-	if oks := telEvents(rel, "lockwarden.redis.release"); len(oks) != 2 || !oks[0] || !oks[1] {
-		t.Errorf("redis release events on the group's release span = %v, want two that succeeded", oks)
-	}
+	telOne(t, rec, "lockwarden.release", caller.SpanContext())
 	if v, _ := telAttr(gs, telemetry.AttrMembers); v.AsInt64() != 2 {
 		t.Errorf("members attribute = %d, want 2", v.AsInt64())
 	}
-	var members int
+	members, refused := 0, 0
 	for _, s := range telSpans(rec, "lockwarden.group.member") {
 		if s.Parent().SpanID() != gs.SpanContext().SpanID() {
 			continue
 		}
 		members++
-		if oks := telEvents(s, "lockwarden.redis.acquire"); len(oks) != 1 || !oks[0] {
-			t.Errorf("redis acquire events on member span = %v, want one that succeeded", oks)
+		for _, ok := range telEvents(s, "lockwarden.redis.acquire") {
+			if !ok {
+				refused++
+			}
 		}
 	}
-	if members != 2 {
-		t.Errorf("member spans under the group span = %d, want 2", members)
+	if members < 2 {
+		t.Errorf("member spans under the group span = %d, want at least 2", members)
+	}
+	if refused == 0 {
+		t.Error("no member span has the refused Redis attempt of the member held elsewhere")
 	}
 }
 
@@ -277,9 +291,11 @@ func TestTelemetryMetrics(t *testing.T) {
 	acquired := telemetry.AttrOutcome.String(telemetry.OutcomeAcquired)
 
 	mustLock(t, a)
-	if got := telSum(t, reader, "lockwarden.lock.holders"); got != 1 {
-		t.Errorf("holders while a holds = %d, want 1", got)
-	}
+	// The lock actor updates the holders and waiters and the wait and hold durations just after it
+	// answers the caller.
+	groupEventually(t, 2*time.Second, "holders 1 while a holds", func() bool {
+		return telSum(t, reader, "lockwarden.lock.holders") == 1
+	})
 	if ok, err := b.TryLock(t.Context()); ok || err != nil {
 		t.Fatalf("TryLock = %v, %v", ok, err)
 	}
@@ -296,12 +312,10 @@ func TestTelemetryMetrics(t *testing.T) {
 		t.Fatal(err)
 	}
 	mustUnlock(t, b)
-	if got := telSum(t, reader, "lockwarden.lock.waiters"); got != 0 {
-		t.Errorf("waiters at the end = %d, want 0", got)
-	}
-	if got := telSum(t, reader, "lockwarden.lock.holders"); got != 0 {
-		t.Errorf("holders at the end = %d, want 0", got)
-	}
+	groupEventually(t, 2*time.Second, "waiters and holders 0 and two holds recorded at the end", func() bool {
+		return telSum(t, reader, "lockwarden.lock.waiters") == 0 && telSum(t, reader, "lockwarden.lock.holders") == 0 &&
+			telCount(t, reader, "lockwarden.lock.hold.duration") == 2
+	})
 	if got := telSum(t, reader, "lockwarden.lock.acquisitions", acquired); got != 2 {
 		t.Errorf("acquired acquisitions = %d, want 2", got)
 	}
@@ -345,15 +359,17 @@ func TestTelemetryGaugesSettle(t *testing.T) {
 	}
 	mustUnlock(t, h)
 	mustUnlock(t, h)
-	if w, hs := telSum(t, reader, "lockwarden.lock.waiters"), telSum(t, reader, "lockwarden.lock.holders"); w != 0 || hs != 0 {
-		t.Errorf("after the re-entrant waiter: waiters %d, holders %d; want 0, 0", w, hs)
-	}
+	groupEventually(t, 2*time.Second, "waiters and holders 0 after the re-entrant waiter", func() bool {
+		return telSum(t, reader, "lockwarden.lock.waiters") == 0 && telSum(t, reader, "lockwarden.lock.holders") == 0
+	})
 
 	mustLock(t, holder)
 	errc := lockAsync(t.Context(), c.Mutex(t.Name()))
 	groupEventually(t, 2*time.Second, "a waiter", func() bool { return telSum(t, reader, "lockwarden.lock.waiters") == 1 })
 	_ = c.Close()
 	<-errc
+	// Close returns once the lock actors have stopped, so the counts are final: the closed
+	// coordinator's callback reports them once more.
 	if w, hs := telSum(t, reader, "lockwarden.lock.waiters"), telSum(t, reader, "lockwarden.lock.holders"); w != 0 || hs != 0 {
 		t.Errorf("after Close: waiters %d, holders %d; want 0, 0", w, hs)
 	}

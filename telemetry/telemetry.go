@@ -26,13 +26,17 @@
 //	lockwarden.lock.acquisitions       counter: acquire calls by lockwarden.lock.outcome
 //	lockwarden.lock.renewals           counter: watchdog renewals by lockwarden.renewal.result (ok, failed)
 //	lockwarden.lock.lost               counter: holds lost
-//	lockwarden.lock.waiters            up-down counter: owners waiting now
-//	lockwarden.lock.holders            up-down counter: holds held now
+//	lockwarden.lock.waiters            observable up-down counter: owners waiting now
+//	lockwarden.lock.holders            observable up-down counter: holds held now
+//
+// The waiters and holders are counted in memory and observed when the metrics are collected, so that
+// a lock call does not pay for an SDK measurement to keep them; call [Telemetry.Close] when done.
 package telemetry
 
 import (
 	"context"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"go.opentelemetry.io/otel"
@@ -85,9 +89,9 @@ type Config struct {
 type Telemetry struct {
 	tracer    trace.Tracer
 	lockNames bool
-	// sets caches the metric attribute sets by kind and extra attribute when lock names are off, so
-	// that recording a measurement does not build and sort a set each time.
-	sets sync.Map
+	// sets holds the metric attribute sets of every kind and extra attribute, built once in New and
+	// only read after, so that recording a measurement does not build and sort a set each time.
+	sets map[setKey]metric.MeasurementOption
 
 	acquireDuration metric.Float64Histogram
 	waitDuration    metric.Float64Histogram
@@ -95,9 +99,50 @@ type Telemetry struct {
 	acquisitions    metric.Int64Counter
 	renewals        metric.Int64Counter
 	lost            metric.Int64Counter
-	waiters         metric.Int64UpDownCounter
-	holders         metric.Int64UpDownCounter
+	waiters         metric.Int64ObservableUpDownCounter
+	holders         metric.Int64ObservableUpDownCounter
+
+	// pending holds the measurements of the synchronous instruments not yet given to the SDK.
+	pendingMu sync.Mutex
+	pending   []measurement
+
+	// gauges counts the waiters and holders by lock (name only when lockNames), for the callback
+	// that observes them.
+	gaugeMu      sync.Mutex
+	gauges       map[gaugeKey]*gaugeCounts
+	registration metric.Registration
+	closed       atomic.Bool
+	unregister   sync.Once
 }
+
+// instrument names a synchronous instrument in a buffered measurement.
+type instrument uint8
+
+const (
+	instAcquireDuration instrument = iota
+	instWaitDuration
+	instHoldDuration
+	instAcquisitions
+	instRenewals
+	instLost
+)
+
+// measurement is a measurement waiting in Telemetry.pending.
+type measurement struct {
+	inst  instrument
+	value float64
+	set   metric.MeasurementOption
+}
+
+// flushAt is how many measurements wait before the call that adds the last one gives them to the SDK.
+const flushAt = 256
+
+type gaugeKey struct {
+	name string
+	kind messages.LockKind
+}
+
+type gaugeCounts struct{ waiters, holders int64 }
 
 // New returns the telemetry of one coordinator. It fails only if an instrument cannot be created.
 func New(cfg Config) (*Telemetry, error) {
@@ -110,6 +155,7 @@ func New(cfg Config) (*Telemetry, error) {
 	}
 	meter := mp.Meter(ScopeName)
 	t := &Telemetry{tracer: tp.Tracer(ScopeName), lockNames: cfg.LockNames}
+	t.prepareSets()
 	var err error
 	seconds := metric.WithExplicitBucketBoundaries(0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300)
 	if t.acquireDuration, err = meter.Float64Histogram("lockwarden.lock.acquire.duration", metric.WithUnit("s"),
@@ -136,12 +182,16 @@ func New(cfg Config) (*Telemetry, error) {
 		metric.WithDescription("Holds lost: their lease ran out, a renewal found them gone, or they were force-unlocked.")); err != nil {
 		return nil, err
 	}
-	if t.waiters, err = meter.Int64UpDownCounter("lockwarden.lock.waiters", metric.WithUnit("{owner}"),
+	if t.waiters, err = meter.Int64ObservableUpDownCounter("lockwarden.lock.waiters", metric.WithUnit("{owner}"),
 		metric.WithDescription("Owners waiting for a lock now.")); err != nil {
 		return nil, err
 	}
-	if t.holders, err = meter.Int64UpDownCounter("lockwarden.lock.holders", metric.WithUnit("{hold}"),
+	if t.holders, err = meter.Int64ObservableUpDownCounter("lockwarden.lock.holders", metric.WithUnit("{hold}"),
 		metric.WithDescription("Holds held now.")); err != nil {
+		return nil, err
+	}
+	t.gauges = make(map[gaugeKey]*gaugeCounts)
+	if t.registration, err = meter.RegisterCallback(t.observe, t.waiters, t.holders); err != nil {
 		return nil, err
 	}
 	return t, nil
@@ -157,28 +207,47 @@ func (t *Telemetry) lockAttrs(name string, kind messages.LockKind, extra ...attr
 	return append(attrs, extra...)
 }
 
-// setKey names a cached metric attribute set.
+// setKey names a prepared metric attribute set: a kind and at most one extra attribute.
 type setKey struct {
 	kind  messages.LockKind
-	extra attribute.KeyValue
+	key   attribute.Key
+	value string
+}
+
+// prepareSets builds the attribute sets of every kind with no extra attribute, with each outcome and
+// with each renewal result.
+func (t *Telemetry) prepareSets() {
+	t.sets = make(map[setKey]metric.MeasurementOption)
+	extras := []attribute.KeyValue{{}}
+	for _, o := range []string{OutcomeAcquired, OutcomeNotObtained, OutcomeTimedOut, OutcomeError} {
+		extras = append(extras, AttrOutcome.String(o))
+	}
+	extras = append(extras, AttrRenewalResult.String("ok"), AttrRenewalResult.String("failed"))
+	for _, kind := range []messages.LockKind{messages.LockPlain, messages.LockFair, messages.LockRead,
+		messages.LockWrite, messages.LockReadWrite, messages.LockMultiLock, messages.LockRedLock} {
+		for _, extra := range extras {
+			attrs := t.lockAttrs("", kind)
+			if extra.Key != "" {
+				attrs = append(attrs, extra)
+			}
+			t.sets[setKey{kind, extra.Key, extra.Value.AsString()}] = metric.WithAttributeSet(attribute.NewSet(attrs...))
+		}
+	}
 }
 
 // measure returns the attributes of a measurement about a lock of kind on name, with at most one extra
-// attribute.
+// attribute (a string).
 func (t *Telemetry) measure(name string, kind messages.LockKind, extra ...attribute.KeyValue) metric.MeasurementOption {
-	if t.lockNames {
-		return metric.WithAttributes(t.lockAttrs(name, kind, extra...)...)
+	if !t.lockNames {
+		k := setKey{kind: kind}
+		if len(extra) > 0 {
+			k.key, k.value = extra[0].Key, extra[0].Value.AsString()
+		}
+		if opt, ok := t.sets[k]; ok {
+			return opt
+		}
 	}
-	k := setKey{kind: kind}
-	if len(extra) > 0 {
-		k.extra = extra[0]
-	}
-	if opt, ok := t.sets.Load(k); ok {
-		return opt.(metric.MeasurementOption)
-	}
-	opt := metric.WithAttributeSet(attribute.NewSet(t.lockAttrs(name, kind, extra...)...))
-	t.sets.Store(k, opt)
-	return opt
+	return metric.WithAttributes(t.lockAttrs(name, kind, extra...)...)
 }
 
 // Op is an acquire or release in progress on the caller's side; End it once.
@@ -246,8 +315,8 @@ func (op *Op) EndAcquire(outcome string, token int64, attempts int, err error) {
 	op.setError(err)
 	op.span.End()
 	set := op.t.measure(op.name, op.kind, AttrOutcome.String(outcome))
-	op.t.acquireDuration.Record(context.Background(), elapsed.Seconds(), set)
-	op.t.acquisitions.Add(context.Background(), 1, set)
+	op.t.add(instAcquireDuration, elapsed.Seconds(), set)
+	op.t.add(instAcquisitions, 1, set)
 }
 
 // End ends a release (or any operation that records no metric of its own), with its error.
@@ -292,41 +361,145 @@ func EndSpan(s trace.Span, err error) {
 	s.End()
 }
 
+// Close gives the SDK the measurements still buffered. The waiters and holders are observed once
+// more, at the next collection, so that it reports what this telemetry's coordinator left (nothing,
+// when it closed cleanly); then the callback unregisters itself.
+func (t *Telemetry) Close() {
+	if t == nil {
+		return
+	}
+	t.Flush()
+	t.closed.Store(true)
+}
+
+// add buffers a measurement of a synchronous instrument. The measurements go to the SDK in batches:
+// when metrics are collected (the callback of the observable instruments flushes them first, so a
+// collection sees every measurement made before it), and every flushAt measurements. A batch runs
+// through the SDK's code in a tight loop, which costs a fraction of a measurement made in the middle
+// of a lock call.
+func (t *Telemetry) add(inst instrument, value float64, set metric.MeasurementOption) {
+	t.pendingMu.Lock()
+	t.pending = append(t.pending, measurement{inst: inst, value: value, set: set})
+	var full []measurement
+	if len(t.pending) >= flushAt {
+		full, t.pending = t.pending, nil
+	}
+	t.pendingMu.Unlock()
+	t.apply(full)
+}
+
+// Flush gives the SDK the measurements buffered so far. Collecting metrics does it too; call it
+// before reading instruments some other way.
+func (t *Telemetry) Flush() {
+	if t == nil {
+		return
+	}
+	t.pendingMu.Lock()
+	batch := t.pending
+	t.pending = nil
+	t.pendingMu.Unlock()
+	t.apply(batch)
+}
+
+// apply records a batch of measurements.
+func (t *Telemetry) apply(batch []measurement) {
+	ctx := context.Background()
+	for _, m := range batch {
+		switch m.inst {
+		case instAcquireDuration:
+			t.acquireDuration.Record(ctx, m.value, m.set)
+		case instWaitDuration:
+			t.waitDuration.Record(ctx, m.value, m.set)
+		case instHoldDuration:
+			t.holdDuration.Record(ctx, m.value, m.set)
+		case instAcquisitions:
+			t.acquisitions.Add(ctx, int64(m.value), m.set)
+		case instRenewals:
+			t.renewals.Add(ctx, int64(m.value), m.set)
+		case instLost:
+			t.lost.Add(ctx, int64(m.value), m.set)
+		}
+	}
+}
+
+// observe reports the waiters and holders counted by Record. With lock names on, a lock whose counts
+// are both zero is reported once more at zero and then forgotten, so that the map does not grow with
+// every name ever used.
+func (t *Telemetry) observe(_ context.Context, o metric.Observer) error {
+	t.Flush()
+	if t.closed.Load() {
+		// The SDK holds its lock while it runs the callbacks, and Unregister takes it.
+		t.unregister.Do(func() { go func() { _ = t.registration.Unregister() }() })
+	}
+	t.gaugeMu.Lock()
+	defer t.gaugeMu.Unlock()
+	for k, c := range t.gauges {
+		set := t.measure(k.name, k.kind)
+		o.ObserveInt64(t.waiters, c.waiters, set)
+		o.ObserveInt64(t.holders, c.holders, set)
+		if t.lockNames && c.waiters == 0 && c.holders == 0 {
+			delete(t.gauges, k)
+		}
+	}
+	return nil
+}
+
+// adjust changes the waiters and holders of the lock name of kind.
+func (t *Telemetry) adjust(name string, kind messages.LockKind, waiters, holders int64) {
+	k := gaugeKey{kind: kind}
+	if t.lockNames {
+		k.name = name
+	}
+	t.gaugeMu.Lock()
+	c := t.gauges[k]
+	if c == nil {
+		c = &gaugeCounts{}
+		t.gauges[k] = c
+	}
+	c.waiters += waiters
+	c.holders += holders
+	t.gaugeMu.Unlock()
+}
+
 // Record updates the metrics that follow from a lock event: wait and hold durations, renewals, lost
 // holds, waiters and holders.
 func (t *Telemetry) Record(ev messages.Event) {
 	if t == nil {
 		return
 	}
-	ctx := context.Background()
-	set := t.measure(ev.Name, ev.Kind)
 	switch ev.Type {
 	case messages.EventAcquired:
-		t.holders.Add(ctx, 1, set)
-		t.waitDuration.Record(ctx, ev.Wait.Seconds(), set)
-		if ev.Queued {
-			t.waiters.Add(ctx, -1, set)
-		}
+		t.adjust(ev.Name, ev.Kind, -queued(ev), 1)
+		t.add(instWaitDuration, ev.Wait.Seconds(), t.measure(ev.Name, ev.Kind))
 	case messages.EventReentered:
 		if ev.Queued {
-			t.waiters.Add(ctx, -1, set)
+			t.adjust(ev.Name, ev.Kind, -1, 0)
 		}
 	case messages.EventReleased:
 		if ev.HoldCount == 0 {
-			t.holders.Add(ctx, -1, set)
-			t.holdDuration.Record(ctx, ev.Held.Seconds(), set)
+			t.adjust(ev.Name, ev.Kind, 0, -1)
+			t.add(instHoldDuration, ev.Held.Seconds(), t.measure(ev.Name, ev.Kind))
 		}
 	case messages.EventLost:
-		t.holders.Add(ctx, -1, set)
-		t.holdDuration.Record(ctx, ev.Held.Seconds(), set)
-		t.lost.Add(ctx, 1, set)
+		t.adjust(ev.Name, ev.Kind, 0, -1)
+		set := t.measure(ev.Name, ev.Kind)
+		t.add(instHoldDuration, ev.Held.Seconds(), set)
+		t.add(instLost, 1, set)
 	case messages.EventRenewed:
-		t.renewals.Add(ctx, 1, t.measure(ev.Name, ev.Kind, AttrRenewalResult.String("ok")))
+		t.add(instRenewals, 1, t.measure(ev.Name, ev.Kind, AttrRenewalResult.String("ok")))
 	case messages.EventRenewalFailed:
-		t.renewals.Add(ctx, 1, t.measure(ev.Name, ev.Kind, AttrRenewalResult.String("failed")))
+		t.add(instRenewals, 1, t.measure(ev.Name, ev.Kind, AttrRenewalResult.String("failed")))
 	case messages.EventWaitStarted:
-		t.waiters.Add(ctx, 1, set)
+		t.adjust(ev.Name, ev.Kind, 1, 0)
 	case messages.EventWaitTimedOut:
-		t.waiters.Add(ctx, -1, set)
+		t.adjust(ev.Name, ev.Kind, -1, 0)
 	}
+}
+
+// queued is 1 when the event's owner had waited in the queue.
+func queued(ev messages.Event) int64 {
+	if ev.Queued {
+		return 1
+	}
+	return 0
 }
