@@ -91,7 +91,7 @@ type Telemetry struct {
 	lockNames bool
 	// sets holds the metric attribute sets of every kind and extra attribute, built once in New and
 	// only read after, so that recording a measurement does not build and sort a set each time.
-	sets map[setKey]metric.MeasurementOption
+	sets [len(kinds)][len(extras)]metric.MeasurementOption
 
 	acquireDuration metric.Float64Histogram
 	waitDuration    metric.Float64Histogram
@@ -106,8 +106,9 @@ type Telemetry struct {
 	pendingMu sync.Mutex
 	pending   []measurement
 
-	// gauges counts the waiters and holders by lock (name only when lockNames), for the callback
-	// that observes them.
+	// kindGauges counts the waiters and holders by kind when lock names are off; gauges counts them
+	// by lock when they are on (and for kinds outside kinds). The callback observes them.
+	kindGauges   [len(kinds)]kindGauge
 	gaugeMu      sync.Mutex
 	gauges       map[gaugeKey]*gaugeCounts
 	registration metric.Registration
@@ -143,6 +144,13 @@ type gaugeKey struct {
 }
 
 type gaugeCounts struct{ waiters, holders int64 }
+
+// kindGauge counts the waiters and holders of a kind; used is set once they changed, and from then
+// on they are observed.
+type kindGauge struct {
+	waiters, holders atomic.Int64
+	used             atomic.Bool
+}
 
 // New returns the telemetry of one coordinator. It fails only if an instrument cannot be created.
 func New(cfg Config) (*Telemetry, error) {
@@ -199,7 +207,7 @@ func New(cfg Config) (*Telemetry, error) {
 
 // lockAttrs returns the attributes of a lock of kind on name (a group has no name).
 func (t *Telemetry) lockAttrs(name string, kind messages.LockKind, extra ...attribute.KeyValue) []attribute.KeyValue {
-	attrs := make([]attribute.KeyValue, 0, 2+len(extra))
+	attrs := make([]attribute.KeyValue, 0, 3+len(extra))
 	attrs = append(attrs, AttrLockKind.String(string(kind)))
 	if t.lockNames && name != "" {
 		attrs = append(attrs, AttrLockName.String(name))
@@ -207,50 +215,65 @@ func (t *Telemetry) lockAttrs(name string, kind messages.LockKind, extra ...attr
 	return append(attrs, extra...)
 }
 
-// setKey names a prepared metric attribute set: a kind and at most one extra attribute.
-type setKey struct {
-	kind  messages.LockKind
-	key   attribute.Key
-	value string
+// kinds are the lock kinds whose attribute sets are prepared; extras the extra attributes (none first).
+var (
+	kinds  = [...]messages.LockKind{messages.LockPlain, messages.LockFair, messages.LockRead, messages.LockWrite, messages.LockReadWrite, messages.LockMultiLock, messages.LockRedLock}
+	extras = [...]attribute.KeyValue{{},
+		AttrOutcome.String(OutcomeAcquired), AttrOutcome.String(OutcomeNotObtained),
+		AttrOutcome.String(OutcomeTimedOut), AttrOutcome.String(OutcomeError),
+		AttrRenewalResult.String("ok"), AttrRenewalResult.String("failed"),
+	}
+)
+
+// kindIndex returns the index of kind in kinds, or -1.
+func kindIndex(kind messages.LockKind) int {
+	for i, k := range kinds {
+		if k == kind {
+			return i
+		}
+	}
+	return -1
 }
 
-// prepareSets builds the attribute sets of every kind with no extra attribute, with each outcome and
-// with each renewal result.
-func (t *Telemetry) prepareSets() {
-	t.sets = make(map[setKey]metric.MeasurementOption)
-	extras := []attribute.KeyValue{{}}
-	for _, o := range []string{OutcomeAcquired, OutcomeNotObtained, OutcomeTimedOut, OutcomeError} {
-		extras = append(extras, AttrOutcome.String(o))
+// extraIndex returns the index of extra in extras (0 for none), or -1.
+func extraIndex(extra []attribute.KeyValue) int {
+	if len(extra) == 0 {
+		return 0
 	}
-	extras = append(extras, AttrRenewalResult.String("ok"), AttrRenewalResult.String("failed"))
-	for _, kind := range []messages.LockKind{messages.LockPlain, messages.LockFair, messages.LockRead,
-		messages.LockWrite, messages.LockReadWrite, messages.LockMultiLock, messages.LockRedLock} {
-		for _, extra := range extras {
+	for i, kv := range extras[1:] {
+		if kv == extra[0] {
+			return i + 1
+		}
+	}
+	return -1
+}
+
+// prepareSets builds the attribute sets of every kind with each extra attribute.
+func (t *Telemetry) prepareSets() {
+	for i, kind := range kinds {
+		for j, extra := range extras {
 			attrs := t.lockAttrs("", kind)
 			if extra.Key != "" {
 				attrs = append(attrs, extra)
 			}
-			t.sets[setKey{kind, extra.Key, extra.Value.AsString()}] = metric.WithAttributeSet(attribute.NewSet(attrs...))
+			t.sets[i][j] = metric.WithAttributeSet(attribute.NewSet(attrs...))
 		}
 	}
 }
 
 // measure returns the attributes of a measurement about a lock of kind on name, with at most one extra
-// attribute (a string).
+// attribute.
 func (t *Telemetry) measure(name string, kind messages.LockKind, extra ...attribute.KeyValue) metric.MeasurementOption {
 	if !t.lockNames {
-		k := setKey{kind: kind}
-		if len(extra) > 0 {
-			k.key, k.value = extra[0].Key, extra[0].Value.AsString()
-		}
-		if opt, ok := t.sets[k]; ok {
-			return opt
+		if i, j := kindIndex(kind), extraIndex(extra); i >= 0 && j >= 0 {
+			return t.sets[i][j]
 		}
 	}
 	return metric.WithAttributes(t.lockAttrs(name, kind, extra...)...)
 }
 
-// Op is an acquire or release in progress on the caller's side; End it once.
+// Op is an acquire or release in progress on the caller's side; End it once. The zero Op (from a nil
+// *Telemetry) records nothing.
 type Op struct {
 	t       *Telemetry
 	span    trace.Span
@@ -262,42 +285,42 @@ type Op struct {
 
 // StartAcquire starts the span of an acquire call on the lock name of kind by owner, as a child of
 // ctx's span, and returns the context carrying it.
-func (t *Telemetry) StartAcquire(ctx context.Context, name string, kind messages.LockKind, owner string) (context.Context, *Op) {
+func (t *Telemetry) StartAcquire(ctx context.Context, name string, kind messages.LockKind, owner string) (context.Context, Op) {
 	return t.start(ctx, "lockwarden.acquire", name, kind, owner, true)
 }
 
 // StartRelease starts the span of a release call.
-func (t *Telemetry) StartRelease(ctx context.Context, name string, kind messages.LockKind, owner string) (context.Context, *Op) {
+func (t *Telemetry) StartRelease(ctx context.Context, name string, kind messages.LockKind, owner string) (context.Context, Op) {
 	return t.start(ctx, "lockwarden.release", name, kind, owner, false)
 }
 
 // StartGroupAcquire starts the span of a MultiLock or RedLock acquire (kind "multilock" or
 // "redlock") over members locks.
-func (t *Telemetry) StartGroupAcquire(ctx context.Context, kind messages.LockKind, members int) (context.Context, *Op) {
+func (t *Telemetry) StartGroupAcquire(ctx context.Context, kind messages.LockKind, members int) (context.Context, Op) {
 	ctx, op := t.start(ctx, "lockwarden."+string(kind)+".acquire", "", kind, "", true)
-	if op != nil {
+	if op.t != nil {
 		op.span.SetAttributes(AttrMembers.Int(members))
 	}
 	return ctx, op
 }
 
-func (t *Telemetry) start(ctx context.Context, span, name string, kind messages.LockKind, owner string, acquire bool) (context.Context, *Op) {
+func (t *Telemetry) start(ctx context.Context, span, name string, kind messages.LockKind, owner string, acquire bool) (context.Context, Op) {
 	if t == nil {
-		return ctx, nil
+		return ctx, Op{}
 	}
 	attrs := t.lockAttrs(name, kind)
 	if owner != "" {
 		attrs = append(attrs, AttrLockOwner.String(owner))
 	}
-	ctx, s := t.tracer.Start(ctx, span, trace.WithSpanKind(trace.SpanKindInternal), trace.WithAttributes(attrs...))
-	return ctx, &Op{t: t, span: s, name: name, kind: kind, start: time.Now(), acquire: acquire}
+	ctx, s := t.tracer.Start(ctx, span, trace.WithAttributes(attrs...)) // SpanKindInternal, the default
+	return ctx, Op{t: t, span: s, name: name, kind: kind, start: time.Now(), acquire: acquire}
 }
 
 // EndAcquire ends an acquire: outcome is one of the Outcome constants, token the fencing token when
 // acquired, attempts how many Redis attempts it took (0 when unknown), err the error, if any. It
 // records the acquire duration and the acquisition counter.
-func (op *Op) EndAcquire(outcome string, token int64, attempts int, err error) {
-	if op == nil {
+func (op Op) EndAcquire(outcome string, token int64, attempts int, err error) {
+	if op.t == nil {
 		return
 	}
 	elapsed := time.Since(op.start)
@@ -320,15 +343,15 @@ func (op *Op) EndAcquire(outcome string, token int64, attempts int, err error) {
 }
 
 // End ends a release (or any operation that records no metric of its own), with its error.
-func (op *Op) End(err error) {
-	if op == nil {
+func (op Op) End(err error) {
+	if op.t == nil {
 		return
 	}
 	op.setError(err)
 	op.span.End()
 }
 
-func (op *Op) setError(err error) {
+func (op Op) setError(err error) {
 	if err != nil {
 		op.span.RecordError(err)
 		op.span.SetStatus(codes.Error, err.Error())
@@ -431,6 +454,12 @@ func (t *Telemetry) observe(_ context.Context, o metric.Observer) error {
 		// The SDK holds its lock while it runs the callbacks, and Unregister takes it.
 		t.unregister.Do(func() { go func() { _ = t.registration.Unregister() }() })
 	}
+	for i := range t.kindGauges {
+		if g := &t.kindGauges[i]; g.used.Load() {
+			o.ObserveInt64(t.waiters, g.waiters.Load(), t.sets[i][0])
+			o.ObserveInt64(t.holders, g.holders.Load(), t.sets[i][0])
+		}
+	}
 	t.gaugeMu.Lock()
 	defer t.gaugeMu.Unlock()
 	for k, c := range t.gauges {
@@ -446,6 +475,19 @@ func (t *Telemetry) observe(_ context.Context, o metric.Observer) error {
 
 // adjust changes the waiters and holders of the lock name of kind.
 func (t *Telemetry) adjust(name string, kind messages.LockKind, waiters, holders int64) {
+	if i := kindIndex(kind); i >= 0 && !t.lockNames {
+		g := &t.kindGauges[i]
+		if !g.used.Load() {
+			g.used.Store(true)
+		}
+		if waiters != 0 {
+			g.waiters.Add(waiters)
+		}
+		if holders != 0 {
+			g.holders.Add(holders)
+		}
+		return
+	}
 	k := gaugeKey{kind: kind}
 	if t.lockNames {
 		k.name = name
