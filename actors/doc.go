@@ -31,7 +31,8 @@
 //
 // Every change in a hold's or a waiter's life goes to [Env.Events] as a messages.Event, in the order it
 // happened; the sink must not block. The Redis calls made for a caller are recorded as events on the
-// caller's span, which the command carries ([Acquire.Span]).
+// caller's span, which the command carries ([Acquire.Span]): every attempt of an acquisition that did
+// not get the lock at its first attempt, and every failed call.
 //
 // # Groups
 //

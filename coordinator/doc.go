@@ -82,7 +82,8 @@
 // # Tracing and metrics
 //
 // The coordinator records OpenTelemetry spans (an acquire or release span in the caller's trace, with an
-// event per Redis call the lock actor makes for it) and lock metrics, through the global providers
+// event per Redis call the lock actor makes for it, unless the first attempt got the lock or the call
+// succeeded) and lock metrics, through the global providers
 // or those given with [WithTracerProvider] and [WithMeterProvider]. [WithLockNameAttribute] adds lock
 // names to them; [WithoutTelemetry] turns them off. Package [github.com/lockwarden/lockwarden/telemetry]
 // lists the spans and instruments.

@@ -8,7 +8,8 @@
 //     caller's context. The caller's span travels inside the actor messages, so the lock actor records
 //     the Redis calls it makes for the caller on it, across every actor hop, as events
 //     ("lockwarden.redis.acquire", "lockwarden.redis.release", with lockwarden.redis.ok and
-//     lockwarden.redis.duration_us).
+//     lockwarden.redis.duration_us): the attempts of an acquisition that did not get the lock at its
+//     first attempt, and failed calls.
 //   - "lockwarden.renew": one span per watchdog tick of a lock actor that renews something, for every
 //     tenth tick and every tick with a failure, so that the watchdog does not flood the traces.
 //   - "lockwarden.multilock.acquire" and "lockwarden.redlock.acquire", with a child span
