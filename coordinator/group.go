@@ -253,7 +253,7 @@ func (g *Group) Unlock(ctx context.Context) (err error) {
 	if g.redLock {
 		kind = messages.LockRedLock
 	}
-	ctx, op := g.c.tel.StartRelease(ctx, "", kind, "")
+	ctx, op := g.c.tel.StartRelease(ctx, g.c.tel.Describe("", kind, ""))
 	defer func() { op.End(err) }()
 	cmd := &actors.GroupRelease{Span: trace.SpanFromContext(ctx), Ticket: actors.NewTicket()}
 	o, err := g.c.ask(ctx, g.pid, cmd, cmd.Ticket)

@@ -12,6 +12,7 @@ import (
 	"github.com/lockwarden/lockwarden/actors"
 	"github.com/lockwarden/lockwarden/messages"
 	"github.com/lockwarden/lockwarden/redisops"
+	"github.com/lockwarden/lockwarden/telemetry"
 )
 
 // Mutex is a handle on a reentrant distributed lock in Redisson's layout. A handle is one owner, the
@@ -29,6 +30,9 @@ type Mutex struct {
 	shared bool
 	lease  time.Duration
 	err    error
+
+	// span describes the handle to the telemetry.
+	span telemetry.Lock
 
 	mu    sync.Mutex
 	token int64
@@ -97,6 +101,7 @@ func (c *Coordinator) newMutex(kind actors.Kind, name, owner string, opts []Mute
 			opt(m)
 		}
 	}
+	m.span = c.tel.Describe(name, kind.LockKind(), m.owner)
 	return m
 }
 
@@ -214,7 +219,7 @@ func (m *Mutex) acquire(ctx context.Context, lease time.Duration, wait bool, win
 		}
 		return false, err
 	}
-	ctx, op := m.c.tel.StartAcquire(ctx, m.name, m.kind.LockKind(), m.owner)
+	ctx, op := m.c.tel.StartAcquire(ctx, m.span)
 	var o actors.Outcome
 	defer func() { op.EndAcquire(acquireOutcome(ok, err), o.Token, o.Attempts, err) }()
 	cmd := m.acquireCommand(lease, wait, window, actors.NewTicket())
@@ -295,7 +300,7 @@ func (m *Mutex) Unlock(ctx context.Context) (err error) {
 	if err := m.usable(ctx); err != nil {
 		return err
 	}
-	ctx, op := m.c.tel.StartRelease(ctx, m.name, m.kind.LockKind(), m.owner)
+	ctx, op := m.c.tel.StartRelease(ctx, m.span)
 	defer func() { op.End(err) }()
 	cmd := &actors.Release{Name: m.name, Kind: m.kind, Owner: m.owner, Span: trace.SpanFromContext(ctx), Ticket: actors.NewTicket()}
 	o, err := m.c.do(ctx, cmd, cmd.Ticket)

@@ -284,37 +284,56 @@ type Op struct {
 	acquire bool
 }
 
-// StartAcquire starts the span of an acquire call on the lock name of kind by owner, as a child of
-// ctx's span, and returns the context carrying it.
-func (t *Telemetry) StartAcquire(ctx context.Context, name string, kind messages.LockKind, owner string) (context.Context, Op) {
-	return t.start(ctx, "lockwarden.acquire", name, kind, owner, true)
+// Lock describes a lock handle to the telemetry: its name and kind, and the span attributes they and
+// the owner make, built once per handle rather than on every call. The zero Lock describes nothing.
+type Lock struct {
+	name  string
+	kind  messages.LockKind
+	attrs trace.SpanStartOption
+}
+
+// Describe returns the description of a handle on the lock name of kind for owner ("" for none).
+func (t *Telemetry) Describe(name string, kind messages.LockKind, owner string) Lock {
+	if t == nil {
+		return Lock{name: name, kind: kind}
+	}
+	attrs := t.lockAttrs(name, kind)
+	if owner != "" {
+		attrs = append(attrs, AttrLockOwner.String(owner))
+	}
+	return Lock{name: name, kind: kind, attrs: trace.WithAttributes(attrs...)}
+}
+
+// StartAcquire starts the span of an acquire call on the lock l, as a child of ctx's span, and returns
+// the context carrying it.
+func (t *Telemetry) StartAcquire(ctx context.Context, l Lock) (context.Context, Op) {
+	return t.start(ctx, "lockwarden.acquire", l, true)
 }
 
 // StartRelease starts the span of a release call.
-func (t *Telemetry) StartRelease(ctx context.Context, name string, kind messages.LockKind, owner string) (context.Context, Op) {
-	return t.start(ctx, "lockwarden.release", name, kind, owner, false)
+func (t *Telemetry) StartRelease(ctx context.Context, l Lock) (context.Context, Op) {
+	return t.start(ctx, "lockwarden.release", l, false)
 }
 
 // StartGroupAcquire starts the span of a MultiLock or RedLock acquire (kind "multilock" or
 // "redlock") over members locks.
 func (t *Telemetry) StartGroupAcquire(ctx context.Context, kind messages.LockKind, members int) (context.Context, Op) {
-	ctx, op := t.start(ctx, "lockwarden."+string(kind)+".acquire", "", kind, "", true)
+	ctx, op := t.start(ctx, "lockwarden."+string(kind)+".acquire", t.Describe("", kind, ""), true)
 	if op.t != nil {
 		op.span.SetAttributes(AttrMembers.Int(members))
 	}
 	return ctx, op
 }
 
-func (t *Telemetry) start(ctx context.Context, span, name string, kind messages.LockKind, owner string, acquire bool) (context.Context, Op) {
+func (t *Telemetry) start(ctx context.Context, span string, l Lock, acquire bool) (context.Context, Op) {
 	if t == nil {
 		return ctx, Op{}
 	}
-	attrs := t.lockAttrs(name, kind)
-	if owner != "" {
-		attrs = append(attrs, AttrLockOwner.String(owner))
+	if l.attrs == nil { // a Lock not from Describe
+		l = t.Describe(l.name, l.kind, "")
 	}
-	ctx, s := t.tracer.Start(ctx, span, trace.WithAttributes(attrs...)) // SpanKindInternal, the default
-	return ctx, Op{t: t, span: s, name: name, kind: kind, start: time.Now(), acquire: acquire}
+	ctx, s := t.tracer.Start(ctx, span, l.attrs) // SpanKindInternal, the default
+	return ctx, Op{t: t, span: s, name: l.name, kind: l.kind, start: time.Now(), acquire: acquire}
 }
 
 // EndAcquire ends an acquire: outcome is one of the Outcome constants, token the fencing token when

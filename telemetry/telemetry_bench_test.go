@@ -28,12 +28,13 @@ func BenchmarkCycle(b *testing.B) {
 	}
 	defer tel.Close()
 	ctx := context.Background()
+	lock := tel.Describe("name", messages.LockPlain, "owner:1")
 	b.ReportAllocs()
 	for b.Loop() {
-		_, op := tel.StartAcquire(ctx, "name", messages.LockPlain, "owner:1")
+		_, op := tel.StartAcquire(ctx, lock)
 		tel.Record(messages.Event{Type: messages.EventAcquired, Name: "name", Kind: messages.LockPlain, Wait: time.Microsecond})
 		op.EndAcquire(telemetry.OutcomeAcquired, 1, 1, nil)
-		_, rop := tel.StartRelease(ctx, "name", messages.LockPlain, "owner:1")
+		_, rop := tel.StartRelease(ctx, lock)
 		tel.Record(messages.Event{Type: messages.EventReleased, Name: "name", Kind: messages.LockPlain, Held: time.Microsecond})
 		rop.End(nil)
 	}

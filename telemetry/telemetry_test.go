@@ -63,7 +63,7 @@ func TestBufferedMeasurements(t *testing.T) {
 	total := 0
 	for _, n := range []int{3, 1000} { // fewer than a batch, then several batches
 		for range n {
-			_, op := tel.StartAcquire(context.Background(), "n", messages.LockPlain, "o")
+			_, op := tel.StartAcquire(context.Background(), tel.Describe("n", messages.LockPlain, "o"))
 			op.EndAcquire(telemetry.OutcomeAcquired, 1, 1, nil)
 		}
 		total += n
