@@ -91,10 +91,12 @@ type Acquire struct {
 	Ticket *Ticket
 
 	// queued is set once the command waited in the actor's queue; attempts counts its Redis attempts;
-	// resynced is set once an attempt was retried because the master's replicas changed.
+	// resynced is set once an attempt was retried because the master's replicas changed; lastSent is
+	// when its latest attempt was sent.
 	queued   bool
 	attempts int
 	resynced bool
+	lastSent time.Time
 }
 
 // Release drops one hold of the lock Name by Owner.

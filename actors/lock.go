@@ -409,6 +409,7 @@ func (a *lockActor) compatible(m *Acquire) bool {
 func (a *lockActor) attempt(m *Acquire) (bool, time.Duration, error) {
 	m.attempts++
 	sent := time.Now()
+	m.lastSent = sent
 	res, err := a.proto.acquire(a.redisContext(), m, a.knownHeld(m), m.Wait)
 	acquireEvent(m, sent, res.OK, err)
 	return a.settleAttempt(m, sent, res, err)
@@ -774,6 +775,16 @@ func (a *lockActor) settleRelease(m *Release, h *hold, lease time.Duration, next
 		switch {
 		case a.family == familyRW:
 			a.tryHead()
+		case rel.Registered:
+			a.emit(messages.Event{Type: messages.EventHandedOff, Owner: rel.Next, From: m.Owner, Kind: kindOf(m.Kind), Token: rel.Token, HoldCount: 1})
+			// The lock went to a registered waiter. When it waits here, it is granted now, counting its
+			// lease from the release's sending (before the grant); its notice will find it gone.
+			i := slices.IndexFunc(a.queue, func(w *Acquire) bool { return w.Owner == rel.Next && w.Kind == m.Kind && handsOff(w) })
+			if i >= 0 {
+				w := a.queue[i]
+				a.queue = append(a.queue[:i:i], a.queue[i+1:]...)
+				a.grant(w, 1, rel.Token, sent)
+			}
 		case a.family == familyFair && rel.Next != "":
 			a.tryWaiter(func(w *Acquire) bool { return w.Owner == rel.Next })
 		}
@@ -880,16 +891,20 @@ func (a *lockActor) leaveQueue(gone *Acquire) {
 	if _, holds := a.holds[holdKey{gone.Owner, gone.Kind}]; holds {
 		return
 	}
-	if err := a.proto.leave(a.redisContext(), gone); err != nil {
+	if err := a.proto.leave(a.redisContext(), gone, true); err != nil {
 		a.log().Warn("leaving the fair queue failed; the place lapses after the wait window", "owner", gone.Owner, "err", err)
 	}
 }
 
 func (a *lockActor) onNotice(m *messages.Notice) {
-	if m.Payload != redisops.UnlockMessage && m.Payload != redisops.ReadUnlockMessage {
+	if _, ok := a.subs[m.Channel]; !ok {
 		return
 	}
-	if _, ok := a.subs[m.Channel]; !ok {
+	if token, ok := redisops.ParseFairGrant(m.Payload); ok && a.family == familyFair {
+		a.onFairGrant(m.Channel, token)
+		return
+	}
+	if m.Payload != redisops.UnlockMessage && m.Payload != redisops.ReadUnlockMessage {
 		return
 	}
 	if a.family == familyFair {
@@ -918,6 +933,30 @@ func (a *lockActor) onNotice(m *messages.Notice) {
 		return
 	}
 	a.tryHead()
+}
+
+// onFairGrant takes the notice that a release handed the fair lock, with fencing token token, to the
+// waiter of channel, which had registered for handoffs. A notice that finds no such waiter is stale:
+// the waiter got the lock by an attempt of its own, or left, and leaving gave the hold back.
+func (a *lockActor) onFairGrant(channel string, token int64) {
+	match := func(w *Acquire) bool { return a.proto.channel(w) == channel }
+	i := slices.IndexFunc(a.queue, func(w *Acquire) bool { return match(w) && !w.Ticket.Abandoned() })
+	if i < 0 {
+		i = slices.IndexFunc(a.queue, match) // an abandoned one: grant undoes the hold
+	}
+	if i < 0 {
+		return
+	}
+	w := a.queue[i]
+	if time.Until(w.lastSent.Add(w.Lease)) < w.Lease/2 {
+		// The grant came after w's latest attempt was sent, which bounds the lease's start from below;
+		// when that attempt is too old to leave a useful lease, an attempt now finds the hold (as a
+		// retry) and gives a fresh lower bound.
+		a.tryWaiter(match)
+		return
+	}
+	a.queue = append(a.queue[:i:i], a.queue[i+1:]...)
+	a.grant(w, 1, token, w.lastSent)
 }
 
 // tryWaiter makes one attempt for the first live waiter that match accepts, if its owner may hold the
@@ -1105,7 +1144,8 @@ func (a *lockActor) shutdown() {
 		}
 		// A fair waiter gives its place back, so that it doesn't hold up other processes for the
 		// wait window, and a waiting writer its intent.
-		if err := a.proto.leave(ctx, m); err != nil {
+		_, holds := a.holds[holdKey{m.Owner, m.Kind}]
+		if err := a.proto.leave(ctx, m, !holds); err != nil {
 			a.log().Warn("leaving the fair queue at close failed", "owner", m.Owner, "err", err)
 		}
 	}

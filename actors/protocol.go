@@ -21,8 +21,9 @@ type protocol interface {
 	// holdCount reads the owner's hold count of the kind from Redis.
 	holdCount(ctx context.Context, k holdKey) (int64, error)
 	// leave gives up what a waiter left in Redis while it waited: its place in a fair lock's queue, or
-	// a writer's intent on a read-write lock.
-	leave(ctx context.Context, m *Acquire) error
+	// a writer's intent on a read-write lock. unclaimed says that the actor knows of no hold of m's
+	// owner and kind, so that a fair lock's handoff that m did not learn of is given back too.
+	leave(ctx context.Context, m *Acquire, unclaimed bool) error
 	// channel is the pub/sub channel on which the waiter m is woken.
 	channel(m *Acquire) string
 }
@@ -65,20 +66,28 @@ func (p plainProtocol) holdCount(ctx context.Context, k holdKey) (int64, error) 
 	return st.HoldCount, err
 }
 
-func (plainProtocol) leave(context.Context, *Acquire) error { return nil }
+func (plainProtocol) leave(context.Context, *Acquire, bool) error { return nil }
 
 func (p plainProtocol) channel(*Acquire) string { return redisops.ChannelName(p.name) }
 
 // fairProtocol is the fair lock: every waiter keeps a place in a queue in Redis and is woken on a
-// channel of its own.
+// channel of its own. A waiter whose owner id is this process's alone registers for handoffs, so that
+// a release in any process gives it the lock in the same call and tells it on its channel.
 type fairProtocol struct {
 	name string
 	ops  *redisops.Ops
 }
 
 func (p fairProtocol) acquire(ctx context.Context, m *Acquire, held int64, enqueue bool) (redisops.Acquired, error) {
+	if enqueue && handsOff(m) {
+		return p.ops.FairWait(ctx, p.name, m.Owner, m.Lease, m.WaitWindow, held)
+	}
 	return p.ops.FairAcquire(ctx, p.name, m.Owner, m.Lease, m.WaitWindow, held, enqueue)
 }
+
+// handsOff reports whether the fair waiter m registers for handoffs: not with an owner id that other
+// processes may use, since the grant is told to whoever listens for the owner.
+func handsOff(m *Acquire) bool { return m.Wait && !m.SharedOwner }
 
 func (p fairProtocol) release(ctx context.Context, k holdKey, requestID string, lease time.Duration, next *redisops.Handoff) (redisops.Released, error) {
 	return p.ops.FairRelease(ctx, p.name, k.owner, requestID, lease, next)
@@ -97,7 +106,11 @@ func (p fairProtocol) holdCount(ctx context.Context, k holdKey) (int64, error) {
 	return st.HoldCount, err
 }
 
-func (p fairProtocol) leave(ctx context.Context, m *Acquire) error {
+func (p fairProtocol) leave(ctx context.Context, m *Acquire, unclaimed bool) error {
+	if unclaimed && handsOff(m) {
+		_, err := p.ops.FairLeave(ctx, p.name, m.Owner, m.WaitWindow)
+		return err
+	}
 	_, err := p.ops.FairCancel(ctx, p.name, m.Owner, m.WaitWindow)
 	return err
 }
@@ -163,7 +176,7 @@ func (p rwProtocol) holdCount(ctx context.Context, k holdKey) (int64, error) {
 }
 
 // leave withdraws the write intent of a writer that gave up waiting; readers leave nothing behind.
-func (p rwProtocol) leave(ctx context.Context, m *Acquire) error {
+func (p rwProtocol) leave(ctx context.Context, m *Acquire, _ bool) error {
 	if m.Kind != KindWrite {
 		return nil
 	}

@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -17,6 +18,7 @@ import (
 
 	"github.com/lockwarden/lockwarden/coordinator"
 	"github.com/lockwarden/lockwarden/integration/redistest"
+	"github.com/lockwarden/lockwarden/messages"
 	"github.com/lockwarden/lockwarden/redisops"
 )
 
@@ -752,4 +754,145 @@ func TestFairWaiterKeepsItsChannel(t *testing.T) {
 	if n := fairSubscribeCalls(t, client) - before; n > 1 {
 		t.Errorf("SUBSCRIBE calls for 5 turns of one waiter = %d, want 1", n)
 	}
+}
+
+// scriptCounter is a go-redis hook that counts the script calls (EVALSHA and EVAL) a client sends.
+type scriptCounter struct{ n atomic.Int64 }
+
+func (h *scriptCounter) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (h *scriptCounter) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		if name := cmd.Name(); name == "evalsha" || name == "eval" {
+			h.n.Add(1)
+		}
+		return next(ctx, cmd)
+	}
+}
+
+func (h *scriptCounter) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		for _, cmd := range cmds {
+			if name := cmd.Name(); name == "evalsha" || name == "eval" {
+				h.n.Add(1)
+			}
+		}
+		return next(ctx, cmds)
+	}
+}
+
+// fairWaitSubscribed waits until someone listens on owner's channel of the fair lock name.
+func fairWaitSubscribed(t *testing.T, client *redis.Client, name, owner string) {
+	t.Helper()
+	ch := redisops.FairChannelName(name, owner)
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		n, err := client.PubSubNumSub(t.Context(), ch).Result()
+		if err == nil && n[ch] > 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("nobody subscribed to %s within 5s (%v)", ch, err)
+		}
+		time.Sleep(5 * time.Millisecond) // a poll interval, not a wait for an event
+	}
+}
+
+// TestFairHandoffAcrossCoordinators: the release of a fair lock in one process gives the lock straight
+// to the waiter at the head of the queue in another, which returns from Lock without a Redis call of
+// its own, with the next fencing token; the releasing coordinator reports the handoff.
+func TestFairHandoffAcrossCoordinators(t *testing.T) {
+	t.Parallel()
+	srv, client, cA := setup(t)
+	clientB := srv.Client(t)
+	scripts := &scriptCounter{}
+	clientB.AddHook(scripts)
+	cB := newCoordinator(t, clientB)
+	name := t.Name()
+	events := cA.Subscribe(coordinator.OfType(messages.EventHandedOff), 8)
+	defer events.Close()
+
+	a := cA.FairMutex(name)
+	mustLock(t, a)
+	tokenA := a.Token()
+	b := cB.FairMutex(name)
+	errc := lockAsync(t.Context(), b)
+	fairWaitQueued(t, client, name, b.Owner())
+	fairWaitSubscribed(t, client, name, b.Owner())
+	before := scripts.n.Load()
+
+	mustUnlock(t, a)
+	if err := semRecv(t, errc, 5*time.Second, "B's Lock after A's unlock"); err != nil {
+		t.Fatalf("B's Lock: %v", err)
+	}
+	if n := scripts.n.Load() - before; n != 0 {
+		t.Errorf("B's coordinator ran %d scripts between A's unlock and B's Lock returning, want 0 (a handoff)", n)
+	}
+	if got, want := b.Token(), tokenA+1; got != want {
+		t.Errorf("B's token: got %d, want %d", got, want)
+	}
+	ev := semRecv(t, events.Events(), 5*time.Second, "the handed-off event")
+	if ev.Owner != b.Owner() || ev.From != a.Owner() || ev.Token != b.Token() || ev.Name != name {
+		t.Errorf("handed-off event: got %+v, want %s from %s with token %d", ev, b.Owner(), a.Owner(), b.Token())
+	}
+	if got, err := client.HGetAll(t.Context(), name).Result(); err != nil || len(got) != 1 || got[b.Owner()] != "1" {
+		t.Errorf("lock hash after the handoff: got %v, %v; want B once", got, err)
+	}
+	if n, err := client.Exists(t.Context(), redisops.FairHandoffKey(name)).Result(); err != nil || n != 0 {
+		t.Errorf("handoff registrations left: %d, %v", n, err)
+	}
+	if ttl, err := b.TTL(t.Context()); err != nil || ttl < 25*time.Second {
+		t.Errorf("B's lease: got %v, %v; want about the 30s watchdog timeout", ttl, err)
+	}
+	mustUnlock(t, b)
+	if n, err := client.Exists(t.Context(), name).Result(); err != nil || n != 0 {
+		t.Errorf("lock left after B's unlock: %d, %v", n, err)
+	}
+}
+
+// TestFairHandoffRacingGiveUp: a waiter whose TryLock wait runs out just as the release hands it the
+// lock leaves nothing behind: whichever comes first, the lock ends up free, nothing is queued, and a
+// TryLock without wait succeeds at once.
+func TestFairHandoffRacingGiveUp(t *testing.T) {
+	t.Parallel()
+	srv, client, cA := setup(t)
+	_, cB := semOther(t, srv)
+	_, cC := semOther(t, srv)
+	name := t.Name()
+	const wait = 30 * time.Millisecond
+	got := 0
+	for i := range 40 {
+		a := cA.FairMutex(name)
+		mustLock(t, a)
+		b := cB.FairMutex(name)
+		type result struct {
+			ok  bool
+			err error
+		}
+		res := make(chan result, 1)
+		go func() {
+			ok, err := b.TryLock(t.Context(), coordinator.Wait(wait))
+			res <- result{ok, err}
+		}()
+		fairWaitQueued(t, client, name, b.Owner())
+		// Unlock around the moment B gives up: from 4 ms before to 4 ms after.
+		time.Sleep(wait - 8*time.Millisecond + time.Duration(i%9)*time.Millisecond) // sets the race, waits for nothing
+		mustUnlock(t, a)
+		r := semRecv(t, res, 5*time.Second, "B's TryLock")
+		if r.err != nil {
+			t.Fatalf("round %d: B's TryLock: %v", i, r.err)
+		}
+		if r.ok {
+			got++
+			mustUnlock(t, b)
+		}
+		c := cC.FairMutex(name)
+		if ok, err := c.TryLock(t.Context()); !ok || err != nil {
+			t.Fatalf("round %d (B got it: %v): TryLock without wait = %v, %v; want the free lock (%s)",
+				i, r.ok, ok, err, fairState(t, client, name))
+		}
+		mustUnlock(t, c)
+		fairExpectQueue(t, client, name)
+	}
+	t.Logf("B got the lock in %d of 40 rounds", got)
 }

@@ -30,8 +30,10 @@ const (
 	EventWaitTimedOut
 	// EventForceUnlocked: the lock was force-unlocked through this coordinator.
 	EventForceUnlocked
-	// EventHandedOff: a release gave the lock straight to a local waiter in the same call (Owner is
-	// the new holder, From the one that released).
+	// EventHandedOff: a release gave the lock straight to a waiter in the same call (Owner is the new
+	// holder, From the one that released): a local waiter, or, on a fair lock, the waiter at the head
+	// of the queue in any process, which is told on its channel. The coordinator of the release
+	// publishes it; the new holder's coordinator publishes its EventAcquired.
 	EventHandedOff
 )
 

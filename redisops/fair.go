@@ -4,6 +4,8 @@ import (
 	"context"
 	_ "embed"
 	"fmt"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -47,6 +49,26 @@ func FairQueueKey(name string) string { return prefixed("redisson_lock_queue", n
 // fair lock name counts as gone: redisson_lock_timeout:{N}.
 func FairTimeoutKey(name string) string { return prefixed("redisson_lock_timeout", name) }
 
+// FairHandoffKey returns the key of the HASH owner -> "lease:window" (in ms) of the waiters of the fair lock name
+// that registered for handoffs ([Ops.FairWait]): lockwarden_fair_handoff:{N}. Redisson does not know
+// this key.
+func FairHandoffKey(name string) string { return prefixed("lockwarden_fair_handoff", name) }
+
+// FairGrantPrefix starts the message that tells a waiter registered for handoffs, on its
+// [FairChannelName], that a release handed it the fair lock; its fencing token follows.
+const FairGrantPrefix = "lockwarden:granted:"
+
+// ParseFairGrant reports whether payload, a message on a [FairChannelName], says that the lock was handed
+// to that channel's owner, and returns the owner's fencing token.
+func ParseFairGrant(payload string) (token int64, ok bool) {
+	rest, found := strings.CutPrefix(payload, FairGrantPrefix)
+	if !found {
+		return 0, false
+	}
+	token, err := strconv.ParseInt(rest, 10, 64)
+	return token, err == nil && token > 0
+}
+
 // FairChannelName returns the pub/sub channel on which owner is told that the fair lock name is free and
 // owner is at the head of its queue: redisson_lock__channel:{N}:<owner>.
 func FairChannelName(name, owner string) string { return ChannelName(name) + ":" + owner }
@@ -79,9 +101,29 @@ func (o *Ops) FairAcquire(ctx context.Context, name, owner string, lease, waitWi
 	if enqueue {
 		queue = "1"
 	}
+	return o.fairAcquire(ctx, name, owner, lease, waitWindow, held, queue, "0")
+}
+
+// FairWait is [Ops.FairAcquire] with enqueue true for an owner that also registers for handoffs: when
+// it is at the head of the queue as the holder's last hold goes, [Ops.FairRelease] (called with
+// handoffs) gives it the lock with lease in the same call and publishes [FairGrantPrefix] and its
+// fencing token on its [FairChannelName]. The owner then holds the lock without asking again. A
+// registration lives as long as the owner's place in the queue: it goes when the owner gets the lock,
+// leaves ([Ops.FairLeave]) or is purged.
+//
+// The owner must learn of such a grant: it listens on its channel, and an attempt of its own made
+// after a grant it missed (with held as it knew it, 0) finds the hold and answers OK without taking a
+// second one. An owner whose caller gives up must leave with [Ops.FairLeave], which also gives back a
+// handoff it did not learn of. An owner id used by several processes at once must not register: use
+// [Ops.FairAcquire].
+func (o *Ops) FairWait(ctx context.Context, name, owner string, lease, waitWindow time.Duration, held int64) (Acquired, error) {
+	return o.fairAcquire(ctx, name, owner, lease, waitWindow, held, "1", "1")
+}
+
+func (o *Ops) fairAcquire(ctx context.Context, name, owner string, lease, waitWindow time.Duration, held int64, queue, register string) (Acquired, error) {
 	reply, syncErr := o.runScript(ctx, o.undoFair(name, owner, lease), fairAcquireScript,
-		[]string{LockKey(name), FairQueueKey(name), FairTimeoutKey(name), TokenKey(name)},
-		millis(lease), owner, held, millis(waitWindow), queue)
+		[]string{LockKey(name), FairQueueKey(name), FairTimeoutKey(name), TokenKey(name), FairHandoffKey(name)},
+		millis(lease), owner, held, millis(waitWindow), queue, register)
 	vals, err := reply.Int64Slice()
 	if err == nil {
 		err = syncErr
@@ -103,9 +145,21 @@ func (o *Ops) FairAcquire(ctx context.Context, name, owner string, lease, waitWi
 // the lock is free, the new head is told at once on its [FairChannelName]. It reports whether owner was
 // queued.
 func (o *Ops) FairCancel(ctx context.Context, name, owner string, waitWindow time.Duration) (bool, error) {
+	return o.fairCancel(ctx, name, owner, waitWindow, "0")
+}
+
+// FairLeave is [Ops.FairCancel] for an owner that waited with [Ops.FairWait] and holds nothing as far as
+// its caller knows: when owner is no longer queued but holds the lock once, that hold is a handoff its
+// caller gave up on before it learnt of it, and it is released (the new head is told). It reports
+// whether owner was queued or such a hold was released.
+func (o *Ops) FairLeave(ctx context.Context, name, owner string, waitWindow time.Duration) (bool, error) {
+	return o.fairCancel(ctx, name, owner, waitWindow, "1")
+}
+
+func (o *Ops) fairCancel(ctx context.Context, name, owner string, waitWindow time.Duration, unclaimed string) (bool, error) {
 	n, err := fairCancelScript.Run(ctx, o.client,
-		[]string{LockKey(name), FairQueueKey(name), FairTimeoutKey(name)},
-		owner, millis(waitWindow), UnlockMessage, o.publish, ChannelName(name)).Int64()
+		[]string{LockKey(name), FairQueueKey(name), FairTimeoutKey(name), FairHandoffKey(name)},
+		owner, millis(waitWindow), UnlockMessage, o.publish, ChannelName(name), unclaimed).Int64()
 	if err != nil {
 		return false, fmt.Errorf("lockwarden: fair cancel %q: %w", name, err)
 	}
@@ -114,20 +168,30 @@ func (o *Ops) FairCancel(ctx context.Context, name, owner string, waitWindow tim
 
 // FairRelease drops one hold of owner on the fair lock name. While holds remain, the lock's expiry is
 // reset to lease. When the last hold goes, waiters whose window has passed are purged from the head of
-// the queue first. Then, if next is not nil and next.Owner is the waiter now at the head, the lock goes
-// to it in the same call, exactly as if it had won [Ops.FairAcquire]: it leaves the queue, the scores of
-// the waiters behind it move back by next.WaitWindow (when it had a score), it holds the lock once with
-// next.Lease and gets a new fencing token; nothing is published. The answer is then Released{HandedOff:
-// true, Token: its token, Next: next.Owner}. A next that is not the head gets nothing, so the queue
-// order stays strict; next.OnlyIfAlone is ignored. Otherwise (no next, another head, or an empty queue)
-// the lock is deleted and [UnlockMessage] is published on the [FairChannelName] of the head waiter, if
-// any; Released.Next names that waiter. Nothing is ever published on the plain [ChannelName].
+// the queue first. Then the lock goes straight to the waiter now at the head, in the same call and
+// exactly as if it had won [Ops.FairAcquire] (it leaves the queue, the scores of the waiters behind it
+// move back by one wait window when it had a score, it holds the lock once and gets a new fencing
+// token), when that waiter is
+//   - next.Owner (next not nil): it gets next.Lease and nothing is published, since the caller grants
+//     it; the answer is Released{HandedOff: true, Token: its token, Next: next.Owner};
+//   - or a waiter registered with [Ops.FairWait] whose registered lease ends before its deadline in
+//     the timeouts (so that a dead waiter holds the lock up no longer than its place would have), as
+//     long as no WAIT would follow the call (the replica-sync safeguard is off or the master has no
+//     replica: a grant that WAIT could take back must not be announced): it gets its registered lease
+//     and is told on its [FairChannelName] with [FairGrantPrefix] and its token; the answer is
+//     Released{Registered: true, Token, Next}.
+//
+// A next that is not the head gets nothing, so the queue order stays strict; next.OnlyIfAlone is
+// ignored. Otherwise (another head, or an empty queue) the lock is deleted and [UnlockMessage] is
+// published on the [FairChannelName] of the head waiter, if any; Released.Next names that waiter.
+// next.WaitWindow is the window by which scores move back (0 moves none); all callers on one lock
+// should use the same. Nothing is ever published on the plain [ChannelName].
 //
 // requestID makes the call retry-safe, with the same latch as [Ops.Release]: a retry with the same id
 // returns the first answer, handoff, token and Next included, and neither releases nor hands off again.
 // It returns [ErrNotHeld] when owner holds nothing.
 //
-// With the replica-sync safeguard on ([Ops.SetReplicaSync]), a handoff that too few replicas
+// With the replica-sync safeguard on ([Ops.SetReplicaSync]), a handoff to next that too few replicas
 // acknowledge is given back (the lock is then free and its waiters told) and reported in
 // [Released.NotSynced].
 func (o *Ops) FairRelease(ctx context.Context, name, owner, requestID string, lease time.Duration, next *Handoff) (Released, error) {
@@ -138,29 +202,35 @@ func (o *Ops) FairRelease(ctx context.Context, name, owner, requestID string, le
 			nextWindow = millis(next.WaitWindow)
 		}
 	}
-	reply, syncErr := o.runScript(ctx, o.undoFairHandoff(name, next), fairReleaseScript,
-		[]string{LockKey(name), FairQueueKey(name), FairTimeoutKey(name), UnlockLatchKey(name, requestID), TokenKey(name)},
+	undo, registered := o.undoFairHandoff(name, next), "0"
+	if !o.syncsGrants(ctx, LockKey(name)) {
+		// No WAIT follows (undo would not be used): a grant to a registered waiter is final.
+		undo, registered = nil, "1"
+	}
+	reply, syncErr := o.runScript(ctx, undo, fairReleaseScript,
+		[]string{LockKey(name), FairQueueKey(name), FairTimeoutKey(name), UnlockLatchKey(name, requestID),
+			TokenKey(name), FairHandoffKey(name)},
 		millis(lease), owner, UnlockMessage, millis(o.latchExpiry), o.publish, ChannelName(name),
-		nextOwner, nextLease, nextWindow)
+		nextOwner, nextLease, nextWindow, registered, FairGrantPrefix)
 	vals, err := reply.Slice()
 	if err != nil {
 		return Released{}, fmt.Errorf("lockwarden: fair release %q: %w", name, err)
 	}
-	if len(vals) < 2 {
+	if len(vals) != 4 {
 		return Released{}, fmt.Errorf("lockwarden: fair release %q: unexpected reply %v", name, vals)
 	}
 	remaining, ok1 := vals[0].(int64)
 	token, ok2 := vals[1].(int64)
-	if !ok1 || !ok2 {
+	nextHolder, ok3 := vals[2].(string)
+	toRegistered, ok4 := vals[3].(int64)
+	if !ok1 || !ok2 || !ok3 || !ok4 {
 		return Released{}, fmt.Errorf("lockwarden: fair release %q: unexpected reply %v", name, vals)
 	}
 	if remaining < 0 {
 		return Released{}, ErrNotHeld
 	}
-	rel := Released{Remaining: remaining, HandedOff: token > 0, Token: token}
-	if len(vals) > 2 {
-		rel.Next, _ = vals[2].(string)
-	}
+	rel := Released{Remaining: remaining, Token: token, Next: nextHolder,
+		HandedOff: token > 0 && toRegistered == 0, Registered: toRegistered == 1}
 	if syncErr != nil {
 		// The handoff was given back: the lock is free, and that release told the new head.
 		rel = Released{Remaining: remaining, NotSynced: syncErr}
@@ -173,7 +243,7 @@ func (o *Ops) FairRelease(ctx context.Context, name, owner, requestID string, le
 // at the head of the queue. It reports whether a lock was deleted.
 func (o *Ops) FairForceUnlock(ctx context.Context, name string) (bool, error) {
 	n, err := fairForceUnlockScript.Run(ctx, o.client,
-		[]string{LockKey(name), FairQueueKey(name), FairTimeoutKey(name)},
+		[]string{LockKey(name), FairQueueKey(name), FairTimeoutKey(name), FairHandoffKey(name)},
 		UnlockMessage, o.publish, ChannelName(name)).Int64()
 	if err != nil {
 		return false, fmt.Errorf("lockwarden: fair force unlock %q: %w", name, err)

@@ -4,6 +4,8 @@
 -- KEYS[2]  the queue redisson_lock_queue:{N} (LIST of waiting owners, head first)
 -- KEYS[3]  the timeouts redisson_lock_timeout:{N} (ZSET owner -> absolute ms after which it is gone)
 -- KEYS[4]  the fencing token counter redisson_lock_token:{N}
+-- KEYS[5]  the handoff registrations lockwarden_fair_handoff:{N} (HASH owner -> "lease:window", both in
+--          ms): queued waiters to which a release may hand the lock straight away (fair_release.lua)
 -- ARGV[1]  lease in milliseconds
 -- ARGV[2]  owner id O
 -- ARGV[3]  the hold count O had before this acquisition as far as the caller knows, or -1 if unknown.
@@ -11,6 +13,8 @@
 --          it answers without taking a second hold.
 -- ARGV[4]  wait window in milliseconds: how long a queued waiter may stay silent before it is purged
 -- ARGV[5]  "1" to queue O when the lock is not obtained, "0" for a single attempt that leaves no trace
+-- ARGV[6]  "1" to register O, when it queues, for a handoff with lease ARGV[1] (and window ARGV[4]);
+--          "0" not to (and to drop a registration it has)
 -- Returns {1, holdCount, token} when O now holds the lock, or {0, ttl} when it does not: ttl is how
 -- long O should wait at most before it tries again, in milliseconds, at least 1 (-1 only for a single
 -- attempt on a lock without expiry, as acquire.lua answers): the lock's PTTL while it is held.
@@ -31,6 +35,7 @@ while true do
     end
     redis.call('lpop', KEYS[2])
     redis.call('zrem', KEYS[3], head)
+    redis.call('hdel', KEYS[5], head)
 end
 
 -- Retry of a call that took the lock, or re-entry.
@@ -55,6 +60,7 @@ if not locked and (not head or head == ARGV[2]) then
     if head then
         redis.call('lpop', KEYS[2])
     end
+    redis.call('hdel', KEYS[5], ARGV[2])
     if redis.call('zrem', KEYS[3], ARGV[2]) == 1 then
         local waiters = redis.call('zrange', KEYS[3], 0, -1)
         for i = 1, #waiters do
@@ -96,8 +102,21 @@ local function retryHint(fallback)
     return math.max(fallback, 1)
 end
 
+-- The handoff registration follows O's place: it expires with the last waiter's deadline.
+local function register(deadline)
+    if ARGV[6] == '1' then
+        redis.call('hset', KEYS[5], ARGV[2], ARGV[1] .. ':' .. ARGV[4])
+        if redis.call('pttl', KEYS[5]) < deadline - now then
+            redis.call('pexpire', KEYS[5], math.max(deadline - now, 1))
+        end
+    else
+        redis.call('hdel', KEYS[5], ARGV[2])
+    end
+end
+
 local score = redis.call('zscore', KEYS[3], ARGV[2])
 if score then
+    register(tonumber(score))
     return {0, retryHint(tonumber(score) - window - now)}
 end
 
@@ -112,4 +131,5 @@ elseif pttl > 0 then
 end
 redis.call('zadd', KEYS[3], now + ttl + window, ARGV[2])
 redis.call('rpush', KEYS[2], ARGV[2])
+register(now + ttl + window)
 return {0, retryHint(ttl)}

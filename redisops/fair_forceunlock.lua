@@ -2,6 +2,7 @@
 -- KEYS[1]  the lock hash N
 -- KEYS[2]  the queue redisson_lock_queue:{N}
 -- KEYS[3]  the timeouts redisson_lock_timeout:{N}
+-- KEYS[4]  the handoff registrations lockwarden_fair_handoff:{N}
 -- ARGV[1]  message published to the head waiter when something was deleted ("0")
 -- ARGV[2]  publish command ("publish" or "spublish")
 -- ARGV[3]  the unlock channel redisson_lock__channel:{N}; the head waiter W is told on <channel>:W
@@ -20,6 +21,7 @@ while true do
     end
     redis.call('lpop', KEYS[2])
     redis.call('zrem', KEYS[3], head)
+    redis.call('hdel', KEYS[4], head)
 end
 if redis.call('del', KEYS[1]) == 1 then
     local head = redis.call('lindex', KEYS[2], 0)

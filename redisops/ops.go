@@ -132,10 +132,13 @@ type Released struct {
 	Remaining int64
 	// HandedOff reports whether the lock went to the [Handoff] owner in the same call.
 	HandedOff bool
-	// Token is the handoff owner's fencing token, when HandedOff.
+	// Registered reports, for a fair lock's release, that the lock went to Next, a waiter registered
+	// for handoffs with [Ops.FairWait], which was told so on its channel.
+	Registered bool
+	// Token is the new holder's fencing token, when HandedOff or Registered.
 	Token int64
-	// Next is, for a fair lock's release, the owner the lock was handed off to (when HandedOff), or the
-	// waiter it told it is now at the head of the queue, or "".
+	// Next is, for a fair lock's release, the owner the lock was handed off to (when HandedOff or
+	// Registered), or the waiter it told it is now at the head of the queue, or "".
 	Next string
 	// NotSynced, when not nil, says that the release handed the lock off but fewer replicas than
 	// required acknowledged it (see [Ops.SetReplicaSync]): the handoff owner's hold was given back, the

@@ -165,6 +165,23 @@ func (o *Ops) undoWrite(name, owner string, lease time.Duration) *grant {
 	}}
 }
 
+// syncsGrants reports whether a call on key that gives a hold would now be followed by WAIT. When the
+// target cannot be found it answers true: the caller then takes the cautious path.
+func (o *Ops) syncsGrants(ctx context.Context, key string) bool {
+	rs := o.sync
+	if rs == nil || rs.unsupported.Load() {
+		return false
+	}
+	t, ok, err := o.syncTarget(ctx, key)
+	switch {
+	case err != nil:
+		return true
+	case !ok:
+		return false
+	}
+	return rs.want(ctx, o.client, t.master) > 0
+}
+
 // undoRequestID returns a fresh release request id for an undo, so that go-redis' retries of the undo
 // release it only once.
 func undoRequestID() string { return "lockwarden-unsynced:" + uuid.NewString() }

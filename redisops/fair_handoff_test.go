@@ -1,0 +1,284 @@
+package redisops_test
+
+import (
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/lockwarden/lockwarden/redisops"
+)
+
+// fairWait queues owner with FairWait (registered for handoffs), with a known hold count of 0, and fails
+// unless it is queued without the lock.
+func fairWait(t *testing.T, ops *redisops.Ops, name, owner string, l, w time.Duration) {
+	t.Helper()
+	got, err := ops.FairWait(t.Context(), name, owner, l, w, 0)
+	if err != nil || got.OK {
+		t.Fatalf("FairWait(%q, %q) = %+v, %v; want queued without the lock", name, owner, got, err)
+	}
+}
+
+// checkRegistered fails unless the handoff registrations of name are exactly want (owner -> "lease:window"
+// in ms).
+func checkRegistered(t *testing.T, c *redis.Client, name string, want map[string]string) {
+	t.Helper()
+	if len(want) == 0 {
+		checkGone(t, c, redisops.FairHandoffKey(name))
+		return
+	}
+	checkHash(t, c, redisops.FairHandoffKey(name), want)
+}
+
+// registration is the value FairWait registers for a lease and a wait window.
+func registration(l, w time.Duration) string {
+	return strconv.FormatInt(l.Milliseconds(), 10) + ":" + strconv.FormatInt(w.Milliseconds(), 10)
+}
+
+func TestFairHandoffKeyAndGrantMessage(t *testing.T) {
+	t.Parallel()
+	if got, want := redisops.FairHandoffKey("orders"), "lockwarden_fair_handoff:{orders}"; got != want {
+		t.Errorf("FairHandoffKey: got %q, want %q", got, want)
+	}
+	for _, tc := range []struct {
+		payload string
+		token   int64
+		ok      bool
+	}{
+		{redisops.FairGrantPrefix + "42", 42, true},
+		{redisops.UnlockMessage, 0, false},
+		{redisops.FairGrantPrefix, 0, false},
+		{redisops.FairGrantPrefix + "x", 0, false},
+		{redisops.FairGrantPrefix + "0", 0, false},
+		{redisops.FairGrantPrefix + "-3", 0, false},
+	} {
+		token, ok := redisops.ParseFairGrant(tc.payload)
+		if ok != tc.ok || (ok && token != tc.token) {
+			t.Errorf("ParseFairGrant(%q) = %d, %v; want %d, %v", tc.payload, token, ok, tc.token, tc.ok)
+		}
+	}
+}
+
+// TestFairWaitHandoff: a waiter registered with FairWait gets the lock from the release that frees it,
+// in the same call, and is told so on its channel with its token; its own later attempt finds the hold
+// (as a retry) instead of taking a second one.
+func TestFairWaitHandoff(t *testing.T) {
+	t.Parallel()
+	ops, c := setup(t)
+
+	t.Run("to the registered head", func(t *testing.T) {
+		name := t.Name()
+		// B's lease ends before its deadline (A's lease plus one window): it may be handed the lock.
+		const bLease = lease + 5*time.Second
+		psB := subscribe(t, c, redisops.FairChannelName(name, "B"))
+		psC := subscribe(t, c, redisops.FairChannelName(name, "C"))
+		prev := mustFairAcquire(t, ops, name, "A", lease)
+		fairWait(t, ops, name, "B", bLease, fairWindow)
+		fairWait(t, ops, name, "C", lease, fairWindow)
+		checkRegistered(t, c, name, map[string]string{"B": registration(bLease, fairWindow),
+			"C": registration(lease, fairWindow)})
+		c0 := fairScore(t, c, name, "C")
+
+		got := fairReleaseWith(t, ops, name, "A", "r1", nil)
+		if want := (redisops.Released{Registered: true, Token: prev.Token + 1, Next: "B"}); got != want {
+			t.Fatalf("FairRelease: got %+v, want %+v", got, want)
+		}
+		checkHash(t, c, redisops.LockKey(name), map[string]string{"B": "1"})
+		checkPTTL(t, c, redisops.LockKey(name), bLease) // B's registered lease, not the releaser's
+		checkFairQueue(t, c, name, "C")
+		if c1 := fairScore(t, c, name, "C"); c1 != c0-fairWindow.Milliseconds() {
+			t.Errorf("C's score: got %d, want %d (one window earlier)", c1, c0-fairWindow.Milliseconds())
+		}
+		checkRegistered(t, c, name, map[string]string{"C": registration(lease, fairWindow)})
+		if msg, want := nextMessage(t, psB), redisops.FairGrantPrefix+strconv.FormatInt(got.Token, 10); msg != want {
+			t.Errorf("message to B: got %q, want %q", msg, want)
+		}
+		expectNoMessage(t, c, psC, redisops.FairChannelName(name, "C"))
+
+		// B's own attempt after the grant (it missed the notice) finds its hold.
+		again, err := ops.FairWait(t.Context(), name, "B", bLease, fairWindow, 0)
+		if want := (redisops.Acquired{OK: true, HoldCount: 1, Token: got.Token}); err != nil || again != want {
+			t.Fatalf("FairWait by B after the grant = %+v, %v; want %+v", again, err, want)
+		}
+		checkHash(t, c, redisops.LockKey(name), map[string]string{"B": "1"})
+
+		// A retry of A's release answers the same, and hands nothing off again.
+		if retry := fairReleaseWith(t, ops, name, "A", "r1", nil); retry != got {
+			t.Errorf("retried FairRelease: got %+v, want %+v", retry, got)
+		}
+		checkHash(t, c, redisops.LockKey(name), map[string]string{"B": "1"})
+
+		// B's release hands the lock on to C.
+		next := fairReleaseWith(t, ops, name, "B", "r2", nil)
+		if want := (redisops.Released{Registered: true, Token: got.Token + 1, Next: "C"}); next != want {
+			t.Errorf("B's FairRelease: got %+v, want %+v", next, want)
+		}
+		checkFairQueue(t, c, name)
+		checkRegistered(t, c, name, nil)
+		fairReleaseWith(t, ops, name, "C", "r3", nil)
+		checkGone(t, c, redisops.LockKey(name))
+	})
+
+	t.Run("a local next owner first", func(t *testing.T) {
+		// The caller's own next owner is granted by the caller: nothing is published.
+		name := t.Name()
+		psB := subscribe(t, c, redisops.FairChannelName(name, "B"))
+		mustFairAcquire(t, ops, name, "A", lease)
+		fairWait(t, ops, name, "B", lease, fairWindow)
+		got := fairReleaseWith(t, ops, name, "A", "r1", &redisops.Handoff{Owner: "B", Lease: longLease, WaitWindow: fairWindow})
+		if !got.HandedOff || got.Registered || got.Next != "B" {
+			t.Fatalf("FairRelease with next B: got %+v, want a handoff to B that is not Registered", got)
+		}
+		checkPTTL(t, c, redisops.LockKey(name), longLease)
+		checkRegistered(t, c, name, nil)
+		expectNoMessage(t, c, psB, redisops.FairChannelName(name, "B"))
+	})
+
+	t.Run("an unregistered head is told 0", func(t *testing.T) {
+		name := t.Name()
+		psB := subscribe(t, c, redisops.FairChannelName(name, "B"))
+		mustFairAcquire(t, ops, name, "A", lease)
+		fairWait(t, ops, name, "B", lease, fairWindow)
+		// Queueing again through FairAcquire drops the registration (an owner id that became shared).
+		mustFairQueue(t, ops, name, "B", fairWindow)
+		checkRegistered(t, c, name, nil)
+		if got := fairReleaseWith(t, ops, name, "A", "r1", nil); got != (redisops.Released{Next: "B"}) {
+			t.Fatalf("FairRelease: got %+v, want the lock freed and B told", got)
+		}
+		checkGone(t, c, redisops.LockKey(name))
+		if msg := nextMessage(t, psB); msg != redisops.UnlockMessage {
+			t.Errorf("message to B: got %q, want %q", msg, redisops.UnlockMessage)
+		}
+	})
+
+	t.Run("not past the waiter's deadline", func(t *testing.T) {
+		// B's lease would outlast its place: were B dead, the lock would be held up longer than the
+		// queue holds it up for a dead waiter. B is told 0 instead and takes the lock itself.
+		name := t.Name()
+		psB := subscribe(t, c, redisops.FairChannelName(name, "B"))
+		mustFairAcquire(t, ops, name, "A", time.Second)
+		fairWait(t, ops, name, "B", longLease, 2*time.Second) // deadline about 3 s from now
+		if got := fairReleaseWith(t, ops, name, "A", "r1", nil); got != (redisops.Released{Next: "B"}) {
+			t.Fatalf("FairRelease: got %+v, want the lock freed and B told", got)
+		}
+		if msg := nextMessage(t, psB); msg != redisops.UnlockMessage {
+			t.Errorf("message to B: got %q, want %q", msg, redisops.UnlockMessage)
+		}
+		checkRegistered(t, c, name, map[string]string{"B": registration(longLease, 2*time.Second)})
+		got, err := ops.FairWait(t.Context(), name, "B", longLease, 2*time.Second, 0)
+		if err != nil || !got.OK {
+			t.Fatalf("FairWait by B after the notice = %+v, %v; want the lock", got, err)
+		}
+		checkRegistered(t, c, name, nil)
+	})
+
+	t.Run("a purged waiter's registration goes", func(t *testing.T) {
+		name := t.Name()
+		psC := subscribe(t, c, redisops.FairChannelName(name, "C"))
+		mustFairAcquire(t, ops, name, "A", lease)
+		fairWait(t, ops, name, "B", lease, fairWindow)
+		fairWait(t, ops, name, "C", lease, fairWindow)
+		fairExpire(t, c, name, "B") // B died long ago
+		got := fairReleaseWith(t, ops, name, "A", "r1", nil)
+		if !got.Registered || got.Next != "C" {
+			t.Fatalf("FairRelease: got %+v, want the lock handed to C past the purged B", got)
+		}
+		checkRegistered(t, c, name, nil)
+		checkFairQueue(t, c, name)
+		if msg := nextMessage(t, psC); msg != redisops.FairGrantPrefix+strconv.FormatInt(got.Token, 10) {
+			t.Errorf("message to C: got %q", msg)
+		}
+	})
+
+	t.Run("the registration expires with the last deadline", func(t *testing.T) {
+		name := t.Name()
+		mustFairAcquire(t, ops, name, "A", lease)
+		fairWait(t, ops, name, "B", lease, fairWindow)
+		ttl, err := c.PTTL(t.Context(), redisops.FairHandoffKey(name)).Result()
+		want := time.Duration(fairScore(t, c, name, "B")-fairServerMillis(t, c)) * time.Millisecond
+		if err != nil || ttl <= 0 || ttl > want+time.Second || ttl < want-time.Second {
+			t.Errorf("PTTL of the registrations: got %v, %v; want about %v (B's deadline)", ttl, err, want)
+		}
+	})
+}
+
+// TestFairLeave: a waiter whose caller gave up while a release handed it the lock gives the hold back
+// with FairLeave, and the next waiter is told; FairCancel leaves such a hold alone.
+func TestFairLeave(t *testing.T) {
+	t.Parallel()
+	ops, c := setup(t)
+
+	t.Run("gives an unclaimed handoff back", func(t *testing.T) {
+		name := t.Name()
+		psC := subscribe(t, c, redisops.FairChannelName(name, "C"))
+		mustFairAcquire(t, ops, name, "A", lease)
+		fairWait(t, ops, name, "B", lease, fairWindow)
+		mustFairQueue(t, ops, name, "C", fairWindow) // C is not registered: it is told 0
+		if got := fairReleaseWith(t, ops, name, "A", "r1", nil); !got.Registered || got.Next != "B" {
+			t.Fatalf("FairRelease: got %+v, want the lock handed to B", got)
+		}
+		if ok, err := ops.FairLeave(t.Context(), name, "B", fairWindow); err != nil || !ok {
+			t.Fatalf("FairLeave(B) = %v, %v; want true", ok, err)
+		}
+		checkGone(t, c, redisops.LockKey(name))
+		checkFairQueue(t, c, name, "C")
+		if msg := nextMessage(t, psC); msg != redisops.UnlockMessage {
+			t.Errorf("message to C: got %q, want %q", msg, redisops.UnlockMessage)
+		}
+		if ok, err := ops.FairLeave(t.Context(), name, "B", fairWindow); err != nil || ok {
+			t.Errorf("second FairLeave(B) = %v, %v; want false", ok, err)
+		}
+	})
+
+	t.Run("leaves a queued waiter's place and registration", func(t *testing.T) {
+		name := t.Name()
+		mustFairAcquire(t, ops, name, "A", lease)
+		fairWait(t, ops, name, "B", lease, fairWindow)
+		if ok, err := ops.FairLeave(t.Context(), name, "B", fairWindow); err != nil || !ok {
+			t.Fatalf("FairLeave(B) = %v, %v; want true", ok, err)
+		}
+		checkFairQueue(t, c, name)
+		checkRegistered(t, c, name, nil)
+		checkHash(t, c, redisops.LockKey(name), map[string]string{"A": "1"}) // A's hold stays
+	})
+
+	t.Run("never touches a hold of more than one", func(t *testing.T) {
+		name := t.Name()
+		mustFairAcquire(t, ops, name, "B", lease)
+		mustFairAcquire(t, ops, name, "B", lease)
+		if ok, err := ops.FairLeave(t.Context(), name, "B", fairWindow); err != nil || ok {
+			t.Fatalf("FairLeave(B) of a re-entered holder = %v, %v; want false", ok, err)
+		}
+		checkHash(t, c, redisops.LockKey(name), map[string]string{"B": "2"})
+	})
+
+	t.Run("FairCancel leaves the hold", func(t *testing.T) {
+		name := t.Name()
+		mustFairAcquire(t, ops, name, "A", lease)
+		fairWait(t, ops, name, "B", lease, fairWindow)
+		fairReleaseWith(t, ops, name, "A", "r1", nil)
+		if ok, err := ops.FairCancel(t.Context(), name, "B", fairWindow); err != nil || ok {
+			t.Fatalf("FairCancel(B) = %v, %v; want false", ok, err)
+		}
+		checkHash(t, c, redisops.LockKey(name), map[string]string{"B": "1"})
+	})
+}
+
+// TestFairWaitHandoffNotWithReplicaSync: while the replica-sync safeguard would WAIT after a grant, a
+// release does not hand the lock to a registered waiter (a grant the WAIT may take back must not be
+// announced): the waiter is told 0.
+func TestFairWaitHandoffNotWithReplicaSync(t *testing.T) {
+	_, _, client := startWithReplica(t)
+	ops := syncedOps(client)
+	name := t.Name()
+	psB := subscribe(t, client, redisops.FairChannelName(name, "B"))
+	mustFairAcquire(t, ops, name, "A", lease)
+	fairWait(t, ops, name, "B", lease, fairWindow)
+	if got := fairReleaseWith(t, ops, name, "A", "r1", nil); got != (redisops.Released{Next: "B"}) {
+		t.Fatalf("FairRelease with replica sync: got %+v, want the lock freed and B told", got)
+	}
+	if msg := nextMessage(t, psB); msg != redisops.UnlockMessage {
+		t.Errorf("message to B: got %q, want %q", msg, redisops.UnlockMessage)
+	}
+}
