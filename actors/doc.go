@@ -24,8 +24,11 @@
 // as lost and closes its Done channel. A renewal that fails with an error is retried on the next tick.
 //
 // When a local holder of a fair lock releases, the release hands the lock to the earliest local waiter in
-// the same round trip if that waiter heads the Redis queue; otherwise the head, wherever it is, is woken
-// on its own channel.
+// the same round trip if that waiter heads the Redis queue. Otherwise, when the head registered for
+// handoffs (every waiter with an owner id of its own does), the release gives it the lock wherever it
+// is and tells it on its channel with its token; the actor that gets that notice grants the lock to
+// the waiter without a Redis call, counting the lease from the waiter's last attempt, which was sent
+// before the grant. Any other head is woken on its own channel and tries.
 //
 // # Events and telemetry
 //

@@ -8,6 +8,10 @@
 //   - every acquisition INCRs the fencing token counter redisson_lock_token:{N};
 //   - releases are retry-safe through the latch redisson_unlock_latch:{N}:<request id>.
 //
+// The fair lock adds Redisson's queue LIST and timeout ZSET, and a HASH of its own,
+// lockwarden_fair_handoff:{N}, of the waiters to which a release may hand the lock in the same call
+// ([Ops.FairWait], [Ops.FairRelease]).
+//
 // Every state change is one script, run with [redis.Script.Run] (EVALSHA with an EVAL fallback). Every
 // key a script touches is passed in KEYS, and the keys of one lock share the hash tag {N}, so the scripts
 // also run on Redis Cluster.
