@@ -784,6 +784,7 @@ func (a *lockActor) settleRelease(m *Release, h *hold, lease time.Duration, next
 				w := a.queue[i]
 				a.queue = append(a.queue[:i:i], a.queue[i+1:]...)
 				a.grant(w, 1, rel.Token, sent)
+				a.tryHead() // other calls of the same owner re-enter
 			}
 		case a.family == familyFair && rel.Next != "":
 			a.tryWaiter(func(w *Acquire) bool { return w.Owner == rel.Next })
@@ -948,6 +949,11 @@ func (a *lockActor) onFairGrant(channel string, token int64) {
 		return
 	}
 	w := a.queue[i]
+	if _, held := a.holds[holdKey{w.Owner, w.Kind}]; held {
+		// Stale as well: the owner already has the hold, which the release granted here directly or an
+		// attempt found; w is another call of the same owner, which waits for a re-entry.
+		return
+	}
 	if time.Until(w.lastSent.Add(w.Lease)) < w.Lease/2 {
 		// The grant came after w's latest attempt was sent, which bounds the lease's start from below;
 		// when that attempt is too old to leave a useful lease, an attempt now finds the hold (as a
@@ -957,6 +963,7 @@ func (a *lockActor) onFairGrant(channel string, token int64) {
 	}
 	a.queue = append(a.queue[:i:i], a.queue[i+1:]...)
 	a.grant(w, 1, token, w.lastSent)
+	a.tryHead() // other calls of the same owner re-enter
 }
 
 // tryWaiter makes one attempt for the first live waiter that match accepts, if its owner may hold the

@@ -896,3 +896,44 @@ func TestFairHandoffRacingGiveUp(t *testing.T) {
 	}
 	t.Logf("B got the lock in %d of 40 rounds", got)
 }
+
+// TestFairHandoffToAnOwnerWaitingTwice: two goroutines wait through one handle (one owner) while another
+// owner of the same coordinator holds the lock, with local handoffs off, so that the release hands the
+// lock to the registered owner (and also tells it on its channel). One call gets the hold and the other
+// re-enters at once: a hold count of 2, and nothing lost.
+func TestFairHandoffToAnOwnerWaitingTwice(t *testing.T) {
+	t.Parallel()
+	_, client, c := setup(t, coordinator.WithMaxHandoffs(0))
+	name := t.Name()
+	lost := c.Subscribe(coordinator.OfType(messages.EventLost), 8)
+	defer lost.Close()
+	h, x := c.FairMutex(name), c.FairMutex(name)
+	mustLock(t, h)
+	first, second := lockAsync(t.Context(), x), lockAsync(t.Context(), x)
+	fairWaitQueued(t, client, name, x.Owner())
+	fairWaitSubscribed(t, client, name, x.Owner())
+	mustUnlock(t, h)
+	for i, errc := range []<-chan error{first, second} {
+		if err := semRecv(t, errc, 5*time.Second, fmt.Sprintf("call %d of the waiting owner", i+1)); err != nil {
+			t.Fatalf("call %d: %v", i+1, err)
+		}
+	}
+	if n := holdCount(t, x); n != 2 {
+		t.Errorf("hold count: got %d, want 2", n)
+	}
+	select {
+	case <-x.Done():
+		t.Error("Done closed: the hold was lost")
+	default:
+	}
+	select {
+	case ev := <-lost.Events():
+		t.Errorf("lost event: %+v", ev)
+	default:
+	}
+	mustUnlock(t, x)
+	mustUnlock(t, x)
+	if n, err := client.Exists(t.Context(), name).Result(); err != nil || n != 0 {
+		t.Errorf("lock left after two unlocks: %d, %v", n, err)
+	}
+}
