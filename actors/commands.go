@@ -92,11 +92,13 @@ type Acquire struct {
 
 	// queued is set once the command waited in the actor's queue; attempts counts its Redis attempts;
 	// resynced is set once an attempt was retried because the master's replicas changed; lastSent is
-	// when its latest attempt was sent.
+	// when its latest attempt was sent; waitID names a fair waiter's wait in its handoff registration
+	// and in the grant notice.
 	queued   bool
 	attempts int
 	resynced bool
 	lastSent time.Time
+	waitID   string
 }
 
 // Release drops one hold of the lock Name by Owner.

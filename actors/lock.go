@@ -408,6 +408,9 @@ func (a *lockActor) compatible(m *Acquire) bool {
 // taken, and any Redis error.
 func (a *lockActor) attempt(m *Acquire) (bool, time.Duration, error) {
 	m.attempts++
+	if a.family == familyFair && m.Wait && m.waitID == "" {
+		m.waitID = a.env.NewRequestID()
+	}
 	sent := time.Now()
 	m.lastSent = sent
 	res, err := a.proto.acquire(a.redisContext(), m, a.knownHeld(m), m.Wait)
@@ -776,16 +779,8 @@ func (a *lockActor) settleRelease(m *Release, h *hold, lease time.Duration, next
 		case a.family == familyRW:
 			a.tryHead()
 		case rel.Registered:
+			// The lock went to a registered waiter, here or elsewhere; its notice tells it.
 			a.emit(messages.Event{Type: messages.EventHandedOff, Owner: rel.Next, From: m.Owner, Kind: kindOf(m.Kind), Token: rel.Token, HoldCount: 1})
-			// The lock went to a registered waiter. When it waits here, it is granted now, counting its
-			// lease from the release's sending (before the grant); its notice will find it gone.
-			i := slices.IndexFunc(a.queue, func(w *Acquire) bool { return w.Owner == rel.Next && w.Kind == m.Kind && handsOff(w) })
-			if i >= 0 {
-				w := a.queue[i]
-				a.queue = append(a.queue[:i:i], a.queue[i+1:]...)
-				a.grant(w, 1, rel.Token, sent)
-				a.tryHead() // other calls of the same owner re-enter
-			}
 		case a.family == familyFair && rel.Next != "":
 			a.tryWaiter(func(w *Acquire) bool { return w.Owner == rel.Next })
 		}
@@ -901,8 +896,8 @@ func (a *lockActor) onNotice(m *messages.Notice) {
 	if _, ok := a.subs[m.Channel]; !ok {
 		return
 	}
-	if token, ok := redisops.ParseFairGrant(m.Payload); ok && a.family == familyFair {
-		a.onFairGrant(m.Channel, token)
+	if token, waitID, ok := redisops.ParseFairGrant(m.Payload); ok && a.family == familyFair {
+		a.onFairGrant(m.Channel, token, waitID)
 		return
 	}
 	if m.Payload != redisops.UnlockMessage && m.Payload != redisops.ReadUnlockMessage {
@@ -937,28 +932,48 @@ func (a *lockActor) onNotice(m *messages.Notice) {
 }
 
 // onFairGrant takes the notice that a release handed the fair lock, with fencing token token, to the
-// waiter of channel, which had registered for handoffs. A notice that finds no such waiter is stale:
-// the waiter got the lock by an attempt of its own, or left, and leaving gave the hold back.
-func (a *lockActor) onFairGrant(channel string, token int64) {
+// wait waitID on channel, which had registered for handoffs. A notice for a wait that is gone is
+// stale (the waiter got the lock by an attempt of its own, or left, and leaving gave the hold back),
+// or is for a call of the owner that gave up while another call of the same owner waits on (the
+// registration is the owner's, and the latest call's): an attempt of a live call then finds out.
+func (a *lockActor) onFairGrant(channel string, token int64, waitID string) {
 	match := func(w *Acquire) bool { return a.proto.channel(w) == channel }
-	i := slices.IndexFunc(a.queue, func(w *Acquire) bool { return match(w) && !w.Ticket.Abandoned() })
-	if i < 0 {
-		i = slices.IndexFunc(a.queue, match) // an abandoned one: grant undoes the hold
+	live := slices.IndexFunc(a.queue, func(w *Acquire) bool { return match(w) && !w.Ticket.Abandoned() })
+	if live >= 0 {
+		if h := a.holds[holdKey{a.queue[live].Owner, a.queue[live].Kind}]; h != nil && !h.ended() {
+			return // the owner has its hold already, which an attempt found
+		}
 	}
+	i := slices.IndexFunc(a.queue, func(w *Acquire) bool { return w.waitID == waitID && match(w) })
 	if i < 0 {
+		if live >= 0 {
+			a.tryWaiter(match)
+		}
 		return
 	}
 	w := a.queue[i]
-	if _, held := a.holds[holdKey{w.Owner, w.Kind}]; held {
-		// Stale as well: the owner already has the hold, which the release granted here directly or an
-		// attempt found; w is another call of the same owner, which waits for a re-entry.
+	if len(a.holds) > 0 && !a.holdsGone() {
+		// The lock was free in Redis for the grant, so no other local hold can be left there.
+		a.log().Warn("a fair grant notice while local holds remain in Redis; ignored", "owner", w.Owner)
+		return
+	}
+	if w.Ticket.Abandoned() {
+		if live >= 0 {
+			// Another call of the owner still waits: its attempt finds the hold (as a retry of its
+			// own) and sets its lease.
+			a.tryWaiter(match)
+			return
+		}
+		// grant finds the caller gone and gives the hold back.
+		a.queue = append(a.queue[:i:i], a.queue[i+1:]...)
+		a.grant(w, 1, token, w.lastSent)
 		return
 	}
 	if time.Until(w.lastSent.Add(w.Lease)) < w.Lease/2 {
 		// The grant came after w's latest attempt was sent, which bounds the lease's start from below;
 		// when that attempt is too old to leave a useful lease, an attempt now finds the hold (as a
 		// retry) and gives a fresh lower bound.
-		a.tryWaiter(match)
+		a.tryWaiter(func(x *Acquire) bool { return x == w })
 		return
 	}
 	a.queue = append(a.queue[:i:i], a.queue[i+1:]...)

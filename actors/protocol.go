@@ -79,8 +79,8 @@ type fairProtocol struct {
 }
 
 func (p fairProtocol) acquire(ctx context.Context, m *Acquire, held int64, enqueue bool) (redisops.Acquired, error) {
-	if enqueue && handsOff(m) {
-		return p.ops.FairWait(ctx, p.name, m.Owner, m.Lease, m.WaitWindow, held)
+	if enqueue && handsOff(m) && m.waitID != "" {
+		return p.ops.FairWait(ctx, p.name, m.Owner, m.Lease, m.WaitWindow, held, m.waitID)
 	}
 	return p.ops.FairAcquire(ctx, p.name, m.Owner, m.Lease, m.WaitWindow, held, enqueue)
 }

@@ -937,3 +937,71 @@ func TestFairHandoffToAnOwnerWaitingTwice(t *testing.T) {
 		t.Errorf("lock left after two unlocks: %d, %v", n, err)
 	}
 }
+
+// TestFairGrantNoticeOfAnotherWait: a grant notice that names no current wait of the owner (a stale
+// notice of an earlier wait, or a stray message) does not make the waiter a holder: it looks in Redis
+// and keeps waiting while another owner holds the lock.
+func TestFairGrantNoticeOfAnotherWait(t *testing.T) {
+	t.Parallel()
+	srv, client, cA := setup(t)
+	_, cB := semOther(t, srv)
+	name := t.Name()
+	h := cA.FairMutex(name)
+	mustLock(t, h)
+	x := cB.FairMutex(name)
+	errc := lockAsync(t.Context(), x)
+	fairWaitQueued(t, client, name, x.Owner())
+	fairWaitSubscribed(t, client, name, x.Owner())
+	channel := redisops.FairChannelName(name, x.Owner())
+	for _, id := range []string{"stale:r1", x.Owner() + ":r1", "r999"} {
+		if err := client.Publish(t.Context(), channel, redisops.FairGrantPrefix+"1:"+id).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	select {
+	case err := <-errc:
+		t.Fatalf("Lock returned %v on a grant notice of another wait, while %s holds the lock (%s)", err, h.Owner(), fairState(t, client, name))
+	case <-time.After(500 * time.Millisecond): // a bound on what must not happen
+	}
+	mustUnlock(t, h)
+	if err := semRecv(t, errc, 5*time.Second, "x's Lock after the unlock"); err != nil {
+		t.Fatalf("x's Lock: %v", err)
+	}
+	mustUnlock(t, x)
+}
+
+// TestFairHandoffAfterAnotherCallGaveUp: one handle waits through Lock (watchdog lease) and through a
+// TryLock with a 1 s lease that gives up. The registration in Redis is the owner's, last written by the
+// TryLock, so the release hands the lock over with the TryLock's lease and names its wait; the Lock call
+// that still waits takes the hold with its own lease, and nobody else gets in while it holds.
+func TestFairHandoffAfterAnotherCallGaveUp(t *testing.T) {
+	t.Parallel()
+	srv, client, cA := setup(t)
+	_, cB := semOther(t, srv)
+	name := t.Name()
+	h := cB.FairMutex(name)
+	mustLock(t, h)
+	x := cA.FairMutex(name)
+	errc := lockAsync(t.Context(), x)
+	fairWaitQueued(t, client, name, x.Owner())
+	fairWaitSubscribed(t, client, name, x.Owner())
+	if ok, err := x.TryLock(t.Context(), coordinator.Wait(300*time.Millisecond), coordinator.Lease(time.Second)); ok || err != nil {
+		t.Fatalf("TryLock while h holds = %v, %v; want false, nil", ok, err)
+	}
+	mustUnlock(t, h)
+	if err := semRecv(t, errc, 5*time.Second, "x's Lock after the unlock"); err != nil {
+		t.Fatalf("x's Lock: %v", err)
+	}
+	if ttl, err := client.PTTL(t.Context(), name).Result(); err != nil || ttl < 20*time.Second {
+		t.Errorf("lease of x's hold: got %v, %v; want about the 30s watchdog timeout, not the TryLock's 1s", ttl, err)
+	}
+	if ok, err := cB.FairMutex(name).TryLock(t.Context(), coordinator.Wait(1500*time.Millisecond)); ok || err != nil {
+		t.Errorf("another owner's TryLock(Wait 1.5s) while x holds = %v, %v; want false, nil", ok, err)
+	}
+	select {
+	case <-x.Done():
+		t.Error("x's Done closed: the hold was lost")
+	default:
+	}
+	mustUnlock(t, x)
+}

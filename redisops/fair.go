@@ -55,18 +55,26 @@ func FairTimeoutKey(name string) string { return prefixed("redisson_lock_timeout
 func FairHandoffKey(name string) string { return prefixed("lockwarden_fair_handoff", name) }
 
 // FairGrantPrefix starts the message that tells a waiter registered for handoffs, on its
-// [FairChannelName], that a release handed it the fair lock; its fencing token follows.
+// [FairChannelName], that a release handed it the fair lock: "<prefix><token>:<wait id>", with the owner's
+// fencing token and the id of the wait that registered ([Ops.FairWait]).
 const FairGrantPrefix = "lockwarden:granted:"
 
 // ParseFairGrant reports whether payload, a message on a [FairChannelName], says that the lock was handed
-// to that channel's owner, and returns the owner's fencing token.
-func ParseFairGrant(payload string) (token int64, ok bool) {
+// to that channel's owner, and returns the owner's fencing token and the id of the wait it was for.
+func ParseFairGrant(payload string) (token int64, waitID string, ok bool) {
 	rest, found := strings.CutPrefix(payload, FairGrantPrefix)
 	if !found {
-		return 0, false
+		return 0, "", false
 	}
-	token, err := strconv.ParseInt(rest, 10, 64)
-	return token, err == nil && token > 0
+	tok, id, found := strings.Cut(rest, ":")
+	if !found || id == "" {
+		return 0, "", false
+	}
+	token, err := strconv.ParseInt(tok, 10, 64)
+	if err != nil || token <= 0 {
+		return 0, "", false
+	}
+	return token, id, true
 }
 
 // FairChannelName returns the pub/sub channel on which owner is told that the fair lock name is free and
@@ -101,29 +109,40 @@ func (o *Ops) FairAcquire(ctx context.Context, name, owner string, lease, waitWi
 	if enqueue {
 		queue = "1"
 	}
-	return o.fairAcquire(ctx, name, owner, lease, waitWindow, held, queue, "0")
+	return o.fairAcquire(ctx, name, owner, lease, waitWindow, held, queue, "0", "")
 }
 
 // FairWait is [Ops.FairAcquire] with enqueue true for an owner that also registers for handoffs: when
-// it is at the head of the queue as the holder's last hold goes, [Ops.FairRelease] (called with
-// handoffs) gives it the lock with lease in the same call and publishes [FairGrantPrefix] and its
-// fencing token on its [FairChannelName]. The owner then holds the lock without asking again. A
-// registration lives as long as the owner's place in the queue: it goes when the owner gets the lock,
-// leaves ([Ops.FairLeave]) or is purged.
+// it is at the head of the queue as the holder's last hold goes, [Ops.FairRelease] gives it the lock
+// with lease in the same call and publishes [FairGrantPrefix], its fencing token and waitID on its
+// [FairChannelName]. The owner then holds the lock without asking again. waitID names this wait
+// (unique for the caller, never empty), so that the caller can tell which of its calls the grant is for,
+// and a stale notice of an earlier wait. A registration lives as long as the owner's place in the
+// queue: it goes when the owner gets the lock, leaves ([Ops.FairLeave]) or is purged, and a later
+// FairWait of the owner replaces it.
 //
-// The owner must learn of such a grant: it listens on its channel, and an attempt of its own made
-// after a grant it missed (with held as it knew it, 0) finds the hold and answers OK without taking a
-// second one. An owner whose caller gives up must leave with [Ops.FairLeave], which also gives back a
-// handoff it did not learn of. An owner id used by several processes at once must not register: use
+// While the replica-sync safeguard of o would WAIT after a grant ([Ops.SetReplicaSync]), FairWait does
+// not register (a grant by a release without WAIT would escape it) and is FairAcquire.
+//
+// The owner must learn of a grant: it listens on its channel, and an attempt of its own made after a
+// grant it missed (with held as it knew it, 0) finds the hold and answers OK without taking a second
+// one. An owner whose caller gives up must leave with [Ops.FairLeave], which also gives back a handoff it
+// did not learn of. An owner id used by several processes at once must not register: use
 // [Ops.FairAcquire].
-func (o *Ops) FairWait(ctx context.Context, name, owner string, lease, waitWindow time.Duration, held int64) (Acquired, error) {
-	return o.fairAcquire(ctx, name, owner, lease, waitWindow, held, "1", "1")
+func (o *Ops) FairWait(ctx context.Context, name, owner string, lease, waitWindow time.Duration, held int64, waitID string) (Acquired, error) {
+	if waitID == "" {
+		return Acquired{}, fmt.Errorf("lockwarden: fair wait %q: empty wait id", name)
+	}
+	if o.syncsGrants(ctx, LockKey(name)) {
+		return o.fairAcquire(ctx, name, owner, lease, waitWindow, held, "1", "0", "")
+	}
+	return o.fairAcquire(ctx, name, owner, lease, waitWindow, held, "1", "1", waitID)
 }
 
-func (o *Ops) fairAcquire(ctx context.Context, name, owner string, lease, waitWindow time.Duration, held int64, queue, register string) (Acquired, error) {
+func (o *Ops) fairAcquire(ctx context.Context, name, owner string, lease, waitWindow time.Duration, held int64, queue, register, waitID string) (Acquired, error) {
 	reply, syncErr := o.runScript(ctx, o.undoFair(name, owner, lease), fairAcquireScript,
 		[]string{LockKey(name), FairQueueKey(name), FairTimeoutKey(name), TokenKey(name), FairHandoffKey(name)},
-		millis(lease), owner, held, millis(waitWindow), queue, register)
+		millis(lease), owner, held, millis(waitWindow), queue, register, waitID)
 	vals, err := reply.Int64Slice()
 	if err == nil {
 		err = syncErr
@@ -178,8 +197,8 @@ func (o *Ops) fairCancel(ctx context.Context, name, owner string, waitWindow tim
 //     the timeouts (so that a dead waiter holds the lock up no longer than its place would have), as
 //     long as no WAIT would follow the call (the replica-sync safeguard is off or the master has no
 //     replica: a grant that WAIT could take back must not be announced): it gets its registered lease
-//     and is told on its [FairChannelName] with [FairGrantPrefix] and its token; the answer is
-//     Released{Registered: true, Token, Next}.
+//     and is told on its [FairChannelName] with [FairGrantPrefix], its token and its wait id; the answer
+//     is Released{Registered: true, Token, Next}.
 //
 // A next that is not the head gets nothing, so the queue order stays strict; next.OnlyIfAlone is
 // ignored. Otherwise (another head, or an empty queue) the lock is deleted and [UnlockMessage] is

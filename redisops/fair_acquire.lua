@@ -4,8 +4,9 @@
 -- KEYS[2]  the queue redisson_lock_queue:{N} (LIST of waiting owners, head first)
 -- KEYS[3]  the timeouts redisson_lock_timeout:{N} (ZSET owner -> absolute ms after which it is gone)
 -- KEYS[4]  the fencing token counter redisson_lock_token:{N}
--- KEYS[5]  the handoff registrations lockwarden_fair_handoff:{N} (HASH owner -> "lease:window", both in
---          ms): queued waiters to which a release may hand the lock straight away (fair_release.lua)
+-- KEYS[5]  the handoff registrations lockwarden_fair_handoff:{N} (HASH owner -> "lease:window:wait id",
+--          lease and window in ms): queued waiters to which a release may hand the lock straight away
+--          (fair_release.lua)
 -- ARGV[1]  lease in milliseconds
 -- ARGV[2]  owner id O
 -- ARGV[3]  the hold count O had before this acquisition as far as the caller knows, or -1 if unknown.
@@ -15,6 +16,8 @@
 -- ARGV[5]  "1" to queue O when the lock is not obtained, "0" for a single attempt that leaves no trace
 -- ARGV[6]  "1" to register O, when it queues, for a handoff with lease ARGV[1] (and window ARGV[4]);
 --          "0" not to (and to drop a registration it has)
+-- ARGV[7]  the id of this wait, sent back in the grant notice so that O's process can tell which of
+--          its calls the grant is for (and a stale notice of an earlier wait from a current one)
 -- Returns {1, holdCount, token} when O now holds the lock, or {0, ttl} when it does not: ttl is how
 -- long O should wait at most before it tries again, in milliseconds, at least 1 (-1 only for a single
 -- attempt on a lock without expiry, as acquire.lua answers): the lock's PTTL while it is held.
@@ -105,7 +108,7 @@ end
 -- The handoff registration follows O's place: it expires with the last waiter's deadline.
 local function register(deadline)
     if ARGV[6] == '1' then
-        redis.call('hset', KEYS[5], ARGV[2], ARGV[1] .. ':' .. ARGV[4])
+        redis.call('hset', KEYS[5], ARGV[2], ARGV[1] .. ':' .. ARGV[4] .. ':' .. ARGV[7])
         if redis.call('pttl', KEYS[5]) < deadline - now then
             redis.call('pexpire', KEYS[5], math.max(deadline - now, 1))
         end

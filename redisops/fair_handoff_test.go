@@ -14,7 +14,7 @@ import (
 // unless it is queued without the lock.
 func fairWait(t *testing.T, ops *redisops.Ops, name, owner string, l, w time.Duration) {
 	t.Helper()
-	got, err := ops.FairWait(t.Context(), name, owner, l, w, 0)
+	got, err := ops.FairWait(t.Context(), name, owner, l, w, 0, "w-"+owner)
 	if err != nil || got.OK {
 		t.Fatalf("FairWait(%q, %q) = %+v, %v; want queued without the lock", name, owner, got, err)
 	}
@@ -31,9 +31,14 @@ func checkRegistered(t *testing.T, c *redis.Client, name string, want map[string
 	checkHash(t, c, redisops.FairHandoffKey(name), want)
 }
 
-// registration is the value FairWait registers for a lease and a wait window.
-func registration(l, w time.Duration) string {
-	return strconv.FormatInt(l.Milliseconds(), 10) + ":" + strconv.FormatInt(w.Milliseconds(), 10)
+// registration is the value fairWait registers for owner with a lease and a wait window.
+func registration(owner string, l, w time.Duration) string {
+	return strconv.FormatInt(l.Milliseconds(), 10) + ":" + strconv.FormatInt(w.Milliseconds(), 10) + ":w-" + owner
+}
+
+// grantMessage is the notice a waiter queued by fairWait gets when a release hands it the lock.
+func grantMessage(owner string, token int64) string {
+	return redisops.FairGrantPrefix + strconv.FormatInt(token, 10) + ":w-" + owner
 }
 
 func TestFairHandoffKeyAndGrantMessage(t *testing.T) {
@@ -44,18 +49,21 @@ func TestFairHandoffKeyAndGrantMessage(t *testing.T) {
 	for _, tc := range []struct {
 		payload string
 		token   int64
+		waitID  string
 		ok      bool
 	}{
-		{redisops.FairGrantPrefix + "42", 42, true},
-		{redisops.UnlockMessage, 0, false},
-		{redisops.FairGrantPrefix, 0, false},
-		{redisops.FairGrantPrefix + "x", 0, false},
-		{redisops.FairGrantPrefix + "0", 0, false},
-		{redisops.FairGrantPrefix + "-3", 0, false},
+		{redisops.FairGrantPrefix + "42:c1:r7", 42, "c1:r7", true},
+		{redisops.UnlockMessage, 0, "", false},
+		{redisops.FairGrantPrefix, 0, "", false},
+		{redisops.FairGrantPrefix + "42", 0, "", false},
+		{redisops.FairGrantPrefix + "42:", 0, "", false},
+		{redisops.FairGrantPrefix + "x:r1", 0, "", false},
+		{redisops.FairGrantPrefix + "0:r1", 0, "", false},
+		{redisops.FairGrantPrefix + "-3:r1", 0, "", false},
 	} {
-		token, ok := redisops.ParseFairGrant(tc.payload)
-		if ok != tc.ok || (ok && token != tc.token) {
-			t.Errorf("ParseFairGrant(%q) = %d, %v; want %d, %v", tc.payload, token, ok, tc.token, tc.ok)
+		token, waitID, ok := redisops.ParseFairGrant(tc.payload)
+		if ok != tc.ok || token != tc.token || waitID != tc.waitID {
+			t.Errorf("ParseFairGrant(%q) = %d, %q, %v; want %d, %q, %v", tc.payload, token, waitID, ok, tc.token, tc.waitID, tc.ok)
 		}
 	}
 }
@@ -76,8 +84,8 @@ func TestFairWaitHandoff(t *testing.T) {
 		prev := mustFairAcquire(t, ops, name, "A", lease)
 		fairWait(t, ops, name, "B", bLease, fairWindow)
 		fairWait(t, ops, name, "C", lease, fairWindow)
-		checkRegistered(t, c, name, map[string]string{"B": registration(bLease, fairWindow),
-			"C": registration(lease, fairWindow)})
+		checkRegistered(t, c, name, map[string]string{"B": registration("B", bLease, fairWindow),
+			"C": registration("C", lease, fairWindow)})
 		c0 := fairScore(t, c, name, "C")
 
 		got := fairReleaseWith(t, ops, name, "A", "r1", nil)
@@ -90,14 +98,14 @@ func TestFairWaitHandoff(t *testing.T) {
 		if c1 := fairScore(t, c, name, "C"); c1 != c0-fairWindow.Milliseconds() {
 			t.Errorf("C's score: got %d, want %d (one window earlier)", c1, c0-fairWindow.Milliseconds())
 		}
-		checkRegistered(t, c, name, map[string]string{"C": registration(lease, fairWindow)})
-		if msg, want := nextMessage(t, psB), redisops.FairGrantPrefix+strconv.FormatInt(got.Token, 10); msg != want {
+		checkRegistered(t, c, name, map[string]string{"C": registration("C", lease, fairWindow)})
+		if msg, want := nextMessage(t, psB), grantMessage("B", got.Token); msg != want {
 			t.Errorf("message to B: got %q, want %q", msg, want)
 		}
 		expectNoMessage(t, c, psC, redisops.FairChannelName(name, "C"))
 
 		// B's own attempt after the grant (it missed the notice) finds its hold.
-		again, err := ops.FairWait(t.Context(), name, "B", bLease, fairWindow, 0)
+		again, err := ops.FairWait(t.Context(), name, "B", bLease, fairWindow, 0, "w-B")
 		if want := (redisops.Acquired{OK: true, HoldCount: 1, Token: got.Token}); err != nil || again != want {
 			t.Fatalf("FairWait by B after the grant = %+v, %v; want %+v", again, err, want)
 		}
@@ -165,8 +173,8 @@ func TestFairWaitHandoff(t *testing.T) {
 		if msg := nextMessage(t, psB); msg != redisops.UnlockMessage {
 			t.Errorf("message to B: got %q, want %q", msg, redisops.UnlockMessage)
 		}
-		checkRegistered(t, c, name, map[string]string{"B": registration(longLease, 2*time.Second)})
-		got, err := ops.FairWait(t.Context(), name, "B", longLease, 2*time.Second, 0)
+		checkRegistered(t, c, name, map[string]string{"B": registration("B", longLease, 2*time.Second)})
+		got, err := ops.FairWait(t.Context(), name, "B", longLease, 2*time.Second, 0, "w-B")
 		if err != nil || !got.OK {
 			t.Fatalf("FairWait by B after the notice = %+v, %v; want the lock", got, err)
 		}
@@ -186,7 +194,7 @@ func TestFairWaitHandoff(t *testing.T) {
 		}
 		checkRegistered(t, c, name, nil)
 		checkFairQueue(t, c, name)
-		if msg := nextMessage(t, psC); msg != redisops.FairGrantPrefix+strconv.FormatInt(got.Token, 10) {
+		if msg := nextMessage(t, psC); msg != grantMessage("C", got.Token) {
 			t.Errorf("message to C: got %q", msg)
 		}
 	})
@@ -267,18 +275,37 @@ func TestFairLeave(t *testing.T) {
 
 // TestFairWaitHandoffNotWithReplicaSync: while the replica-sync safeguard would WAIT after a grant, a
 // release does not hand the lock to a registered waiter (a grant the WAIT may take back must not be
-// announced): the waiter is told 0.
+// announced), and a waiter whose own safeguard would WAIT does not register, so that a release by a
+// client without the safeguard cannot give it a hold no WAIT covered. Either way the waiter is told 0.
 func TestFairWaitHandoffNotWithReplicaSync(t *testing.T) {
 	_, _, client := startWithReplica(t)
-	ops := syncedOps(client)
-	name := t.Name()
-	psB := subscribe(t, client, redisops.FairChannelName(name, "B"))
-	mustFairAcquire(t, ops, name, "A", lease)
-	fairWait(t, ops, name, "B", lease, fairWindow)
-	if got := fairReleaseWith(t, ops, name, "A", "r1", nil); got != (redisops.Released{Next: "B"}) {
-		t.Fatalf("FairRelease with replica sync: got %+v, want the lock freed and B told", got)
-	}
-	if msg := nextMessage(t, psB); msg != redisops.UnlockMessage {
-		t.Errorf("message to B: got %q, want %q", msg, redisops.UnlockMessage)
-	}
+	synced, plain := syncedOps(client), redisops.New(client)
+
+	t.Run("the releaser waits for replicas", func(t *testing.T) {
+		name := t.Name()
+		psB := subscribe(t, client, redisops.FairChannelName(name, "B"))
+		mustFairAcquire(t, synced, name, "A", lease)
+		fairWait(t, plain, name, "B", lease, fairWindow)
+		checkRegistered(t, client, name, map[string]string{"B": registration("B", lease, fairWindow)})
+		if got := fairReleaseWith(t, synced, name, "A", "r1", nil); got != (redisops.Released{Next: "B"}) {
+			t.Fatalf("FairRelease with replica sync: got %+v, want the lock freed and B told", got)
+		}
+		if msg := nextMessage(t, psB); msg != redisops.UnlockMessage {
+			t.Errorf("message to B: got %q, want %q", msg, redisops.UnlockMessage)
+		}
+	})
+
+	t.Run("the waiter waits for replicas", func(t *testing.T) {
+		name := t.Name()
+		psB := subscribe(t, client, redisops.FairChannelName(name, "B"))
+		mustFairAcquire(t, plain, name, "A", lease)
+		fairWait(t, synced, name, "B", lease, fairWindow)
+		checkRegistered(t, client, name, nil)
+		if got := fairReleaseWith(t, plain, name, "A", "r1", nil); got != (redisops.Released{Next: "B"}) {
+			t.Fatalf("FairRelease without replica sync: got %+v, want the lock freed and B told", got)
+		}
+		if msg := nextMessage(t, psB); msg != redisops.UnlockMessage {
+			t.Errorf("message to B: got %q, want %q", msg, redisops.UnlockMessage)
+		}
+	})
 }

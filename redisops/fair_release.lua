@@ -6,7 +6,7 @@
 -- KEYS[3]  the timeouts redisson_lock_timeout:{N}
 -- KEYS[4]  the unlock latch redisson_unlock_latch:{N}:<request id>
 -- KEYS[5]  the fencing token counter redisson_lock_token:{N}
--- KEYS[6]  the handoff registrations lockwarden_fair_handoff:{N} (HASH owner -> "lease:window" in ms)
+-- KEYS[6]  the handoff registrations lockwarden_fair_handoff:{N} (HASH owner -> "lease:window:wait id")
 -- ARGV[1]  lease in milliseconds to keep when holds remain
 -- ARGV[2]  owner id O
 -- ARGV[3]  message published when the lock becomes free ("0")
@@ -21,7 +21,7 @@
 --          back by it (by a registered waiter's own window) when it takes the lock, as in fair_acquire.lua
 -- ARGV[10] "1" when the lock may go to a head waiter that registered for handoffs (fair_acquire.lua
 --          ARGV[6]) with its registered lease, if that lease ends before the waiter's deadline in the
---          timeouts; that waiter is told on its channel with ARGV[11] followed by its fencing token.
+--          timeouts; that waiter is told on its channel with ARGV[11] followed by "<token>:<wait id>".
 --          "0" ignores the registrations.
 -- ARGV[11] the prefix of the message that tells a registered waiter it now holds the lock
 -- When the lock becomes free and the head is the next owner or a registered waiter, it takes the lock
@@ -41,6 +41,7 @@ local latched = redis.call('get', KEYS[4])
 if latched then
     local remaining, mark, token, next = string.match(latched, '^(-?%d+):(R?)(%d+):?(.*)$')
     local registered = 0
+local waitID = ''
     if mark == 'R' then
         registered = 1
     end
@@ -72,6 +73,7 @@ local remaining = tonumber(held) - 1
 local token = 0
 local next = false
 local registered = 0
+local waitID = ''
 if remaining > 0 then
     redis.call('hincrby', KEYS[1], ARGV[2], -1)
     redis.call('pexpire', KEYS[1], ARGV[1])
@@ -87,9 +89,9 @@ else
         local reg = redis.call('hget', KEYS[6], next)
         local deadline = redis.call('zscore', KEYS[3], next)
         if reg and deadline then
-            local l, w = string.match(reg, '^(%d+):(%d+)$')
+            local l, w, id = string.match(reg, '^(%d+):(%d+):(.*)$')
             if l and tonumber(deadline) >= now + tonumber(l) then
-                lease, window, registered = l, tonumber(w), 1
+                lease, window, registered, waitID = l, tonumber(w), 1, id
             end
         end
     end
@@ -107,7 +109,7 @@ else
         redis.call('pexpire', KEYS[1], lease)
         token = redis.call('incr', KEYS[5])
         if registered == 1 then
-            redis.call(ARGV[5], ARGV[6] .. ':' .. next, ARGV[11] .. token)
+            redis.call(ARGV[5], ARGV[6] .. ':' .. next, ARGV[11] .. token .. ':' .. waitID)
         end
     elseif next then
         redis.call(ARGV[5], ARGV[6] .. ':' .. next, ARGV[3])

@@ -18,8 +18,9 @@
 -- deleted and the message published.
 -- The walk stops at the first remaining hold that ends within 50 ms of the hash's expiry: the expiry
 -- then stands (late by at most 50 ms), so with many readers of similar leases a walk is short. Before
--- walking, the latest holds of up to two fields picked with HRANDFIELD (Redis 6.2+) are looked at by
--- the same rule, which with such readers usually spares the walk (and its HGETALL) altogether.
+-- walking, the latest holds of up to two fields picked with HRANDFIELD (Redis 6.2+; older servers just
+-- walk) are looked at by the same rule, which with such readers usually spares the walk (and its
+-- HGETALL) altogether.
 -- Fast path, O(1) instead of a walk over every reader's timeout keys: in read mode the hash's PTTL is
 -- the longest hold's, because every read acquire and read renew raises it to that hold's lease, and a
 -- downgrade and every walk set it to the longest timeout key. So when the released hold was still alive,
@@ -62,7 +63,11 @@ if walk then
     before = redis.call('pttl', KEYS[1])
 end
 if walk and before > 0 then
-    local pick = redis.call('hrandfield', KEYS[1], 2, 'withvalues')
+    -- pcall: before Redis 6.2 there is no HRANDFIELD, and the walk does it all.
+    local pick = redis.pcall('hrandfield', KEYS[1], 2, 'withvalues')
+    if type(pick) ~= 'table' or pick.err then
+        pick = {}
+    end
     for i = 1, #pick, 2 do
         local count = tonumber(pick[i + 1])
         if pick[i] ~= 'mode' and count and count > 0 then
