@@ -798,6 +798,14 @@ func fairWaitSubscribed(t *testing.T, client *redis.Client, name, owner string) 
 	}
 }
 
+// fairExpectFree fails the test unless the lock name is free in Redis.
+func fairExpectFree(t *testing.T, client redis.Cmdable, name string) {
+	t.Helper()
+	if n, err := client.Exists(t.Context(), name).Result(); err != nil || n != 0 {
+		t.Errorf("lock %s still there: %d, %v (%s)", name, n, err, fairState(t, client, name))
+	}
+}
+
 // TestFairHandoffAcrossCoordinators: the release of a fair lock in one process gives the lock straight
 // to the waiter at the head of the queue in another, which returns from Lock without a Redis call of
 // its own, with the next fencing token; the releasing coordinator reports the handoff.
@@ -845,9 +853,7 @@ func TestFairHandoffAcrossCoordinators(t *testing.T) {
 		t.Errorf("B's lease: got %v, %v; want about the 30s watchdog timeout", ttl, err)
 	}
 	mustUnlock(t, b)
-	if n, err := client.Exists(t.Context(), name).Result(); err != nil || n != 0 {
-		t.Errorf("lock left after B's unlock: %d, %v", n, err)
-	}
+	fairExpectFree(t, client, name)
 }
 
 // TestFairHandoffRacingGiveUp: a waiter whose TryLock wait runs out just as the release hands it the
@@ -933,9 +939,7 @@ func TestFairHandoffToAnOwnerWaitingTwice(t *testing.T) {
 	}
 	mustUnlock(t, x)
 	mustUnlock(t, x)
-	if n, err := client.Exists(t.Context(), name).Result(); err != nil || n != 0 {
-		t.Errorf("lock left after two unlocks: %d, %v", n, err)
-	}
+	fairExpectFree(t, client, name)
 }
 
 // TestFairGrantNoticeOfAnotherWait: a grant notice that names no current wait of the owner (a stale
@@ -968,6 +972,7 @@ func TestFairGrantNoticeOfAnotherWait(t *testing.T) {
 		t.Fatalf("x's Lock: %v", err)
 	}
 	mustUnlock(t, x)
+	fairExpectFree(t, client, name)
 }
 
 // TestFairHandoffAfterAnotherCallGaveUp: one handle waits through Lock (watchdog lease) and through a
