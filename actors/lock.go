@@ -334,6 +334,11 @@ func (a *lockActor) onAcquire(m *Acquire) {
 // afterFirstAttempt answers or queues m after the attempt it made on arrival.
 func (a *lockActor) afterFirstAttempt(m *Acquire, reentry, ok bool, ttl time.Duration, err error) {
 	if ok {
+		if a.family == familyFair && len(a.queue) > 0 {
+			// A fair waiter tries on arrival even behind local waiters; when it got the lock (a handoff
+			// to its owner that an earlier call of the owner waits for), that call re-enters now.
+			a.tryHead()
+		}
 		return
 	}
 	if err != nil && (!m.Wait || isUpgrade(err)) {
@@ -941,7 +946,10 @@ func (a *lockActor) onFairGrant(channel string, token int64, waitID string) {
 	live := slices.IndexFunc(a.queue, func(w *Acquire) bool { return match(w) && !w.Ticket.Abandoned() })
 	if live >= 0 {
 		if h := a.holds[holdKey{a.queue[live].Owner, a.queue[live].Kind}]; h != nil && !h.ended() {
-			return // the owner has its hold already, which an attempt found
+			// The owner has its hold already, which an attempt found (a call that arrived after the
+			// grant): its other calls re-enter.
+			a.tryHead()
+			return
 		}
 	}
 	i := slices.IndexFunc(a.queue, func(w *Acquire) bool { return w.waitID == waitID && match(w) })

@@ -1010,3 +1010,43 @@ func TestFairHandoffAfterAnotherCallGaveUp(t *testing.T) {
 	}
 	mustUnlock(t, x)
 }
+
+// TestFairCallArrivingAfterAMissedGrant: a release handed the lock to an owner whose process missed the
+// notice (simulated in Redis), and a second call of that owner arrives: its first attempt finds the
+// hold, and the owner's call that waited since before re-enters at once instead of sleeping until its
+// fallback timer (the old holder's 30s lease).
+func TestFairCallArrivingAfterAMissedGrant(t *testing.T) {
+	t.Parallel()
+	srv, client, cA := setup(t)
+	_, cB := semOther(t, srv)
+	name := t.Name()
+	h := cA.FairMutex(name)
+	mustLock(t, h)
+	x := cB.FairMutex(name)
+	waiting := lockAsync(t.Context(), x)
+	fairWaitQueued(t, client, name, x.Owner())
+	fairWaitSubscribed(t, client, name, x.Owner())
+	// The handoff as fair_release.lua makes it, without its notice.
+	pipe := client.TxPipeline()
+	pipe.Del(t.Context(), name)
+	pipe.HSet(t.Context(), name, x.Owner(), 1)
+	pipe.PExpire(t.Context(), name, 30*time.Second)
+	pipe.LRem(t.Context(), redisops.FairQueueKey(name), 0, x.Owner())
+	pipe.ZRem(t.Context(), redisops.FairTimeoutKey(name), x.Owner())
+	pipe.HDel(t.Context(), redisops.FairHandoffKey(name), x.Owner())
+	if _, err := pipe.Exec(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if err := semRecv(t, lockAsync(t.Context(), x), 5*time.Second, "the second call's Lock"); err != nil {
+		t.Fatalf("second call: %v", err)
+	}
+	if err := semRecv(t, waiting, 2*time.Second, "the waiting call's re-entry"); err != nil {
+		t.Fatalf("waiting call: %v", err)
+	}
+	if n := holdCount(t, x); n != 2 {
+		t.Errorf("hold count: got %d, want 2", n)
+	}
+	mustUnlock(t, x)
+	mustUnlock(t, x)
+	fairExpectFree(t, client, name)
+}
