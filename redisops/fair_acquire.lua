@@ -109,8 +109,10 @@ end
 local function register(deadline)
     if ARGV[6] == '1' then
         redis.call('hset', KEYS[5], ARGV[2], ARGV[1] .. ':' .. ARGV[4] .. ':' .. ARGV[7])
-        if redis.call('pttl', KEYS[5]) < deadline - now then
-            redis.call('pexpire', KEYS[5], math.max(deadline - now, 1))
+        -- (At least a second: a waiter past its deadline but not purged yet must not expire the rest.)
+        local keep = math.max(deadline - now, 1000)
+        if redis.call('pttl', KEYS[5]) < keep then
+            redis.call('pexpire', KEYS[5], keep)
         end
     else
         redis.call('hdel', KEYS[5], ARGV[2])

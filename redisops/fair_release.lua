@@ -41,7 +41,6 @@ local latched = redis.call('get', KEYS[4])
 if latched then
     local remaining, mark, token, next = string.match(latched, '^(-?%d+):(R?)(%d+):?(.*)$')
     local registered = 0
-local waitID = ''
     if mark == 'R' then
         registered = 1
     end
