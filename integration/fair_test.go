@@ -942,20 +942,38 @@ func TestFairHandoffToAnOwnerWaitingTwice(t *testing.T) {
 	fairExpectFree(t, client, name)
 }
 
+// fairScene is a fair lock held by h through one coordinator while x, through another, waits for it: x's
+// Lock is queued in Redis and its channel subscribed. waiting receives x's Lock result.
+type fairScene struct {
+	client      *redis.Client
+	name        string
+	holderCoord *coordinator.Coordinator
+	h, x        *coordinator.Mutex
+	waiting     <-chan error
+}
+
+// newFairScene starts a server and sets up a fairScene on it, named after the test.
+func newFairScene(t *testing.T) fairScene {
+	t.Helper()
+	srv, client, cA := setup(t)
+	_, cB := semOther(t, srv)
+	s := fairScene{client: client, name: t.Name(), holderCoord: cA}
+	s.h = cA.FairMutex(s.name)
+	mustLock(t, s.h)
+	s.x = cB.FairMutex(s.name)
+	s.waiting = lockAsync(t.Context(), s.x)
+	fairWaitQueued(t, client, s.name, s.x.Owner())
+	fairWaitSubscribed(t, client, s.name, s.x.Owner())
+	return s
+}
+
 // TestFairGrantNoticeOfAnotherWait: a grant notice that names no current wait of the owner (a stale
 // notice of an earlier wait, or a stray message) does not make the waiter a holder: it looks in Redis
 // and keeps waiting while another owner holds the lock.
 func TestFairGrantNoticeOfAnotherWait(t *testing.T) {
 	t.Parallel()
-	srv, client, cA := setup(t)
-	_, cB := semOther(t, srv)
-	name := t.Name()
-	h := cA.FairMutex(name)
-	mustLock(t, h)
-	x := cB.FairMutex(name)
-	errc := lockAsync(t.Context(), x)
-	fairWaitQueued(t, client, name, x.Owner())
-	fairWaitSubscribed(t, client, name, x.Owner())
+	sc := newFairScene(t)
+	client, name, h, x, errc := sc.client, sc.name, sc.h, sc.x, sc.waiting
 	channel := redisops.FairChannelName(name, x.Owner())
 	for _, id := range []string{"stale:r1", x.Owner() + ":r1", "r999"} {
 		if err := client.Publish(t.Context(), channel, redisops.FairGrantPrefix+"1:"+id).Err(); err != nil {
@@ -981,15 +999,8 @@ func TestFairGrantNoticeOfAnotherWait(t *testing.T) {
 // that still waits takes the hold with its own lease, and nobody else gets in while it holds.
 func TestFairHandoffAfterAnotherCallGaveUp(t *testing.T) {
 	t.Parallel()
-	srv, client, cA := setup(t)
-	_, cB := semOther(t, srv)
-	name := t.Name()
-	h := cB.FairMutex(name)
-	mustLock(t, h)
-	x := cA.FairMutex(name)
-	errc := lockAsync(t.Context(), x)
-	fairWaitQueued(t, client, name, x.Owner())
-	fairWaitSubscribed(t, client, name, x.Owner())
+	sc := newFairScene(t)
+	client, name, h, x, errc := sc.client, sc.name, sc.h, sc.x, sc.waiting
 	if ok, err := x.TryLock(t.Context(), coordinator.Wait(300*time.Millisecond), coordinator.Lease(time.Second)); ok || err != nil {
 		t.Fatalf("TryLock while h holds = %v, %v; want false, nil", ok, err)
 	}
@@ -1000,7 +1011,7 @@ func TestFairHandoffAfterAnotherCallGaveUp(t *testing.T) {
 	if ttl, err := client.PTTL(t.Context(), name).Result(); err != nil || ttl < 20*time.Second {
 		t.Errorf("lease of x's hold: got %v, %v; want about the 30s watchdog timeout, not the TryLock's 1s", ttl, err)
 	}
-	if ok, err := cB.FairMutex(name).TryLock(t.Context(), coordinator.Wait(1500*time.Millisecond)); ok || err != nil {
+	if ok, err := sc.holderCoord.FairMutex(name).TryLock(t.Context(), coordinator.Wait(1500*time.Millisecond)); ok || err != nil {
 		t.Errorf("another owner's TryLock(Wait 1.5s) while x holds = %v, %v; want false, nil", ok, err)
 	}
 	select {
@@ -1017,15 +1028,8 @@ func TestFairHandoffAfterAnotherCallGaveUp(t *testing.T) {
 // fallback timer (the old holder's 30s lease).
 func TestFairCallArrivingAfterAMissedGrant(t *testing.T) {
 	t.Parallel()
-	srv, client, cA := setup(t)
-	_, cB := semOther(t, srv)
-	name := t.Name()
-	h := cA.FairMutex(name)
-	mustLock(t, h)
-	x := cB.FairMutex(name)
-	waiting := lockAsync(t.Context(), x)
-	fairWaitQueued(t, client, name, x.Owner())
-	fairWaitSubscribed(t, client, name, x.Owner())
+	sc := newFairScene(t)
+	client, name, x, waiting := sc.client, sc.name, sc.x, sc.waiting
 	// The handoff as fair_release.lua makes it, without its notice.
 	pipe := client.TxPipeline()
 	pipe.Del(t.Context(), name)

@@ -49,9 +49,9 @@ func FairQueueKey(name string) string { return prefixed("redisson_lock_queue", n
 // fair lock name counts as gone: redisson_lock_timeout:{N}.
 func FairTimeoutKey(name string) string { return prefixed("redisson_lock_timeout", name) }
 
-// FairHandoffKey returns the key of the HASH owner -> "lease:window" (in ms) of the waiters of the fair lock name
-// that registered for handoffs ([Ops.FairWait]): lockwarden_fair_handoff:{N}. Redisson does not know
-// this key.
+// FairHandoffKey returns the key of the HASH owner -> "lease:window:wait id" (lease and window in ms) of
+// the waiters of the fair lock name that registered for handoffs ([Ops.FairWait]):
+// lockwarden_fair_handoff:{N}. Redisson does not know this key.
 func FairHandoffKey(name string) string { return prefixed("lockwarden_fair_handoff", name) }
 
 // FairGrantPrefix starts the message that tells a waiter registered for handoffs, on its
@@ -203,8 +203,8 @@ func (o *Ops) fairCancel(ctx context.Context, name, owner string, waitWindow tim
 // A next that is not the head gets nothing, so the queue order stays strict; next.OnlyIfAlone is
 // ignored. Otherwise (another head, or an empty queue) the lock is deleted and [UnlockMessage] is
 // published on the [FairChannelName] of the head waiter, if any; Released.Next names that waiter.
-// next.WaitWindow is the window by which scores move back (0 moves none); all callers on one lock
-// should use the same. Nothing is ever published on the plain [ChannelName].
+// The scores move back by next.WaitWindow for next (0 moves none), by its registered window for a
+// registered waiter; all callers on one lock should use the same window. Nothing is ever published on the plain [ChannelName].
 //
 // requestID makes the call retry-safe, with the same latch as [Ops.Release]: a retry with the same id
 // returns the first answer, handoff, token and Next included, and neither releases nor hands off again.

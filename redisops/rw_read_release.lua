@@ -51,17 +51,18 @@ else
 end
 local released = redis.call('pttl', KEYS[4] .. ':' .. held)
 redis.call('del', KEYS[4] .. ':' .. held)
+-- The hash's expiry before this release (a write hold's expiry stands, so it is not needed then).
+local before = -2
+if mode ~= 'write' then
+    before = redis.call('pttl', KEYS[1])
+end
 -- The fast path (see above): a longer hold remains, so the expiry stands and the lock is not free.
-local shorter = mode == 'read' and released > 0 and released + 2 < redis.call('pttl', KEYS[1])
+local shorter = mode == 'read' and released > 0 and released + 2 < before
     and redis.call('hlen', KEYS[1]) > 1
 -- Before the walk, a look at the latest hold of a reader or two picked at random (a reader's latest hold
 -- is usually its longest): one that ends within 50 ms of the hash's expiry keeps it, as in the walk.
 -- With many readers of similar leases one usually does, and the walk over every reader is skipped.
 local walk = mode ~= 'write' and not shorter
-local before = -2
-if walk then
-    before = redis.call('pttl', KEYS[1])
-end
 if walk and before > 0 then
     -- pcall: before Redis 6.2 there is no HRANDFIELD, and the walk does it all.
     local pick = redis.pcall('hrandfield', KEYS[1], 2, 'withvalues')
