@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"runtime"
 	"slices"
 	"sync"
 	"time"
@@ -141,6 +142,13 @@ func (a *lockActor) Receive(ctx actor.Context) {
 		a.send()
 	case batchDone:
 		a.settleUpTo(m.batch)
+		// The calls that came in while the batch ran go to Redis now, rather than after the
+		// flushBatch that waits behind them in the mailbox.
+		a.send()
+		// The actor has just woken the callers of a whole batch at once, on its own processor.
+		// Yield, so they run (and send their next calls) before the actor takes its next message;
+		// otherwise they wait for the other processors, or for the actor's whole turn.
+		runtime.Gosched()
 	case *actor.Started:
 		a.self, a.parent = ctx.Self(), ctx.Parent()
 		a.root = ctx.ActorSystem().Root
