@@ -12,6 +12,7 @@ import (
 	"context"
 	"fmt"
 	"log"
+	"slices"
 	"sync"
 	"time"
 
@@ -63,8 +64,11 @@ func run() error {
 	}
 	say("worker 0 (process A) holds %q", name)
 
-	var wg sync.WaitGroup
-	errs := make(chan error, 4)
+	var (
+		wg    sync.WaitGroup
+		errs  = make(chan error, 4)
+		order []int // the workers, in the order they got the lock
+	)
 	for i := 1; i <= 4; i++ {
 		process := i % 2
 		m := processes[process].FairMutex(name)
@@ -77,6 +81,9 @@ func run() error {
 				return
 			}
 			say("worker %d (process %c) got it, token %d", i, 'A'+process, m.Token())
+			printMu.Lock()
+			order = append(order, i)
+			printMu.Unlock()
 			time.Sleep(100 * time.Millisecond) // the critical section
 			if err := m.Unlock(ctx); err != nil {
 				errs <- err
@@ -93,6 +100,9 @@ func run() error {
 	for err := range errs {
 		return err
 	}
+	if !slices.Equal(order, []int{1, 2, 3, 4}) {
+		return fmt.Errorf("the workers got the lock in the order %v, not in arrival order", order)
+	}
 
 	// A TryLock whose wait runs out leaves the queue: nothing of it is left behind.
 	if err := first.Lock(ctx); err != nil {
@@ -108,5 +118,8 @@ func run() error {
 		return err
 	}
 	say("late TryLock(wait 200ms): %v; waiters left in the Redis queue: %d", ok, queued)
+	if ok || queued != 0 {
+		return fmt.Errorf("late TryLock: got %v with %d waiters left in the queue, want false and 0", ok, queued)
+	}
 	return first.Unlock(ctx)
 }
