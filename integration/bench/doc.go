@@ -85,6 +85,18 @@
 // Every contended run also checks mutual exclusion (an atomic counter of goroutines inside the critical
 // section) and fails if two owners ever held the lock at once.
 //
+// # The other benchmarks
+//
+// Each one's doc comment says what it runs and what it reports:
+//
+//	BenchmarkFairContended   the fair lock: 16 goroutines on 2 coordinators, 1 ms hold; the figures of
+//	                         BenchmarkContended (targets: rate/ideal >= 0.8, p99wait/(N*hold) <= 1.5)
+//	BenchmarkRWReaders       32 readers (RLock+RUnlock) and a writer every 50 ms against the plain lock
+//	                         on 32 goroutines; plain/read (target <= 1.2) and the writer's wait
+//	BenchmarkGroups          MultiLock over 3 servers and RedLock over 5 against a single lock
+//	BenchmarkTelemetry       telemetry on against off, iterations interleaved (target <= 1.10)
+//	BenchmarkEvents          a blocked event subscriber against none
+//
 // # Reading the numbers
 //
 // The ratios to the baseline are only meaningful from one process on one otherwise idle host: run the
