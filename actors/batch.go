@@ -102,14 +102,15 @@ func (a *lockActor) batchRelease(m *Release, then func(sent time.Time, rel redis
 // send starts the pending batch, if any, on its own goroutine, after settling the oldest running
 // batch if maxReadBatchesInFlight are running.
 func (a *lockActor) send() {
+	for a.batch != nil && len(a.running) >= maxReadBatchesInFlight {
+		a.settleUpTo(a.running[0])
+	}
+	// The batch is taken only now: settling may have sent it already (a tryHead that flushes).
 	b := a.batch
 	if b == nil {
 		return
 	}
 	a.batch = nil
-	if len(a.running) >= maxReadBatchesInFlight {
-		a.settleUpTo(a.running[0])
-	}
 	b.sent, b.done = time.Now(), make(chan struct{})
 	a.running = append(a.running, b)
 	ctx, self, root := a.redisContext(), a.self, a.root
@@ -126,6 +127,14 @@ func (a *lockActor) settleUpTo(last *readBatch) {
 	if !slices.Contains(a.running, last) {
 		return
 	}
+	// A settled call that wants the queue tried waits for the end of the settlement (see tryHead).
+	a.headBusy++
+	defer func() {
+		a.headBusy--
+		if a.headBusy == 0 && a.headWanted {
+			a.tryHead()
+		}
+	}()
 	for len(a.running) > 0 {
 		b := a.running[0]
 		a.running = a.running[1:]

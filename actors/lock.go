@@ -103,6 +103,10 @@ type lockActor struct {
 	batch *readBatch
 	// running are the read batches sent to Redis and not settled yet, oldest first.
 	running []*readBatch
+	// headBusy counts the tryHead calls and batch settlements in progress; headWanted records that the
+	// head should be tried once the outermost of them is done (see tryHead).
+	headBusy   int
+	headWanted bool
 
 	retry    oneShot
 	expiry   oneShot
@@ -563,7 +567,29 @@ func (a *lockActor) grant(m *Acquire, count, token int64, sent time.Time) {
 
 // tryHead lets the head waiter try Redis, and keeps granting while the next head is an owner that
 // already holds the lock (a queued re-entry).
+//
+// Called while a tryHead or the settlement of a read batch is under way (a settled release that frees
+// the lock), it only notes the call, and the outermost of them tries the head again when it is done.
+// Otherwise a nested tryHead could grant the readers that the outer one is still trying, which would
+// then take a second hold for them, and later batches would settle in the middle of an earlier one.
 func (a *lockActor) tryHead() {
+	if a.headBusy > 0 {
+		a.headWanted = true
+		return
+	}
+	a.headBusy++
+	defer func() { a.headBusy-- }()
+	for {
+		a.headWanted = false
+		a.tryQueue()
+		if !a.headWanted {
+			return
+		}
+	}
+}
+
+// tryQueue is one pass of tryHead.
+func (a *lockActor) tryQueue() {
 	for len(a.queue) > 0 {
 		i := a.nextInLine()
 		if i < 0 {

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"maps"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -13,6 +15,7 @@ import (
 
 	"github.com/lockwarden/lockwarden/coordinator"
 	"github.com/lockwarden/lockwarden/integration/redistest"
+	"github.com/lockwarden/lockwarden/messages"
 	"github.com/lockwarden/lockwarden/redisops"
 )
 
@@ -905,4 +908,95 @@ func TestRWDowngradeWithLocalWriterWaiting(t *testing.T) {
 		t.Fatalf("the other writer did not get the lock after the downgraded reader left (%s)", rwState(t, client, name))
 	}
 	rwMustUnlock(t, other)
+}
+
+// TestRWReadersUnderWritersGetOneHoldEach: 32 readers on 2 coordinators loop RLock+RUnlock while two
+// writers come and go. A read release that frees the lock, settled in a batch, used to try the queue
+// from inside the settlement, and the readers that an outer try was still trying got the lock twice:
+// the second hold was given back with a wait-timed-out event for a reader that never gave up.
+func TestRWReadersUnderWritersGetOneHoldEach(t *testing.T) {
+	srv := redistest.Start(t)
+	coords := []*coordinator.Coordinator{newCoordinator(t, srv.Client(t)), newCoordinator(t, srv.Client(t))}
+	name := "rw:" + t.Name()
+	var subs []*coordinator.Subscription
+	for _, c := range coords {
+		sub := c.Subscribe(coordinator.OfType(messages.EventWaitTimedOut), 1024)
+		t.Cleanup(sub.Close)
+		subs = append(subs, sub)
+	}
+
+	// Nobody gives up a wait but the writers' TryLocks: the loops end between calls, on stop.
+	ctx := context.Background()
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	errs := make(chan error, 64)
+	loop := func(body func() error) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				if err := body(); err != nil {
+					errs <- err
+					return
+				}
+			}
+		}()
+	}
+	for i := range 32 {
+		rw := coords[i%2].RWMutex(name)
+		loop(func() error {
+			if err := rw.RLock(ctx); err != nil {
+				return fmt.Errorf("RLock: %w", err)
+			}
+			if err := rw.RUnlock(ctx); err != nil {
+				return fmt.Errorf("RUnlock: %w", err)
+			}
+			return nil
+		})
+	}
+	// The writers give up often (short waits), and each unlock wakes every queued reader at once.
+	const wantRounds = 1000
+	var (
+		rounds     atomic.Int64
+		enough     = make(chan struct{})
+		enoughOnce sync.Once
+	)
+	for i, wait := range []time.Duration{5 * time.Millisecond, 30 * time.Millisecond} {
+		w := coords[1-i].RWMutex(name)
+		loop(func() error {
+			if rounds.Add(1) == wantRounds {
+				enoughOnce.Do(func() { close(enough) })
+			}
+			ok, err := w.TryLock(ctx, coordinator.Wait(wait))
+			if err != nil || !ok {
+				return err
+			}
+			return w.Unlock(ctx)
+		})
+	}
+	select {
+	case <-enough:
+	case err := <-errs:
+		t.Fatal(err)
+	case <-time.After(30 * time.Second):
+		t.Fatalf("the writers made %d rounds in 30 s, want %d", rounds.Load(), wantRounds)
+	}
+	close(stop)
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+	for _, sub := range subs {
+		for n := len(sub.Events()); n > 0; n-- {
+			if ev := <-sub.Events(); ev.Kind == messages.LockRead {
+				t.Errorf("a reader that never gave up: %+v", ev)
+			}
+		}
+	}
 }
