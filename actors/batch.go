@@ -122,10 +122,11 @@ func (a *lockActor) send() {
 }
 
 // settleUpTo waits for the running batches up to and including last, in the order they were sent,
-// and settles each of their calls. A batch that was already settled is not in running any more.
-func (a *lockActor) settleUpTo(last *readBatch) {
+// and settles each of their calls. A batch that was already settled is not in running any more: then
+// it does nothing and reports false.
+func (a *lockActor) settleUpTo(last *readBatch) bool {
 	if !slices.Contains(a.running, last) {
-		return
+		return false
 	}
 	// A settled call that wants the queue tried waits for the end of the settlement (see tryHead).
 	a.headBusy++
@@ -143,9 +144,10 @@ func (a *lockActor) settleUpTo(last *readBatch) {
 			settle(b.sent)
 		}
 		if b == last {
-			return
+			return true
 		}
 	}
+	return true
 }
 
 // flush sends the pending batch and settles every running one: afterwards no batched call is

@@ -38,7 +38,8 @@ type Env struct {
 	Context context.Context
 	// Logger receives the actors' diagnostics.
 	Logger *slog.Logger
-	// Dispatcher runs the lock actors' mailboxes; nil means protoactor's default.
+	// Dispatcher runs the lock actors' mailboxes, and the pipelines of their read batches (which keep
+	// a worker for a Redis round trip); nil means protoactor's default and a goroutine per batch.
 	Dispatcher actor.Dispatcher
 	// NewRequestID returns a release request id that is unique for the coordinator's lifetime.
 	NewRequestID func() string

@@ -145,7 +145,9 @@ func (a *lockActor) Receive(ctx actor.Context) {
 	case flushBatch:
 		a.send()
 	case batchDone:
-		a.settleUpTo(m.batch)
+		if !a.settleUpTo(m.batch) {
+			break // settled already, by a flush
+		}
 		// The calls that came in while the batch ran go to Redis now, rather than after the
 		// flushBatch that waits behind them in the mailbox.
 		a.send()

@@ -19,6 +19,10 @@ import (
 // read and write holds taken without a lease. A write unlock wakes every local waiter of the name; a read
 // unlock wakes the next. Write holds get fencing tokens; read holds get none.
 //
+// A writer that waits for readers to leave keeps new readers out, in its own coordinator and, through a
+// write intent key in Redis, in every lockwarden process, so readers cannot starve it. Re-entries and
+// the writer's own read holds are let in. Redisson readers do not know the intent key.
+//
 // The methods follow [sync.RWMutex]: RLock, RUnlock, TryRLock for the read side; Lock, Unlock,
 // TryLock for the write side. [RWMutex.Read] and [RWMutex.Write] return each side as a [Mutex] for the
 // rest: ForceUnlock, IsLocked, IsHeld, HoldCount, TTL, Token and Done.
@@ -30,7 +34,8 @@ type RWMutex struct {
 // reported by every call, as for [Coordinator.Mutex]. [WithOwner] and [WithLease] apply to both sides.
 //
 // A read-write lock and a plain or fair lock on the same name share the lock hash, as in Redisson; do
-// not mix them.
+// not mix them. As in Redisson, a read or write hold keeps a plain or fair lock out, but a plain or fair
+// hold keeps neither side out: the read-write scripts look only at the hash's mode field.
 func (c *Coordinator) RWMutex(name string, opts ...MutexOption) *RWMutex {
 	owner := c.newOwner()
 	return &RWMutex{

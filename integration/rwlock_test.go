@@ -1000,3 +1000,53 @@ func TestRWReadersUnderWritersGetOneHoldEach(t *testing.T) {
 		}
 	}
 }
+
+// TestRWMixedWithPlainMutex pins down what one name used as both a read-write lock and a plain lock
+// does, which is what Redisson's scripts do: a read or write hold keeps a plain Lock out (the lock hash
+// exists), but a plain hold keeps neither side of the read-write lock out, because the read-write
+// scripts look only at the hash's mode field, which a plain lock does not set. Hence the docs' "don't".
+func TestRWMixedWithPlainMutex(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	srv, client, cA := setup(t)
+	_, cB := semOther(t, srv)
+	name := t.Name()
+	rw, plain := cA.RWMutex(name), cB.Mutex(name)
+
+	rwMustRLock(t, rw)
+	if ok, err := plain.TryLock(ctx); ok || err != nil {
+		t.Fatalf("plain TryLock while a read hold holds the name = %v, %v; want false, nil", ok, err)
+	}
+	rwMustRUnlock(t, rw)
+	rwMustLock(t, rw)
+	if ok, err := plain.TryLock(ctx); ok || err != nil {
+		t.Fatalf("plain TryLock while a write hold holds the name = %v, %v; want false, nil", ok, err)
+	}
+	rwMustUnlock(t, rw)
+
+	mustLock(t, plain)
+	// The writer is in a coordinator of its own: the reader's knows of the read hold.
+	_, cC := semOther(t, srv)
+	reader, writer := cA.RWMutex(name), cC.RWMutex(name)
+	if ok, err := reader.TryRLock(ctx); !ok || err != nil {
+		t.Fatalf("TryRLock while a plain Lock holds the name = %v, %v; want true, nil (as in Redisson)", ok, err)
+	}
+	want := map[string]string{plain.Owner(): "1", "mode": "read", reader.Owner(): "1"}
+	if fields := semHGetAll(t, client, name); !maps.Equal(fields, want) {
+		t.Fatalf("HGETALL = %v, want %v", fields, want)
+	}
+	if err := client.HDel(ctx, name, "mode", reader.Owner()).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if ok, err := writer.TryLock(ctx); !ok || err != nil {
+		t.Fatalf("write TryLock while a plain Lock holds the name = %v, %v; want true, nil (as in Redisson)", ok, err)
+	}
+	want = map[string]string{plain.Owner(): "1", "mode": "write", writer.Owner() + ":write": "1"}
+	if fields := semHGetAll(t, client, name); !maps.Equal(fields, want) {
+		t.Fatalf("HGETALL = %v, want %v", fields, want)
+	}
+	// The holders' coordinators give up what is left when they close.
+	if err := client.Del(ctx, name).Err(); err != nil {
+		t.Fatal(err)
+	}
+}
