@@ -172,6 +172,8 @@ func TestBadCoordinatorOptions(t *testing.T) {
 		{"WithStopReleaseTimeout(-1)", coordinator.WithStopReleaseTimeout(-1)},
 		{"WithStopReleaseTimeout(6s)", coordinator.WithStopReleaseTimeout(6 * time.Second)},
 		{"WithMaxHandoffs(-1)", coordinator.WithMaxHandoffs(-1)},
+		{"WithFairWaitWindow(0)", coordinator.WithFairWaitWindow(0)},
+		{"WithFairWaitWindow(-1s)", coordinator.WithFairWaitWindow(-time.Second)},
 	} {
 		c, err := coordinator.New(client, tc.opt)
 		if !errors.Is(err, coordinator.ErrInvalidOption) || c != nil {
@@ -228,21 +230,32 @@ func TestBadTryOptions(t *testing.T) {
 	_, client, c := setup(t)
 	ctx := t.Context()
 	m := c.Mutex(t.Name())
+	rw := c.RWMutex(t.Name() + ":rw")
 	before := badDump(t, client)
-	for _, tc := range []struct {
+	for _, handle := range []struct {
 		name string
-		opts []coordinator.TryOption
-		want error
+		try  func(context.Context, ...coordinator.TryOption) (bool, error)
 	}{
-		{"Wait(0)", []coordinator.TryOption{coordinator.Wait(0)}, coordinator.ErrInvalidWait},
-		{"Wait(-1s)", []coordinator.TryOption{coordinator.Wait(-time.Second)}, coordinator.ErrInvalidWait},
-		{"Lease(0)", []coordinator.TryOption{coordinator.Lease(0)}, coordinator.ErrInvalidLease},
-		{"Lease(-1)", []coordinator.TryOption{coordinator.Lease(-1)}, coordinator.ErrInvalidLease},
-		{"Wait(1s) Lease(-1)", []coordinator.TryOption{coordinator.Wait(time.Second), coordinator.Lease(-1)}, coordinator.ErrInvalidLease},
+		{"Mutex.TryLock", m.TryLock},
+		{"FairMutex.TryLock", c.FairMutex(t.Name() + ":fair").TryLock},
+		{"RWMutex.TryRLock", rw.TryRLock},
+		{"RWMutex.TryLock", rw.TryLock},
 	} {
-		ok, err := m.TryLock(ctx, tc.opts...)
-		if ok || !errors.Is(err, tc.want) {
-			t.Errorf("TryLock(%s) = %v, %v; want false, %v", tc.name, ok, err, tc.want)
+		for _, tc := range []struct {
+			name string
+			opts []coordinator.TryOption
+			want error
+		}{
+			{"Wait(0)", []coordinator.TryOption{coordinator.Wait(0)}, coordinator.ErrInvalidWait},
+			{"Wait(-1s)", []coordinator.TryOption{coordinator.Wait(-time.Second)}, coordinator.ErrInvalidWait},
+			{"Lease(0)", []coordinator.TryOption{coordinator.Lease(0)}, coordinator.ErrInvalidLease},
+			{"Lease(-1)", []coordinator.TryOption{coordinator.Lease(-1)}, coordinator.ErrInvalidLease},
+			{"Wait(1s) Lease(-1)", []coordinator.TryOption{coordinator.Wait(time.Second), coordinator.Lease(-1)}, coordinator.ErrInvalidLease},
+		} {
+			ok, err := handle.try(ctx, tc.opts...)
+			if ok || !errors.Is(err, tc.want) {
+				t.Errorf("%s(%s) = %v, %v; want false, %v", handle.name, tc.name, ok, err, tc.want)
+			}
 		}
 	}
 	badUnchanged(t, client, before, "TryLock with invalid options")

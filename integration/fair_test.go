@@ -207,18 +207,19 @@ func TestFairOrderAcrossCoordinators(t *testing.T) {
 
 // TestFairOrderManyGoroutines: many goroutines on two coordinators, started 50 ms apart and alternating
 // coordinators while the first holder keeps the lock, get the lock strictly in the order they started,
-// each holding it for a while and unlocking.
+// each holding it for a second and unlocking.
 func TestFairOrderManyGoroutines(t *testing.T) {
 	t.Parallel()
 	// At least 8 waiters, so that the order means something on small machines.
 	n := max(8, 2*runtime.NumCPU())
 	spacing := min(50*time.Millisecond, 4*time.Second/time.Duration(n))
-	const hold = 20 * time.Millisecond
+	// Each holds for a second: every waiter's place must outlast several holders' turns.
+	const hold = time.Second
 	srv, client, c0 := setup(t)
 	_, c1 := semOther(t, srv)
 	cs := []*coordinator.Coordinator{c0, c1}
 	name := t.Name()
-	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
+	ctx, cancel := context.WithTimeout(t.Context(), time.Duration(n)*hold+20*time.Second)
 	defer cancel()
 
 	first := c0.FairMutex(name)
@@ -263,7 +264,7 @@ func TestFairOrderManyGoroutines(t *testing.T) {
 	mustUnlock(t, first)
 
 	for range n - 1 {
-		if err := semRecv(t, errs, 10*time.Second, "a waiter"); err != nil {
+		if err := semRecv(t, errs, hold+10*time.Second, "a waiter"); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -337,6 +338,49 @@ func TestFairTimedOutWaitLeavesNoTrace(t *testing.T) {
 		}
 	}
 	mustUnlock(t, next)
+}
+
+// TestFairDefaultWaitWindow: without WithFairWaitWindow a waiter's place lasts 5 minutes past the
+// lock's expiry (Redisson's default), and a TryLock with Wait uses its wait instead.
+func TestFairDefaultWaitWindow(t *testing.T) {
+	t.Parallel()
+	srv, client, cA := setup(t)
+	_, cB := semOther(t, srv)
+	name := t.Name()
+	holder := cA.FairMutex(name)
+	mustLock(t, holder)
+
+	for _, tc := range []struct {
+		what   string
+		lock   func(ctx context.Context, m *coordinator.Mutex) error
+		window time.Duration
+	}{
+		{"Lock", func(ctx context.Context, m *coordinator.Mutex) error { return m.Lock(ctx) }, coordinator.DefaultFairWaitWindow},
+		{"TryLock(Wait 1m)", func(ctx context.Context, m *coordinator.Mutex) error {
+			_, err := m.TryLock(ctx, coordinator.Wait(time.Minute))
+			return err
+		}, time.Minute},
+	} {
+		ctx, cancel := context.WithCancel(t.Context())
+		waiter := cB.FairMutex(name)
+		done := make(chan error, 1)
+		go func() { done <- tc.lock(ctx, waiter) }()
+		fairWaitQueued(t, client, name, waiter.Owner())
+		now, pttl, score, ok := fairSnapshot(t, client, name, waiter.Owner())
+		if want := now.Add(pttl).Add(tc.window); !ok || score.Sub(want).Abs() > time.Second {
+			t.Errorf("%s: waiter's timeout %v after the lock's expiry, want %v (%s)", tc.what, score.Sub(now.Add(pttl)), tc.window, fairState(t, client, name))
+		}
+		cancel()
+		if err := semRecv(t, done, 5*time.Second, tc.what+" giving up"); !errors.Is(err, context.Canceled) {
+			t.Fatalf("%s after cancel: %v, want context.Canceled", tc.what, err)
+		}
+		// The call returns at once; its lock actor takes the place out of the queue after it.
+		leakEventually(t, 5*time.Second, tc.what+" out of the queue", func() (bool, error) {
+			n, err := client.LLen(t.Context(), redisops.FairQueueKey(name)).Result()
+			return n == 0, err
+		})
+	}
+	mustUnlock(t, holder)
 }
 
 // TestFairDeadWaiterPurged: a waiter whose process died (its connection cut, so it never tries again

@@ -548,6 +548,62 @@ func TestRWReadLeasesExpireIndependently(t *testing.T) {
 	}
 }
 
+// TestRWWatchdogRenewsReadHolds: read holds taken without a lease live as long as their holder, past
+// many watchdog timeouts: the watchdog renews each hold's timeout key and the lock's expiry.
+func TestRWWatchdogRenewsReadHolds(t *testing.T) {
+	t.Parallel()
+	const timeout = 600 * time.Millisecond
+	ctx := t.Context()
+	_, client, c := setup(t, coordinator.WithWatchdogTimeout(timeout))
+	name := t.Name()
+	reader := c.RWMutex(name)
+	rwMustRLock(t, reader)
+	rwMustRLock(t, reader) // a re-entry: a second hold, with a key of its own
+	taken := time.Now()
+	keys := []string{
+		fmt.Sprintf("{%s}:%s:rwlock_timeout:1", name, reader.Owner()),
+		fmt.Sprintf("{%s}:%s:rwlock_timeout:2", name, reader.Owner()),
+	}
+	pttl := func(key string) time.Duration {
+		d, err := client.PTTL(ctx, key).Result()
+		if err != nil {
+			t.Fatalf("PTTL %s: %v", key, err)
+		}
+		return d
+	}
+	// Until three timeouts have passed, the lock and both keys keep an expiry within one timeout, and
+	// the keys' expiries are seen going up again (renewals).
+	renewed := make(map[string]int)
+	last := make(map[string]time.Duration)
+	leakEventually(t, 10*timeout, "three watchdog timeouts", func() (bool, error) {
+		for _, key := range append([]string{name}, keys...) {
+			d := pttl(key)
+			if d <= 0 || d > timeout {
+				t.Fatalf("PTTL %s = %v %v after the RLocks, want in (0, %v] (%s)", key, d, time.Since(taken), timeout, rwState(t, client, name))
+			}
+			if d > last[key] && last[key] > 0 {
+				renewed[key]++
+			}
+			last[key] = d
+		}
+		return time.Since(taken) > 3*timeout, nil
+	})
+	for _, key := range append([]string{name}, keys...) {
+		if renewed[key] < 2 {
+			t.Errorf("%s: %d renewals seen in three watchdog timeouts, want at least 2", key, renewed[key])
+		}
+	}
+	semNotClosed(t, reader.Read().Done(), "the read side's Done")
+	if fields := semHGetAll(t, client, name); !maps.Equal(fields, map[string]string{"mode": "read", reader.Owner(): "2"}) {
+		t.Fatalf("HGETALL = %v, want the reader's 2 holds", fields)
+	}
+	rwMustRUnlock(t, reader)
+	rwMustRUnlock(t, reader)
+	if n, err := client.Exists(ctx, append([]string{name}, keys...)...).Result(); err != nil || n != 0 {
+		t.Fatalf("EXISTS after both RUnlocks = %d, %v; want 0", n, err)
+	}
+}
+
 // TestRWDeadReaderFreesLock: a reader whose process can no longer reach Redis stops renewing its read
 // hold, so a writer in another process gets the lock within about one watchdog timeout.
 func TestRWDeadReaderFreesLock(t *testing.T) {
@@ -577,7 +633,9 @@ func TestRWDeadReaderFreesLock(t *testing.T) {
 		t.Fatalf("writer Lock after the reader was cut off: %v (%s)", err, rwState(t, client, name))
 	}
 	got := time.Since(cut)
-	if got > 3*timeout {
+	// The hold's last renewal, at most a third of the timeout before the cut, set it to end one timeout
+	// later; the writer tries again when the lock's PTTL, which it learnt when refused, runs out.
+	if got < timeout/2 || got > timeout*3/2 {
 		t.Fatalf("the writer got the lock %v after the reader was cut off; want about the watchdog timeout, %v", got, timeout)
 	}
 	t.Logf("the writer got the lock %v after the reader was cut off", got)

@@ -86,13 +86,16 @@ func run() error {
 
 	// 3. Readers that wait behind the writer all get in when it unlocks.
 	var wg sync.WaitGroup
+	readErrs := make(chan error, len(readers))
 	for i := range readers {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			if err := readers[i].RLock(ctx); err == nil {
-				say("reader %d got in", i)
+			if err := readers[i].RLock(ctx); err != nil {
+				readErrs <- fmt.Errorf("reader %d: %w", i, err)
+				return
 			}
+			say("reader %d got in", i)
 		}()
 	}
 	time.Sleep(100 * time.Millisecond)
@@ -105,6 +108,10 @@ func run() error {
 	}
 	say("writer downgraded to a reader and unlocked the write side")
 	wg.Wait()
+	close(readErrs)
+	for err := range readErrs {
+		return err
+	}
 
 	// 5. Upgrade is refused: the writer, now only a reader, may not take the write side.
 	if err := writer.Lock(ctx); errors.Is(err, coordinator.ErrUpgrade) {
