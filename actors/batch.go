@@ -100,7 +100,7 @@ func (a *lockActor) batchRelease(m *Release, then func(sent time.Time, rel redis
 }
 
 // send starts the pending batch, if any, on its own goroutine, after settling the oldest running
-// batch if maxReadBatchesInFlight are running.
+// batches while maxReadBatchesInFlight are running.
 func (a *lockActor) send() {
 	for a.batch != nil && len(a.running) >= maxReadBatchesInFlight {
 		a.settleUpTo(a.running[0])
@@ -144,7 +144,7 @@ func (a *lockActor) settleUpTo(last *readBatch) bool {
 			settle(b.sent)
 		}
 		if b == last {
-			return true
+			break
 		}
 	}
 	return true

@@ -899,16 +899,23 @@ func (a *lockActor) onAbandon(m *Abandon) {
 		}
 	}()
 	var gone *Acquire
+	head := false
 	for i, w := range a.queue {
 		if w.Ticket == m.Ticket {
-			gone = w
+			gone, head = w, i == 0
 			a.queue = append(a.queue[:i:i], a.queue[i+1:]...)
 			break
 		}
 	}
-	if gone != nil {
-		a.emitWait(messages.EventWaitTimedOut, gone, "")
-		a.leaveQueue(gone)
+	if gone == nil {
+		return
+	}
+	a.emitWait(messages.EventWaitTimedOut, gone, "")
+	a.leaveQueue(gone)
+	if head && a.family == familyRW {
+		// A writer at the head kept the readers behind it out, even those that could share the lock
+		// with its local readers; nothing else would wake them while those readers hold it.
+		a.tryHead()
 	}
 }
 

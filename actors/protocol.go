@@ -138,7 +138,9 @@ func (p rwProtocol) acquire(ctx context.Context, m *Acquire, held int64, enqueue
 			intent = p.intent
 		}
 		res, err := p.ops.WriteAcquire(ctx, p.name, m.Owner, m.Lease, held, intent)
-		if err == nil && !res.OK && intent > 0 && (res.TTL <= 0 || res.TTL > intent/2) {
+		// A TTL of 0 is a lock that expires this very millisecond: the retry comes at once. One with no
+		// expiry (negative) or a long one is retried before the intent runs out.
+		if err == nil && !res.OK && intent > 0 && (res.TTL < 0 || res.TTL > intent/2) {
 			res.TTL = intent / 2
 		}
 		return res, err

@@ -1108,3 +1108,56 @@ func TestRWMixedWithPlainMutex(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestRWAbandonedWriterLetsReadersIn: a local writer waits behind a local reader and keeps a second
+// reader out; when the writer's wait runs out, the second reader shares the lock with the first at
+// once, instead of waiting for the first reader's unlock.
+func TestRWAbandonedWriterLetsReadersIn(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	_, _, c := setup(t)
+	name := t.Name()
+	first, writer, second := c.RWMutex(name), c.RWMutex(name), c.RWMutex(name)
+	waits := c.Subscribe(coordinator.OfType(messages.EventWaitStarted), 16)
+	defer waits.Close()
+	waitStarted := func(owner string) {
+		t.Helper()
+		deadline := time.After(5 * time.Second)
+		for {
+			select {
+			case got := <-waits.Events():
+				if got.Owner == owner {
+					return
+				}
+			case <-deadline:
+				t.Fatalf("%s did not start to wait within 5s", owner)
+			}
+		}
+	}
+	rwMustRLock(t, first)
+
+	// The writer's wait is long enough for everything the actor does on a new waiter (subscribing the
+	// channel, and the try that follows the confirmation) to be over when it runs out.
+	wdone := make(chan error, 1)
+	go func() {
+		ok, err := writer.TryLock(ctx, coordinator.Wait(300*time.Millisecond))
+		if ok {
+			err = errors.New("the writer got the lock while a reader held it")
+		}
+		wdone <- err
+	}()
+	waitStarted(writer.Owner())
+	rdone := make(chan error, 1)
+	go func() { rdone <- second.RLock(ctx) }()
+	waitStarted(second.Owner())
+
+	if err := semRecv(t, wdone, 5*time.Second, "the writer's TryLock"); err != nil {
+		t.Fatalf("writer TryLock(Wait 300ms): %v", err)
+	}
+	// The first reader keeps its hold, so nothing but the writer's leaving can let the second one in.
+	if err := semRecv(t, rdone, 500*time.Millisecond, "the second reader's RLock after the writer left"); err != nil {
+		t.Fatalf("second RLock: %v", err)
+	}
+	rwMustRUnlock(t, second)
+	rwMustRUnlock(t, first)
+}
