@@ -294,6 +294,12 @@ func (a *lockActor) keepRecentChannels(want map[string]struct{}) {
 		a.recent[ch] = now
 	}
 	for ch, last := range a.recent {
+		if _, wanted := want[ch]; wanted {
+			// Wanted now, so kept; a channel is subscribed only after this, when it is new: the
+			// test below must not forget it (a waiter granted before its confirmation came would
+			// then lose its channel at once).
+			continue
+		}
 		_, subscribed := a.subs[ch]
 		switch {
 		case !subscribed || now.Sub(last) >= fairChannelKeep:
