@@ -899,30 +899,29 @@ func (a *lockActor) onForceUnlock(m *ForceUnlock) {
 }
 
 func (a *lockActor) onAbandon(m *Abandon) {
-	defer func() {
-		if m.Ack != nil {
-			m.Ack.deliver(Outcome{})
-		}
-	}()
-	var gone *Acquire
-	head := false
-	for i, w := range a.queue {
-		if w.Ticket == m.Ticket {
-			gone, head = w, i == 0
-			a.queue = append(a.queue[:i:i], a.queue[i+1:]...)
-			break
-		}
+	headLeft := a.dropWaiter(m.Ticket)
+	if m.Ack != nil {
+		m.Ack.deliver(Outcome{}) // the waiter has left: its caller need not wait for the next one's try
 	}
-	if gone == nil {
-		return
-	}
-	a.emitWait(messages.EventWaitTimedOut, gone, "")
-	a.leaveQueue(gone)
-	if head && a.family == familyRW {
+	if headLeft && a.family == familyRW {
 		// A writer at the head kept the readers behind it out, even those that could share the lock
 		// with its local readers; nothing else would wake them while those readers hold it.
 		a.tryHead()
 	}
+}
+
+// dropWaiter takes the waiter of ticket out of the queue, and gives up what it keeps in Redis (see
+// leaveQueue). It reports whether that waiter was the head.
+func (a *lockActor) dropWaiter(ticket *Ticket) bool {
+	for i, w := range a.queue {
+		if w.Ticket == ticket {
+			a.queue = append(a.queue[:i:i], a.queue[i+1:]...)
+			a.emitWait(messages.EventWaitTimedOut, w, "")
+			a.leaveQueue(w)
+			return i == 0
+		}
+	}
+	return false
 }
 
 // leaveQueue gives up what a waiter that was taken out of the local queue because its caller left
