@@ -295,9 +295,9 @@ func (a *lockActor) keepRecentChannels(want map[string]struct{}) {
 	}
 	for ch, last := range a.recent {
 		if _, wanted := want[ch]; wanted {
-			// Wanted now, so kept; a channel is subscribed only after this, when it is new: the
-			// test below must not forget it (a waiter granted before its confirmation came would
-			// then lose its channel at once).
+			// Wanted now, so kept. A new channel is not subscribed yet (that comes after this), and
+			// the check below would forget it: a waiter granted before the confirmation came would
+			// then lose its channel at once.
 			continue
 		}
 		_, subscribed := a.subs[ch]

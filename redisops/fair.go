@@ -204,7 +204,8 @@ func (o *Ops) fairCancel(ctx context.Context, name, owner string, waitWindow tim
 // ignored. Otherwise (another head, or an empty queue) the lock is deleted and [UnlockMessage] is
 // published on the [FairChannelName] of the head waiter, if any; Released.Next names that waiter.
 // The scores move back by next.WaitWindow for next (0 moves none), by its registered window for a
-// registered waiter; all callers on one lock should use the same window. Nothing is ever published on the plain [ChannelName].
+// registered waiter; all callers on one lock should use the same window. Nothing is ever published on
+// the plain [ChannelName].
 //
 // requestID makes the call retry-safe, with the same latch as [Ops.Release]: a retry with the same id
 // returns the first answer, handoff, token and Next included, and neither releases nor hands off again.
