@@ -86,12 +86,12 @@ func (a *lockActor) batchAcquire(m *Acquire, then func(ok bool, ttl time.Duratio
 	})
 }
 
-// batchRelease adds the release of one read hold of m's owner to the batch; then runs with Redis'
-// answer.
-func (a *lockActor) batchRelease(m *Release, then func(sent time.Time, rel redisops.Released, err error)) {
+// batchRelease adds the release of one read hold of m's owner, with request id requestID, to the
+// batch; then runs with Redis' answer.
+func (a *lockActor) batchRelease(m *Release, requestID string, then func(sent time.Time, rel redisops.Released, err error)) {
 	b := a.pendingBatch()
 	b.keys[holdKey{m.Owner, m.Kind}] = struct{}{}
-	reply := b.calls.ReadRelease(a.name, m.Owner, a.env.NewRequestID())
+	reply := b.calls.ReadRelease(a.name, m.Owner, requestID)
 	b.settle = append(b.settle, func(sent time.Time) {
 		rel, err := reply()
 		releaseEvent(m.Span, sent, err)

@@ -167,6 +167,7 @@ type (
 	expiryTick   struct{ gen uint64 }
 	idleTick     struct{ gen uint64 }
 	watchdogTick struct{ gen uint64 }
+	intentTick   struct{ gen uint64 }
 	// flushBatch runs the pending read batch; the actor sends it to itself when it starts a batch, so
 	// that the commands already in the mailbox join it.
 	flushBatch struct{}

@@ -3,6 +3,7 @@ package actors
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"runtime"
 	"slices"
@@ -44,6 +45,10 @@ type hold struct {
 	// holder learns of the loss no later than Redis drops the lock.
 	deadline  *time.Timer
 	closeOnce sync.Once
+	// retryID is the request id of the owner's last release that failed on a Redis error: the next
+	// Unlock sends it again, so that the release latch answers it if the failed one took effect after
+	// all. A hold with a failed release is no longer renewed.
+	retryID string
 }
 
 func newHold(expires time.Time) *hold {
@@ -54,8 +59,22 @@ func newHold(expires time.Time) *hold {
 
 // extend moves the hold's deadline after a successful acquisition or renewal sent at sent.
 func (h *hold) extend(sent time.Time, lease time.Duration) {
-	h.expires = sent.Add(lease)
+	h.expires = validUntil(sent, lease)
 	h.deadline.Reset(time.Until(h.expires))
+}
+
+// validUntil is the end of the validity of a lease that Redis granted for a call sent at sent: the
+// lease counted from the send (Redis starts it later), less the clock drift allowance of the Redlock
+// rule (DriftOf), so that a holder learns of the end of its hold before Redis can drop the key even
+// when the clocks run at slightly different rates or the actor is scheduled late.
+func validUntil(sent time.Time, lease time.Duration) time.Time {
+	return sent.Add(lease - DriftOf(lease))
+}
+
+// lateGrant reports whether a grant for a call sent at sent with lease comes back with no validity
+// left: Redis may already have dropped, or be about to drop, what it granted.
+func lateGrant(sent time.Time, lease time.Duration) bool {
+	return !time.Now().Before(validUntil(sent, lease))
 }
 
 // end closes done once.
@@ -107,6 +126,12 @@ type lockActor struct {
 	// head should be tried once the outermost of them is done (see tryHead).
 	headBusy   int
 	headWanted bool
+	// failing is set while the latest attempt failed on a Redis error (see noteRedisError).
+	failing bool
+	// intentOwner is the waiting writer whose write intent keepWriteIntent last left, at intentSent.
+	intentOwner string
+	intentSent  time.Time
+	intent      oneShot
 
 	retry    oneShot
 	expiry   oneShot
@@ -196,6 +221,8 @@ func (a *lockActor) Receive(ctx actor.Context) {
 		if a.watchdog.current(m.gen) {
 			a.renewAll()
 		}
+	case intentTick:
+		a.intent.current(m.gen) // afterMessage refreshes the intent
 	case idleTick:
 		if a.idle.current(m.gen) && a.isIdle() {
 			ctx.Send(a.parent, &idle{key: a.key, pid: a.self, routed: a.routed})
@@ -227,6 +254,9 @@ func (a *lockActor) afterMessage() {
 	}
 	a.armExpiry()
 	a.armWatchdog()
+	if a.family == familyRW {
+		a.keepWriteIntent()
+	}
 	if a.isIdle() {
 		if !a.idle.armed() {
 			a.idle.arm(a.sched, a.self, a.env.IdleTimeout, func(g uint64) any { return idleTick{g} })
@@ -234,6 +264,37 @@ func (a *lockActor) afterMessage() {
 	} else {
 		a.idle.stop()
 	}
+}
+
+// keepWriteIntent leaves the write intent of the first writer that waits while readers of this
+// coordinator hold the lock, and refreshes it every half of its expiry while that lasts. Such a writer
+// does not ask Redis for the lock (the local read holds keep it out), so no refused attempt leaves its
+// intent, and without it readers of other processes would keep coming in. A writer that may try Redis
+// leaves its intent with its attempts.
+func (a *lockActor) keepWriteIntent() {
+	var w *Acquire
+	for _, m := range a.queue {
+		if m.Kind == KindWrite && !m.Ticket.Abandoned() {
+			w = m
+			break
+		}
+	}
+	if w == nil || len(a.holds) == 0 || a.compatible(w) || a.isReentry(w) {
+		a.intentOwner = ""
+		a.intent.stop()
+		return
+	}
+	if a.intentOwner == w.Owner && time.Since(a.intentSent) < writeIntent/2 && a.intent.armed() {
+		return
+	}
+	a.intentOwner, a.intentSent = w.Owner, time.Now()
+	if _, err := a.env.Ops.SetWriteIntent(a.redisContext(), a.name, w.Owner, writeIntent); err != nil {
+		a.log().Warn("leaving the write intent failed; retrying", "owner", w.Owner, "err", err)
+		a.intentSent = time.Time{}
+		a.intent.arm(a.sched, a.self, a.backoff.NextBackOff(), func(g uint64) any { return intentTick{g} })
+		return
+	}
+	a.intent.arm(a.sched, a.self, writeIntent/2, func(g uint64) any { return intentTick{g} })
 }
 
 // syncSubscriptions subscribes the channels on which the waiters are woken. The channel of a plain or
@@ -506,10 +567,12 @@ func (a *lockActor) settleAttempt(m *Acquire, sent time.Time, res redisops.Acqui
 	if err != nil {
 		if !isUpgrade(err) {
 			a.log().Warn("acquire failed", "owner", m.Owner, "err", err)
+			a.noteRedisError(m, err)
 		}
 		return false, 0, err
 	}
 	a.backoff.Reset()
+	a.noteRedisError(m, nil)
 	if !res.OK {
 		if _, had := a.holds[k]; had {
 			// A re-entry found the lock taken by someone else: our hold was lost.
@@ -517,8 +580,56 @@ func (a *lockActor) settleAttempt(m *Acquire, sent time.Time, res redisops.Acqui
 		}
 		return false, res.TTL, nil
 	}
+	if lateGrant(sent, m.Lease) {
+		// Redis answered after the lease had run out (a paused server, a slow network): the hold
+		// may already be gone, and another owner may have it. It is never reported; what this call
+		// may still hold is given back, and a waiter keeps waiting.
+		a.giveBackLate(k, m.Lease, res.HoldCount)
+		err := fmt.Errorf("%w (Redis answered after %v, lease %v)", ErrGrantTooLate, time.Since(sent).Round(time.Millisecond), m.Lease)
+		a.noteRedisError(m, err)
+		return false, 0, err
+	}
 	a.grant(m, res.HoldCount, res.Token, sent)
+	if h := a.holds[k]; h != nil && h.watchdog && time.Until(h.expires) < a.env.WatchdogTimeout/2 {
+		// A late answer left less validity than the watchdog's next tick may need: renew now.
+		if a.renewHold(k, h) {
+			a.tryHead()
+		}
+	}
 	return true, 0, nil
+}
+
+// ErrGrantTooLate is the error of an acquisition whose grant came back from Redis after the lease had
+// run out, counting from when the call was sent, less the drift allowance. The hold was given back
+// (with the owner check, so no other owner's hold is touched); a waiting caller keeps waiting.
+var ErrGrantTooLate = errors.New("lockwarden: the lock was granted after its lease had run out; it was given back")
+
+// giveBackLate undoes one hold of k that a late answer granted (count is the owner's hold count after
+// it). A re-entry keeps the earlier holds, which their own deadline covers; a first hold is released
+// whole. A failure is only logged: nothing renews the hold, so it ends with its lease.
+func (a *lockActor) giveBackLate(k holdKey, lease time.Duration, count int64) {
+	ctx, cancel := context.WithTimeout(a.redisContext(), a.env.StopReleaseTimeout)
+	defer cancel()
+	if _, err := a.proto.release(ctx, k, a.env.NewRequestID(), lease, nil); err != nil && !errors.Is(err, redisops.ErrNotHeld) {
+		a.log().Warn("giving back a late grant failed; its lease will expire", "owner", k.owner, "err", err)
+	}
+	if h := a.holds[k]; h != nil && count > 1 {
+		h.count = count - 1
+	}
+}
+
+// noteRedisError tells the callers waiting for the lock the outcome of the latest attempt: err when
+// it failed on a Redis error, nil when Redis answered. A caller whose wait ends reports the error that
+// stood at that moment, rather than a plain "not obtained" that reads as another owner holding it.
+func (a *lockActor) noteRedisError(m *Acquire, err error) {
+	if err == nil && !a.failing {
+		return
+	}
+	a.failing = err != nil
+	m.Ticket.noteError(err)
+	for _, w := range a.queue {
+		w.Ticket.noteError(err)
+	}
 }
 
 // grant records a successful acquisition and answers the caller. If the caller already gave up, the
@@ -533,12 +644,13 @@ func (a *lockActor) grant(m *Acquire, count, token int64, sent time.Time) {
 		h = nil
 	}
 	if h == nil {
-		h = newHold(sent.Add(m.Lease))
+		h = newHold(validUntil(sent, m.Lease))
 		a.holds[k] = h
 		delete(a.lost, k)
 	}
 	h.count, h.token, h.lease = count, token, m.Lease
 	h.watchdog = h.watchdog || m.Watchdog
+	h.retryID = "" // Redis' count is known again
 	h.extend(sent, m.Lease)
 	if m.Ticket.deliver(Outcome{HoldCount: count, Token: token, Done: h.done, Attempts: m.attempts}) {
 		h.announced = true
@@ -762,21 +874,27 @@ func (a *lockActor) onRelease(m *Release) {
 			WaitWindow: nextCmd.WaitWindow,
 		}
 	}
+	requestID := a.env.NewRequestID()
+	if h != nil && h.retryID != "" {
+		// The owner's last release failed: send it again, so that if it took effect after all, the
+		// latch answers what it did rather than a second release taking another hold away.
+		requestID, next, nextCmd = h.retryID, nil, nil
+	}
 	if joinable() {
-		a.batchRelease(m, func(sent time.Time, rel redisops.Released, err error) {
-			a.settleRelease(m, h, lease, nil, sent, rel, err)
+		a.batchRelease(m, requestID, func(sent time.Time, rel redisops.Released, err error) {
+			a.settleRelease(m, h, lease, nil, requestID, sent, rel, err)
 		})
 		return
 	}
 	sent := time.Now()
-	rel, err := a.proto.release(a.redisContext(), k, a.env.NewRequestID(), lease, next)
+	rel, err := a.proto.release(a.redisContext(), k, requestID, lease, next)
 	releaseEvent(m.Span, sent, err)
-	a.settleRelease(m, h, lease, nextCmd, sent, rel, err)
+	a.settleRelease(m, h, lease, nextCmd, requestID, sent, rel, err)
 }
 
 // settleRelease takes the answer to the release of m's hold h (nil when the actor knew of no hold),
 // sent at sent with nextCmd as the handoff candidate, and answers m.
-func (a *lockActor) settleRelease(m *Release, h *hold, lease time.Duration, nextCmd *Acquire, sent time.Time, rel redisops.Released, err error) {
+func (a *lockActor) settleRelease(m *Release, h *hold, lease time.Duration, nextCmd *Acquire, requestID string, sent time.Time, rel redisops.Released, err error) {
 	k := holdKey{m.Owner, m.Kind}
 	switch {
 	case errors.Is(err, redisops.ErrNotHeld):
@@ -787,8 +905,20 @@ func (a *lockActor) settleRelease(m *Release, h *hold, lease time.Duration, next
 		m.Ticket.deliver(Outcome{Reason: messages.ReasonNotHeld})
 		return
 	case err != nil:
-		m.Ticket.deliver(Outcome{Reason: messages.ReasonRedis, Err: err})
+		if h == nil {
+			m.Ticket.deliver(Outcome{Reason: messages.ReasonRedis, Err: err})
+			return
+		}
+		// Whether the release took effect is unknown. The hold is no longer renewed, whatever
+		// happens next (as in Redisson), so that the lock frees itself within its lease even if the
+		// caller never retries; an Unlock called again sends the same request.
+		h.watchdog = false
+		h.retryID = requestID
+		m.Ticket.deliver(Outcome{Reason: messages.ReasonRedis, Err: &UnlockError{Expires: h.expires, Err: err}})
 		return
+	}
+	if h != nil {
+		h.retryID = ""
 	}
 	// The caller is answered before the event goes out: events and metrics are not on its path.
 	if rel.Remaining > 0 {
@@ -836,12 +966,39 @@ func (a *lockActor) settleRelease(m *Release, h *hold, lease time.Duration, next
 	a.handoffs++
 	a.queue = slices.DeleteFunc(a.queue, func(w *Acquire) bool { return w == nextCmd })
 	released()
+	if lateGrant(sent, nextCmd.Lease) {
+		// The handoff came back too late to count for the next owner: it gives it back and waits on.
+		m.Ticket.deliver(Outcome{})
+		nextCmd.queued = true
+		a.queue = append([]*Acquire{nextCmd}, a.queue...)
+		a.giveBackLate(holdKey{nextCmd.Owner, nextCmd.Kind}, nextCmd.Lease, 1)
+		a.tryHead()
+		return
+	}
 	a.emit(messages.Event{Type: messages.EventHandedOff, Owner: nextCmd.Owner, From: m.Owner, Kind: kindOf(nextCmd.Kind), Token: rel.Token, HoldCount: 1})
 	// The next holder first: it is the one waiting.
 	a.grant(nextCmd, 1, rel.Token, sent)
 	m.Ticket.deliver(Outcome{})
 	a.tryHead()
 }
+
+// UnlockError is the error of a release that failed on a Redis error (a cut connection, a server
+// restarting): whether it took effect is unknown. The hold is no longer renewed, so the lock frees
+// itself by Expires at the latest even if the release is never retried; a later Unlock of the same
+// owner sends the same request again, and the release latch makes it safe to retry.
+type UnlockError struct {
+	// Expires is when the hold's lease runs out, unless a retried Unlock frees it earlier.
+	Expires time.Time
+	// Err is the Redis error.
+	Err error
+}
+
+func (e *UnlockError) Error() string {
+	return fmt.Sprintf("lockwarden: unlock failed, the hold is no longer renewed and expires by %s unless Unlock is retried: %v",
+		e.Expires.Format(time.RFC3339Nano), e.Err)
+}
+
+func (e *UnlockError) Unwrap() error { return e.Err }
 
 // handoffCandidate returns the head waiter if the lock may go to it straight from owner's release.
 func (a *lockActor) handoffCandidate(owner string) *Acquire {
@@ -1148,34 +1305,65 @@ func (a *lockActor) renewAll() {
 		if !h.watchdog {
 			continue
 		}
-		sent := time.Now()
-		// A renewal that answers after the hold's expiry is worthless: bound it by that expiry (go-redis
-		// honours it when the client has ContextTimeoutEnabled).
-		ctx, cancel := context.WithDeadline(a.redisContext(), h.expires)
-		err := a.proto.renew(ctx, k, a.env.WatchdogTimeout)
-		cancel()
-		switch {
-		case err == nil:
+		gone, err := a.renew(k, h)
+		if err != nil {
+			failed++
+			lastErr = err
+		} else {
 			renewed++
-			h.lease = a.env.WatchdogTimeout
-			h.extend(sent, a.env.WatchdogTimeout)
-			a.emitHold(messages.EventRenewed, k, h, h.count, "")
-		case errors.Is(err, redisops.ErrNotHeld):
-			failed++
-			lastErr = err
-			a.lose(k, "renewal found the hold gone")
-			lost = true
-		default:
-			failed++
-			lastErr = err
-			a.log().Warn("renewal failed; retrying on the next tick", "owner", k.owner, "err", err)
-			a.emitHold(messages.EventRenewalFailed, k, h, h.count, err.Error())
 		}
+		lost = lost || gone
 	}
 	a.traceRenewals(renewed, failed, lastErr)
 	if lost {
 		a.tryHead()
 	}
+}
+
+// renewHold renews the watchdog hold h of k at once, outside the watchdog's tick, and reports whether
+// the hold was lost.
+func (a *lockActor) renewHold(k holdKey, h *hold) bool {
+	gone, err := a.renew(k, h)
+	a.traceRenewals(btoi(err == nil), btoi(err != nil), err)
+	return gone
+}
+
+// renew renews the watchdog hold h of k. It reports whether the hold was found gone (and lost), and
+// the error of a renewal that failed.
+func (a *lockActor) renew(k holdKey, h *hold) (bool, error) {
+	sent := time.Now()
+	// A renewal that answers after the hold's expiry is worthless: bound it by that expiry (go-redis
+	// honours it when the client has ContextTimeoutEnabled).
+	ctx, cancel := context.WithDeadline(a.redisContext(), h.expires)
+	err := a.proto.renew(ctx, k, a.env.WatchdogTimeout)
+	cancel()
+	switch {
+	case err == nil && lateGrant(sent, a.env.WatchdogTimeout):
+		// The renewal came back too late to count: the expiry timer declares the loss.
+		err = fmt.Errorf("%w (renewal answered after %v)", ErrGrantTooLate, time.Since(sent).Round(time.Millisecond))
+		a.log().Warn("renewal answered too late; retrying on the next tick", "owner", k.owner, "err", err)
+		a.emitHold(messages.EventRenewalFailed, k, h, h.count, err.Error())
+		return false, err
+	case err == nil:
+		h.lease = a.env.WatchdogTimeout
+		h.extend(sent, a.env.WatchdogTimeout)
+		a.emitHold(messages.EventRenewed, k, h, h.count, "")
+		return false, nil
+	case errors.Is(err, redisops.ErrNotHeld):
+		a.lose(k, "renewal found the hold gone")
+		return true, err
+	default:
+		a.log().Warn("renewal failed; retrying on the next tick", "owner", k.owner, "err", err)
+		a.emitHold(messages.EventRenewalFailed, k, h, h.count, err.Error())
+		return false, err
+	}
+}
+
+func btoi(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }
 
 // renewSpanEvery is how often a watchdog tick gets a span: the first and every tenth, and every tick
@@ -1211,6 +1399,7 @@ func (a *lockActor) shutdown() {
 	a.expiry.stop()
 	a.idle.stop()
 	a.watchdog.stop()
+	a.intent.stop()
 	ctx, cancel := context.WithTimeout(context.Background(), a.env.StopReleaseTimeout)
 	defer cancel()
 	for _, m := range a.queue {

@@ -42,6 +42,29 @@ type Ticket struct {
 	state  atomic.Int32
 	result chan Outcome
 	notify func(Outcome)
+	// lastErr is the Redis error of the latest attempt made while the caller waited, nil once Redis
+	// answered again.
+	lastErr atomic.Pointer[error]
+}
+
+// noteError records the outcome of the latest attempt for the caller: err when it failed on a Redis
+// error, nil when Redis answered.
+func (t *Ticket) noteError(err error) {
+	if err == nil {
+		t.lastErr.Store(nil)
+		return
+	}
+	t.lastErr.Store(&err)
+}
+
+// LastError returns the Redis error of the latest attempt made for the caller, or nil when that
+// attempt got an answer from Redis (or none was made). A caller that gave up reports it, so that a
+// wait that ended while Redis was unreachable does not read as a lock held by another owner.
+func (t *Ticket) LastError() error {
+	if p := t.lastErr.Load(); p != nil {
+		return *p
+	}
+	return nil
 }
 
 // NewTicket returns a pending ticket.

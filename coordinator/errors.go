@@ -3,6 +3,7 @@ package coordinator
 import (
 	"errors"
 
+	"github.com/lockwarden/lockwarden/actors"
 	"github.com/lockwarden/lockwarden/redisops"
 )
 
@@ -49,7 +50,17 @@ var (
 	// ErrInvalidMessage is the error of an [messages.Error] reply to a message that the coordinator's
 	// gateway does not know, or a nil message.
 	ErrInvalidMessage = errors.New("lockwarden: invalid message")
+	// ErrGrantTooLate is joined with [ErrNotObtained] by TryLock without [Wait] when Redis granted the
+	// lock but its answer came back after the lease had run out, less the drift allowance (a paused
+	// server, a slow network): the hold may already be gone, so it was given back. A waiting Lock or
+	// TryLock does not return it: it waits on.
+	ErrGrantTooLate = actors.ErrGrantTooLate
 	// ErrInvalidGroup is returned by every call on a MultiLock or RedLock created with no members, a nil
 	// member, or the same member twice.
 	ErrInvalidGroup = errors.New("lockwarden: invalid lock group")
 )
+
+// UnlockError is the error of an Unlock whose release failed on a Redis error; see [Mutex.Unlock]. Its
+// Expires says when the hold, no longer renewed, runs out at the latest. errors.As finds it; it
+// unwraps to the Redis error.
+type UnlockError = actors.UnlockError

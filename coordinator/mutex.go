@@ -131,8 +131,11 @@ func (m *Mutex) usable(ctx context.Context) error {
 // When ctx ends first, the error matches both [ErrNotObtained] and ctx.Err(). Lock does not wait past
 // ctx: if the lock was being obtained for the call at that moment, the lock actor releases it right
 // after, so nothing stays held.
-// It returns [ErrClosed] when the coordinator closes, and a wrapped Redis error only if the lock could
-// not be asked for at all; while it waits, Redis errors are retried with backoff until ctx ends.
+// It returns [ErrClosed] when the coordinator closes. While it waits, Redis errors are retried with
+// backoff until ctx ends; if the latest attempt had failed on a Redis error when ctx ended, the error
+// carries that Redis error too, so that an unreachable Redis does not read as a lock held by another
+// owner. A grant that Redis answers only after the lease has run out (a paused server, a slow network)
+// is never reported: it is given back and the wait goes on ([ErrGrantTooLate]).
 // It returns an error matching [ErrNotSynced], at once and without waiting on, when Redis gave the lock
 // but too few replicas acknowledged it ([WithReplicaSync]); the hold was given back.
 func (m *Mutex) Lock(ctx context.Context) error {
@@ -163,11 +166,14 @@ func Lease(d time.Duration) TryOption {
 }
 
 // TryLock tries to lock m and reports whether it succeeded. Without [Wait] it makes one attempt.
-// With Wait(d) it waits up to d, and reports false, with a nil error, when d passes first.
+// With Wait(d) it waits up to d, and reports false, with a nil error, when d passes first while
+// another owner holds the lock. When d passes while Redis fails (the latest attempt met a Redis error),
+// it reports false with an error that matches [ErrNotObtained] and wraps that Redis error.
 //
 // If ctx ends first, it returns false and an error that matches [ErrNotObtained] and ctx.Err(). Other
-// errors: [ErrInvalidWait], [ErrInvalidLease], [ErrClosed], [ErrNotSynced] (as for Lock), and wrapped
-// Redis errors.
+// errors: [ErrInvalidWait], [ErrInvalidLease], [ErrClosed], [ErrNotSynced] (as for Lock), and Redis
+// errors joined with [ErrNotObtained]: a failed attempt, or [ErrGrantTooLate] when the only attempt's
+// grant came back after its lease had run out.
 func (m *Mutex) TryLock(ctx context.Context, opts ...TryOption) (bool, error) {
 	o, err := parseTryOptions(m.lease, opts)
 	if err != nil {
@@ -203,6 +209,11 @@ func parseTryOptions(lease time.Duration, opts []TryOption) (tryOptions, error) 
 func ownWaitRanOut(ctx context.Context) func(bool, error) (bool, error) {
 	return func(ok bool, err error) (bool, error) {
 		if err != nil && ctx.Err() == nil && errors.Is(err, context.DeadlineExceeded) {
+			var wf waitFailure
+			if errors.As(err, &wf) {
+				// Redis failed for the end of the wait: not a lock held by another owner.
+				return false, errors.Join(ErrNotObtained, wf.err)
+			}
 			return false, nil
 		}
 		return ok, err
@@ -231,6 +242,11 @@ func (m *Mutex) acquire(ctx context.Context, lease time.Duration, wait bool, win
 			// before answering, so that an immediate TryLock anywhere finds no trace of this waiter.
 			m.c.awaitAbandon(leaveCtx, err)
 		}
+		if last := cmd.Ticket.LastError(); last != nil {
+			// The wait ended while Redis failed: say so, rather than "not obtained" alone, which
+			// reads as another owner holding the lock.
+			return false, errors.Join(ErrNotObtained, waitFailure{last}, errors.Unwrap(err))
+		}
 		return false, errors.Join(ErrNotObtained, errors.Unwrap(err))
 	}
 	switch o.Reason {
@@ -239,10 +255,18 @@ func (m *Mutex) acquire(ctx context.Context, lease time.Duration, wait bool, win
 		return true, nil
 	case messages.ReasonNotObtained:
 		return false, nil
+	case messages.ReasonRedis:
+		return false, errors.Join(ErrNotObtained, o.Err)
 	default:
 		return false, outcomeError(o)
 	}
 }
+
+// waitFailure is the Redis error that stood when a wait ended.
+type waitFailure struct{ err error }
+
+func (w waitFailure) Error() string { return w.err.Error() }
+func (w waitFailure) Unwrap() error { return w.err }
 
 // acquireCommand returns the command for one hold of m: lease 0 means a watchdog hold; window is the
 // wait window of a fair lock's waiter, 0 for the coordinator's default.
@@ -296,6 +320,12 @@ func outcomeError(o actors.Outcome) error {
 // It returns [ErrNotHeld] when m does not hold the lock, including after its lease ran out or after a
 // force unlock, and on a second Unlock. It never touches a hold of another owner. If ctx ends before
 // the answer arrives, it returns ctx.Err(), and the release may still take effect.
+//
+// A release that fails on a Redis error (a cut connection, a restarting server) returns an
+// [*UnlockError] wrapping it: whether it took effect is unknown, so the hold is no longer renewed and
+// the lock frees itself when its lease runs out (Done closes then), even if Unlock is never called
+// again. Calling Unlock again retries the same release safely: if the failed one took effect after
+// all, Redis answers what it did, and no second hold is taken away.
 func (m *Mutex) Unlock(ctx context.Context) (err error) {
 	if err := m.usable(ctx); err != nil {
 		return err

@@ -83,6 +83,7 @@ func RWScripts() map[string]*redis.Script {
 		"rw_forceunlock":   rwForceUnlockScript,
 		"rw_status":        rwStatusScript,
 		"rw_clear_intent":  rwClearIntentScript,
+		"rw_set_intent":    rwSetIntentScript,
 	}
 }
 

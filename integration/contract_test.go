@@ -1,0 +1,298 @@
+package integration
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/lockwarden/lockwarden/coordinator"
+	"github.com/lockwarden/lockwarden/integration/redistest"
+	"github.com/lockwarden/lockwarden/redisops"
+)
+
+// The tests in this file pin the lock's contract under faults: a success is never returned for a hold
+// whose validity is gone, a failed Unlock never leaks the lock, a wait that ends while Redis is down
+// says so, and Done closes before Redis can drop the key.
+
+// contractLocker is what the late-grant test drives: a plain, fair or write lock.
+type contractLocker interface {
+	Lock(ctx context.Context) error
+	Unlock(ctx context.Context) error
+	Token() int64
+	Done() <-chan struct{}
+}
+
+// TestContractLateGrantIsNeverReported: Redis is paused for longer than the watchdog timeout while Lock
+// is in flight. When the grant comes back, its lease has run out: Lock must not report it. It either
+// returns a hold that is valid (Token set, Done open, Unlock works) or keeps waiting.
+func TestContractLateGrantIsNeverReported(t *testing.T) {
+	const watchdog = 1500 * time.Millisecond
+	kinds := []struct {
+		name string
+		make func(c *coordinator.Coordinator, name string) contractLocker
+	}{
+		{"plain", func(c *coordinator.Coordinator, name string) contractLocker { return c.Mutex(name) }},
+		{"fair", func(c *coordinator.Coordinator, name string) contractLocker { return c.FairMutex(name) }},
+		{"write", func(c *coordinator.Coordinator, name string) contractLocker { return c.RWMutex(name).Write() }},
+	}
+	for _, kind := range kinds {
+		t.Run(kind.name, func(t *testing.T) {
+			srv := redistest.Start(t)
+			client := redis.NewClient(&redis.Options{Addr: srv.Addr(), ReadTimeout: 10 * time.Second, MaxRetries: -1})
+			t.Cleanup(func() { _ = client.Close() })
+			c := newCoordinator(t, client, coordinator.WithWatchdogTimeout(watchdog))
+			name := "contract-late-" + kind.name
+			m := kind.make(c, name)
+
+			// Warm the connection and the scripts, so that the paused call is the acquire itself.
+			if err := m.Lock(t.Context()); err != nil {
+				t.Fatalf("warm-up Lock: %v", err)
+			}
+			if err := m.Unlock(t.Context()); err != nil {
+				t.Fatalf("warm-up Unlock: %v", err)
+			}
+
+			srv.Pause()
+			ctx, cancel := context.WithTimeout(t.Context(), 15*time.Second)
+			defer cancel()
+			errc := lockAsync2(ctx, m)
+			// The fault's length is the point of the test: the grant must come back after the lease.
+			time.Sleep(2 * watchdog)
+			srv.Resume()
+
+			if err := <-errc; err != nil {
+				t.Fatalf("Lock after the pause: %v", err)
+			}
+			select {
+			case <-m.Done():
+				t.Fatal("Lock returned success for a hold whose Done is already closed")
+			default:
+			}
+			if m.Token() == 0 {
+				t.Fatal("Lock returned success with token 0: the hold was already counted as lost")
+			}
+			ttl, err := client.PTTL(t.Context(), name).Result()
+			if err != nil || ttl <= 0 {
+				t.Fatalf("the lock key after Lock: PTTL %v, %v; want it held", ttl, err)
+			}
+			if err := m.Unlock(t.Context()); err != nil {
+				t.Fatalf("Unlock of the hold Lock reported: %v", err)
+			}
+		})
+	}
+}
+
+// lockAsync2 runs l.Lock(ctx) in a goroutine and returns the channel that receives its error.
+func lockAsync2(ctx context.Context, l contractLocker) <-chan error {
+	errc := make(chan error, 1)
+	go func() { errc <- l.Lock(ctx) }()
+	return errc
+}
+
+// TestContractLateGrantTryLockGivesBack: a TryLock without a wait whose grant comes back too late
+// reports an error (not success), and the hold it may have taken is given back.
+func TestContractLateGrantTryLockGivesBack(t *testing.T) {
+	const lease = 500 * time.Millisecond
+	srv := redistest.Start(t)
+	client := redis.NewClient(&redis.Options{Addr: srv.Addr(), ReadTimeout: 10 * time.Second, MaxRetries: -1})
+	t.Cleanup(func() { _ = client.Close() })
+	c := newCoordinator(t, client)
+	name := "contract-late-try"
+	m := c.Mutex(name)
+	if ok, err := m.TryLock(t.Context(), coordinator.Lease(lease)); !ok || err != nil {
+		t.Fatalf("warm-up TryLock: %v, %v", ok, err)
+	}
+	mustUnlock(t, m)
+
+	srv.Pause()
+	type answer struct {
+		ok  bool
+		err error
+	}
+	answers := make(chan answer, 1)
+	go func() {
+		ok, err := m.TryLock(t.Context(), coordinator.Lease(lease))
+		answers <- answer{ok, err}
+	}()
+	time.Sleep(3 * lease) // the fault's length
+	srv.Resume()
+	got := <-answers
+	if got.ok {
+		t.Fatal("TryLock reported a grant that came back after its lease")
+	}
+	if !errors.Is(got.err, coordinator.ErrNotObtained) || !errors.Is(got.err, coordinator.ErrGrantTooLate) {
+		t.Fatalf("TryLock error = %v, want ErrNotObtained and ErrGrantTooLate", got.err)
+	}
+	if n, err := client.Exists(t.Context(), name).Result(); err != nil || n != 0 {
+		t.Fatalf("the late grant was not given back: EXISTS %d, %v", n, err)
+	}
+}
+
+// TestContractFailedUnlockStopsRenewal: an Unlock that fails on a cut connection returns the error,
+// stops the watchdog, and the lock frees itself within one lease: another coordinator gets it and the
+// first holder's Done closes. Without that, the watchdog renewed the hold for the life of the process.
+func TestContractFailedUnlockStopsRenewal(t *testing.T) {
+	const watchdog = time.Second
+	srv := redistest.Start(t)
+	px, cut := faultProxiedClient(t, srv)
+	c1 := newCoordinator(t, cut, coordinator.WithWatchdogTimeout(watchdog))
+	c2 := newCoordinator(t, srv.Client(t), coordinator.WithWatchdogTimeout(watchdog))
+	name := "contract-failed-unlock"
+	m := c1.Mutex(name)
+	mustLock(t, m)
+
+	px.Disable()
+	err := m.Unlock(t.Context())
+	var ue *coordinator.UnlockError
+	if err == nil || !errors.As(err, &ue) {
+		t.Fatalf("Unlock over a cut connection = %v, want an *UnlockError", err)
+	}
+	px.Enable()
+	faultWaitPing(t, cut, 5*time.Second)
+	failedAt := time.Now()
+
+	other := c2.Mutex(name)
+	ctx, cancel := context.WithTimeout(t.Context(), 4*watchdog)
+	defer cancel()
+	if err := other.Lock(ctx); err != nil {
+		t.Fatalf("another owner could not take the lock within %v of a failed Unlock: %v", 4*watchdog, err)
+	}
+	if took := time.Since(failedAt); took > 2*watchdog {
+		t.Fatalf("the lock was free only %v after the failed Unlock, want within one lease (%v)", took, watchdog)
+	}
+	waitFor(t, m.Done(), time.Second, "Done of the hold whose Unlock failed")
+	if err := m.Unlock(t.Context()); !errors.Is(err, coordinator.ErrNotHeld) {
+		t.Fatalf("Unlock after the lease ran out = %v, want ErrNotHeld", err)
+	}
+	mustUnlock(t, other)
+}
+
+// TestContractFailedUnlockCanBeRetried: after an Unlock that failed, a second Unlock frees the lock at
+// once, and never takes away a hold the failed one already released.
+func TestContractFailedUnlockCanBeRetried(t *testing.T) {
+	srv := redistest.Start(t)
+	px, cut := faultProxiedClient(t, srv)
+	c := newCoordinator(t, cut)
+	name := "contract-retry-unlock"
+	m := c.Mutex(name)
+	mustLock(t, m)
+	mustLock(t, m) // two holds
+
+	px.Disable()
+	if err := m.Unlock(t.Context()); err == nil {
+		t.Fatal("Unlock over a cut connection succeeded")
+	}
+	px.Enable()
+	faultWaitPing(t, cut, 5*time.Second)
+	mustUnlock(t, m) // the retried release: one hold left
+	if n := holdCount(t, m); n != 1 {
+		t.Fatalf("hold count after the retried Unlock = %d, want 1", n)
+	}
+	mustUnlock(t, m)
+	if n, err := cut.Exists(t.Context(), name).Result(); err != nil || n != 0 {
+		t.Fatalf("the lock is still in Redis after every Unlock: EXISTS %d, %v", n, err)
+	}
+}
+
+// TestContractWaitWhileRedisDownReportsTheError: TryLock with a wait, while Redis is unreachable for
+// the whole wait, returns the Redis error joined with ErrNotObtained, not (false, nil), which reads as
+// "another owner holds it". So does Lock whose ctx ends.
+func TestContractWaitWhileRedisDownReportsTheError(t *testing.T) {
+	srv := redistest.Start(t)
+	px, cut := faultProxiedClient(t, srv)
+	c := newCoordinator(t, cut)
+	m := c.Mutex("contract-wait-down")
+	if err := cut.Ping(t.Context()).Err(); err != nil {
+		t.Fatal(err)
+	}
+	px.Disable()
+	ok, err := m.TryLock(t.Context(), coordinator.Wait(time.Second))
+	if ok || err == nil || !errors.Is(err, coordinator.ErrNotObtained) {
+		t.Fatalf("TryLock(Wait) with Redis down = %v, %v; want false and an error matching ErrNotObtained", ok, err)
+	}
+	if errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("TryLock(Wait) with Redis down = %v; the caller's ctx did not end", err)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), time.Second)
+	defer cancel()
+	err = m.Lock(ctx)
+	if !errors.Is(err, coordinator.ErrNotObtained) || !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Lock with Redis down = %v; want ErrNotObtained and the ctx's error", err)
+	}
+	if err.Error() == errors.Join(coordinator.ErrNotObtained, context.DeadlineExceeded).Error() {
+		t.Fatalf("Lock with Redis down = %v; want the Redis error too", err)
+	}
+}
+
+// TestContractDoneClosesBeforeRedisDropsTheKey: Done closes with a margin before the lease can run
+// out in Redis (1%% of the lease plus 2 ms), so that the key is still there when the holder learns of
+// the end of its hold.
+func TestContractDoneClosesBeforeRedisDropsTheKey(t *testing.T) {
+	const lease = 5 * time.Second // a margin of 52 ms
+	_, client, c := setup(t)
+	name := "contract-done-margin"
+	m := c.Mutex(name)
+	if ok, err := m.TryLock(t.Context(), coordinator.Lease(lease)); !ok || err != nil {
+		t.Fatalf("TryLock: %v, %v", ok, err)
+	}
+	waitFor(t, m.Done(), 2*lease, "Done of a leased hold")
+	ttl, err := client.PTTL(t.Context(), name).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Without a margin the key has about 0 ms left (it may be gone); the margin leaves 52 ms, less the
+	// time the test takes to ask.
+	if ttl < 20*time.Millisecond {
+		t.Fatalf("the key had %v left when Done closed, want at least 20ms: no margin before Redis drops it", ttl)
+	}
+}
+
+// TestContractWriterBehindLocalReaderSetsIntent: a writer that waits behind a reader of its own
+// coordinator leaves its write intent, so readers of other processes stay out and the writer gets in.
+func TestContractWriterBehindLocalReaderSetsIntent(t *testing.T) {
+	_, client, c1 := setup(t)
+	c2 := newCoordinator(t, client)
+	name := "contract-intent-local"
+	reader := c1.RWMutex(name)
+	if err := reader.RLock(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	writer := c1.RWMutex(name)
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	wrote := make(chan error, 1)
+	go func() { wrote <- writer.Lock(ctx) }()
+
+	intent := redisops.WriteIntentKey(name)
+	deadline := time.Now().Add(2 * time.Second)
+	for {
+		got, err := client.Get(t.Context(), intent).Result()
+		if err == nil && got == writer.Write().Owner() {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no write intent of the waiting writer after 2s: %q, %v", got, err)
+		}
+		time.Sleep(10 * time.Millisecond) // polls Redis for the state the test waits on
+	}
+	if ok, err := c2.RWMutex(name).TryRLock(t.Context()); ok || err != nil {
+		t.Fatalf("a reader of another coordinator got in while a writer waits: %v, %v", ok, err)
+	}
+	// The intent is kept while the writer waits longer than its expiry.
+	time.Sleep(3 * time.Second) // longer than the intent's own expiry (2s)
+	if ok, err := c2.RWMutex(name).TryRLock(t.Context()); ok || err != nil {
+		t.Fatalf("a reader of another coordinator got in after the intent's expiry: %v, %v", ok, err)
+	}
+	if err := reader.RUnlock(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-wrote; err != nil {
+		t.Fatalf("writer Lock: %v", err)
+	}
+	if err := writer.Unlock(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+}
