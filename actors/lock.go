@@ -113,7 +113,12 @@ type lockActor struct {
 	expiryAt time.Time
 	idle     oneShot
 	watchdog oneShot
-	backoff  backoff.BackOff
+	// keepAlive refreshes the places of a fair lock's waiters in the Redis queue, next at keepAliveAt;
+	// leaving holds the leaves of fair waiters to be retried (see retryLeave).
+	keepAlive   oneShot
+	keepAliveAt time.Time
+	leaving     map[*Acquire]scheduler.CancelFunc
+	backoff     backoff.BackOff
 	// renewTicks counts the watchdog ticks, to sample their spans.
 	renewTicks uint64
 }
@@ -196,6 +201,12 @@ func (a *lockActor) Receive(ctx actor.Context) {
 		if a.watchdog.current(m.gen) {
 			a.renewAll()
 		}
+	case keepAliveTick:
+		if a.keepAlive.current(m.gen) {
+			a.refreshPlaces()
+		}
+	case leaveRetry:
+		a.onLeaveRetry(m)
 	case idleTick:
 		if a.idle.current(m.gen) && a.isIdle() {
 			ctx.Send(a.parent, &idle{key: a.key, pid: a.self, routed: a.routed})
@@ -227,6 +238,7 @@ func (a *lockActor) afterMessage() {
 	}
 	a.armExpiry()
 	a.armWatchdog()
+	a.armKeepAlive()
 	if a.isIdle() {
 		if !a.idle.armed() {
 			a.idle.arm(a.sched, a.self, a.env.IdleTimeout, func(g uint64) any { return idleTick{g} })
@@ -941,7 +953,12 @@ func (a *lockActor) leaveQueue(gone *Acquire) {
 		return
 	}
 	if err := a.proto.leave(a.redisContext(), gone, true); err != nil {
-		a.log().Warn("leaving the fair queue failed; the place lapses after the wait window", "owner", gone.Owner, "err", err)
+		if a.family != familyFair {
+			a.log().Warn("leaving the fair queue failed; the place lapses after the wait window", "owner", gone.Owner, "err", err)
+			return
+		}
+		a.log().Warn("leaving the fair queue failed; retrying", "owner", gone.Owner, "err", err)
+		a.retryLeave(gone, leaveRetryFirst, time.Now().Add(gone.WaitWindow))
 	}
 }
 
@@ -1211,8 +1228,10 @@ func (a *lockActor) shutdown() {
 	a.expiry.stop()
 	a.idle.stop()
 	a.watchdog.stop()
+	a.keepAlive.stop()
 	ctx, cancel := context.WithTimeout(context.Background(), a.env.StopReleaseTimeout)
 	defer cancel()
+	a.leaveAtShutdown(ctx)
 	for _, m := range a.queue {
 		// Whether its caller is still there (it may have left because the coordinator closes), the
 		// waiter waits no more.

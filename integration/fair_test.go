@@ -1098,3 +1098,206 @@ func TestFairCallArrivingAfterAMissedGrant(t *testing.T) {
 	mustUnlock(t, x)
 	fairExpectFree(t, client, name)
 }
+
+// fairGapRecorder records, for one lock name, when nobody holds it between a release and the next
+// acquisition.
+type fairGapRecorder struct {
+	mu     sync.Mutex
+	held   int
+	freed  time.Time // when held last dropped to 0
+	gaps   []fairGap
+	maxRun int
+}
+
+type fairGap struct {
+	from time.Time
+	d    time.Duration
+}
+
+func (r *fairGapRecorder) acquired() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	now := time.Now()
+	if r.held == 0 && !r.freed.IsZero() {
+		r.gaps = append(r.gaps, fairGap{from: r.freed, d: now.Sub(r.freed)})
+	}
+	r.held++
+	r.maxRun = max(r.maxRun, r.held)
+}
+
+func (r *fairGapRecorder) released() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.held--
+	if r.held == 0 {
+		r.freed = time.Now()
+	}
+}
+
+// longest returns the longest gap that started at or after since, and when it started.
+func (r *fairGapRecorder) longest(since time.Time) fairGap {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var worst fairGap
+	for _, g := range r.gaps {
+		if !g.from.Before(since) && g.d > worst.d {
+			worst = g
+		}
+	}
+	// A gap still open counts too.
+	if r.held == 0 && !r.freed.Before(since) {
+		if d := time.Since(r.freed); d > worst.d {
+			worst = fairGap{from: r.freed, d: d}
+		}
+	}
+	return worst
+}
+
+// TestFairNoStallAfterPause: many goroutines of several coordinators take turns on one fair lock while
+// Redis is paused (SIGSTOP) for a few seconds. Once Redis is back and the coordinators have recovered,
+// the lock never stays free for long while goroutines wait for it: every release is followed by the
+// next acquisition within about a second.
+func TestFairNoStallAfterPause(t *testing.T) {
+	const (
+		coords     = 8
+		goroutines = 16
+		pause      = 5 * time.Second
+		settle     = 3 * time.Second // recovery after Resume: timeouts of calls sent during the pause
+		after      = 10 * time.Second
+		maxGap     = 1500 * time.Millisecond
+		watchdog   = 1500 * time.Millisecond
+		window     = 2 * time.Second // shorter than the pause: every place lapses during it
+	)
+	srv := redistest.Start(t)
+	name := t.Name()
+	var cs []*coordinator.Coordinator
+	for range coords {
+		_, c := semOther(t, srv, coordinator.WithWatchdogTimeout(watchdog), coordinator.WithFairWaitWindow(window))
+		cs = append(cs, c)
+	}
+	ctx, stop := context.WithCancel(t.Context())
+	defer stop()
+	rec := &fairGapRecorder{}
+	var wg sync.WaitGroup
+	var turns atomic.Int64
+	for i := range coords * goroutines {
+		m := cs[i%coords].FairMutex(name)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for ctx.Err() == nil {
+				lctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+				err := m.Lock(lctx)
+				cancel()
+				if err != nil {
+					continue
+				}
+				rec.acquired()
+				turns.Add(1)
+				time.Sleep(time.Millisecond) // the critical section
+				done := m.Done()
+				rec.released()
+				// An Unlock that fails (Redis paused) is retried as a user would, until it works or
+				// the hold is gone.
+				for {
+					err := m.Unlock(context.Background())
+					if err == nil || errors.Is(err, coordinator.ErrNotHeld) {
+						break
+					}
+					select {
+					case <-done:
+					case <-time.After(100 * time.Millisecond):
+						continue
+					}
+					break
+				}
+			}
+		}()
+	}
+	leakEventually(t, 10*time.Second, "turns before the pause", func() (bool, error) { return turns.Load() > 100, nil })
+	srv.Pause()
+	time.Sleep(pause) // the fault itself lasts this long
+	srv.Resume()
+	resumed := time.Now()
+	time.Sleep(settle + after) // the run under observation
+	worst := rec.longest(resumed.Add(settle))
+	stop()
+	wg.Wait()
+	before := turns.Load()
+	t.Logf("%d turns; longest free gap from %v after Resume: %v", before, worst.from.Sub(resumed), worst.d)
+	rec.mu.Lock()
+	for _, g := range rec.gaps {
+		if g.d > 200*time.Millisecond {
+			t.Logf("gap of %v from %v after Resume", g.d, g.from.Sub(resumed))
+		}
+	}
+	rec.mu.Unlock()
+	if worst.d > maxGap {
+		t.Fatalf("the lock stayed free for %v, from %v after Resume, while goroutines waited; want at most %v",
+			worst.d, worst.from.Sub(resumed), maxGap)
+	}
+}
+
+// TestFairDeadWaitersDoNotAddUp: waiters of a process that died (its connection cut, so it neither
+// refreshes its places nor leaves) hold up a live waiter behind them for about one wait window after
+// they died or after the holder's release, whichever is later: not one window per dead waiter, and not
+// the holder's lease on top.
+func TestFairDeadWaitersDoNotAddUp(t *testing.T) {
+	t.Parallel()
+	const (
+		window = 2 * time.Second
+		margin = time.Second
+	)
+	for _, dead := range []int{1, 4, 8} {
+		t.Run(strconv.Itoa(dead), func(t *testing.T) {
+			t.Parallel()
+			ctx := t.Context()
+			srv := redistest.Start(t)
+			client := srv.Client(t)
+			// The holder's watchdog lease is much longer than the window.
+			cA := newCoordinator(t, client, coordinator.WithWatchdogTimeout(30*time.Second), coordinator.WithFairWaitWindow(window))
+			pxK, clientK := faultProxiedClient(t, srv)
+			cK := newCoordinator(t, clientK, coordinator.WithFairWaitWindow(window))
+			_, cL := semOther(t, srv, coordinator.WithFairWaitWindow(window))
+			name := t.Name()
+
+			holder := cA.FairMutex(name)
+			mustLock(t, holder)
+			var owners []string
+			for range dead {
+				k := cK.FairMutex(name)
+				lockAsync(ctx, k) // returns at the cleanup
+				fairWaitQueued(t, client, name, k.Owner())
+				owners = append(owners, k.Owner())
+			}
+			live := cL.FairMutex(name)
+			lctx, cancel := context.WithTimeout(ctx, time.Duration(dead+2)*window+5*time.Second)
+			defer cancel()
+			errc := lockAsync(lctx, live)
+			fairWaitQueued(t, client, name, live.Owner())
+			fairExpectQueue(t, client, name, append(owners, live.Owner())...)
+			pxK.Disable() // the waiters' process is dead, as far as Redis can tell
+			died := time.Now()
+
+			time.Sleep(window / 4) // the holder works on a while after they died
+			mustUnlock(t, holder)
+			released := time.Now()
+			if err := semRecv(t, errc, time.Duration(dead+2)*window+10*time.Second, "the live waiter's Lock"); err != nil {
+				t.Fatalf("live Lock: %v (%s)", err, fairState(t, client, name))
+			}
+			got := time.Now()
+			from := released
+			if died.After(from) {
+				from = died
+			}
+			if d := got.Sub(from); d > window+margin {
+				t.Fatalf("with %d dead waiters ahead, the live waiter got the lock %v after the release; want within one window (%v) + %v",
+					dead, got.Sub(released), window, margin)
+			}
+			t.Logf("%d dead waiters: the live waiter got the lock %v after the release, %v after they died",
+				dead, got.Sub(released), got.Sub(died))
+			fairExpectQueue(t, client, name)
+			mustUnlock(t, live)
+		})
+	}
+}
