@@ -2,6 +2,7 @@ package actors
 
 import (
 	"context"
+	"strings"
 	"time"
 
 	"github.com/asynkron/protoactor-go/scheduler"
@@ -175,4 +176,23 @@ func (a *lockActor) leaveAtShutdown(ctx context.Context) {
 		}
 	}
 	clear(a.leaving)
+}
+
+// giveBackGrant gives back a fair lock that a release handed, as its notice on channel says, to an owner
+// of ours that no call waits for nor holds: a wait that left while its attempt was still on its way
+// (held up by a Redis pause, it ran after the leave and queued the owner again). Nobody would claim the
+// hold, and everyone would wait for its lease to run out.
+func (a *lockActor) giveBackGrant(channel string) {
+	owner, ok := strings.CutPrefix(channel, redisops.ChannelName(a.name)+":")
+	if !ok || owner == "" {
+		return
+	}
+	if _, holds := a.holds[holdKey{owner, KindFair}]; holds {
+		return
+	}
+	gone := &Acquire{Name: a.name, Kind: KindFair, Owner: owner, Wait: true}
+	if err := a.proto.leave(a.redisContext(), gone, true); err != nil {
+		a.log().Warn("giving back a fair lock handed to a gone wait failed; retrying", "owner", owner, "err", err)
+		a.retryLeave(gone, leaveRetryFirst, time.Now().Add(a.env.WatchdogTimeout))
+	}
 }

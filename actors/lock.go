@@ -1021,7 +1021,9 @@ func (a *lockActor) onFairGrant(channel string, token int64, waitID string) {
 	if i < 0 {
 		if live >= 0 {
 			a.tryWaiter(match)
+			return
 		}
+		a.giveBackGrant(channel)
 		return
 	}
 	w := a.queue[i]

@@ -1301,3 +1301,46 @@ func TestFairDeadWaitersDoNotAddUp(t *testing.T) {
 		})
 	}
 }
+
+// TestFairGrantToAGoneWaitIsGivenBack: a wait whose call already left can still be registered for a
+// handoff in Redis (its attempt, held up by a Redis pause, ran after its leave). A release then hands it
+// the lock; its process, told so, gives the hold back at once and the next waiter gets the lock, rather
+// than everyone waiting for the gone wait's lease to run out.
+func TestFairGrantToAGoneWaitIsGivenBack(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	srv, client, cA := setup(t)
+	_, cB := semOther(t, srv)
+	_, cC := semOther(t, srv)
+	name := t.Name()
+	holder := cA.FairMutex(name)
+	mustLock(t, holder)
+
+	x := cB.FairMutex(name)
+	xctx, cancel := context.WithCancel(ctx)
+	res := semTryAsync(xctx, x, coordinator.Wait(time.Minute))
+	fairWaitQueued(t, client, name, x.Owner())
+	fairWaitSubscribed(t, client, name, x.Owner())
+	cancel()
+	semRecv(t, res, 5*time.Second, "x's TryLock after its ctx was cancelled")
+	leakEventually(t, time.Second, "x out of the queue", func() (bool, error) {
+		q, err := client.LRange(ctx, redisops.FairQueueKey(name), 0, -1).Result()
+		return len(q) == 0, err
+	})
+	// x's late attempt, as fair_acquire.lua runs it, with the watchdog lease.
+	if got, err := redisops.New(client).FairWait(ctx, name, x.Owner(), 30*time.Second, time.Minute, 0, "gone-wait"); err != nil || got.OK {
+		t.Fatalf("FairWait of the gone wait = %+v, %v; want queued", got, err)
+	}
+	live := cC.FairMutex(name)
+	errc := lockAsync(ctx, live)
+	fairWaitQueued(t, client, name, live.Owner())
+	mustUnlock(t, holder)
+	released := time.Now()
+	if err := semRecv(t, errc, 10*time.Second, "the live waiter's Lock"); err != nil {
+		t.Fatalf("live Lock: %v", err)
+	}
+	if d := time.Since(released); d > 2*time.Second {
+		t.Fatalf("the live waiter got the lock %v after the release; want within 2s, not after the gone wait's lease", d)
+	}
+	mustUnlock(t, live)
+}
