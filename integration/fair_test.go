@@ -1344,3 +1344,42 @@ func TestFairGrantToAGoneWaitIsGivenBack(t *testing.T) {
 	}
 	mustUnlock(t, live)
 }
+
+// TestFairLeaveRetriedAfterAFault: a waiter that gives up while its connection to Redis is cut cannot
+// leave the queue at once; it tries again with backoff, and leaves once Redis is reachable, well within
+// its wait window.
+func TestFairLeaveRetriedAfterAFault(t *testing.T) {
+	t.Parallel()
+	const window = 30 * time.Second
+	ctx := t.Context()
+	srv, client, cA := setup(t)
+	pxK, clientK := faultProxiedClient(t, srv)
+	cK := newCoordinator(t, clientK, coordinator.WithFairWaitWindow(window))
+	name := t.Name()
+	holder := cA.FairMutex(name)
+	mustLock(t, holder)
+
+	k := cK.FairMutex(name)
+	kctx, cancel := context.WithCancel(ctx)
+	res := lockAsync(kctx, k)
+	fairWaitQueued(t, client, name, k.Owner())
+	pxK.Disable() // the leave that follows the cancel fails
+	cancel()
+	if err := semRecv(t, res, 5*time.Second, "k's Lock after its ctx was cancelled"); !errors.Is(err, context.Canceled) {
+		t.Fatalf("k's Lock = %v, want context.Canceled", err)
+	}
+	// The leave is tried at once, and fails while the proxy refuses connections.
+	time.Sleep(500 * time.Millisecond) // the fault lasts this long
+	if q := fairQueue(t, client, name); !slices.Contains(q, k.Owner()) {
+		t.Fatalf("k left the queue while its connection was cut: %q", q)
+	}
+	pxK.Enable()
+	healed := time.Now()
+	leakEventually(t, 5*time.Second, "k's retried leave", func() (bool, error) {
+		q, err := client.LRange(ctx, redisops.FairQueueKey(name), 0, -1).Result()
+		return len(q) == 0, err
+	})
+	t.Logf("k left the queue %v after the fault ended", time.Since(healed))
+	fairExpectQueue(t, client, name)
+	mustUnlock(t, holder)
+}
