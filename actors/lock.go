@@ -138,7 +138,12 @@ type lockActor struct {
 	expiryAt time.Time
 	idle     oneShot
 	watchdog oneShot
-	backoff  backoff.BackOff
+	// keepAlive refreshes the places of a fair lock's waiters in the Redis queue, next at keepAliveAt;
+	// leaving holds the leaves of fair waiters to be retried (see retryLeave).
+	keepAlive   oneShot
+	keepAliveAt time.Time
+	leaving     map[*Acquire]scheduler.CancelFunc
+	backoff     backoff.BackOff
 	// renewTicks counts the watchdog ticks, to sample their spans.
 	renewTicks uint64
 }
@@ -223,6 +228,12 @@ func (a *lockActor) Receive(ctx actor.Context) {
 		}
 	case intentTick:
 		a.intent.current(m.gen) // afterMessage refreshes the intent
+	case keepAliveTick:
+		if a.keepAlive.current(m.gen) {
+			a.refreshPlaces()
+		}
+	case leaveRetry:
+		a.onLeaveRetry(m)
 	case idleTick:
 		if a.idle.current(m.gen) && a.isIdle() {
 			ctx.Send(a.parent, &idle{key: a.key, pid: a.self, routed: a.routed})
@@ -257,6 +268,7 @@ func (a *lockActor) afterMessage() {
 	if a.family == familyRW {
 		a.keepWriteIntent()
 	}
+	a.armKeepAlive()
 	if a.isIdle() {
 		if !a.idle.armed() {
 			a.idle.arm(a.sched, a.self, a.env.IdleTimeout, func(g uint64) any { return idleTick{g} })
@@ -1098,7 +1110,12 @@ func (a *lockActor) leaveQueue(gone *Acquire) {
 		return
 	}
 	if err := a.proto.leave(a.redisContext(), gone, true); err != nil {
-		a.log().Warn("leaving the fair queue failed; the place lapses after the wait window", "owner", gone.Owner, "err", err)
+		if a.family != familyFair {
+			a.log().Warn("leaving the fair queue failed; the place lapses after the wait window", "owner", gone.Owner, "err", err)
+			return
+		}
+		a.log().Warn("leaving the fair queue failed; retrying", "owner", gone.Owner, "err", err)
+		a.retryLeave(gone, leaveRetryFirst, time.Now().Add(gone.WaitWindow))
 	}
 }
 
@@ -1161,7 +1178,9 @@ func (a *lockActor) onFairGrant(channel string, token int64, waitID string) {
 	if i < 0 {
 		if live >= 0 {
 			a.tryWaiter(match)
+			return
 		}
+		a.giveBackGrant(channel)
 		return
 	}
 	w := a.queue[i]
@@ -1400,8 +1419,10 @@ func (a *lockActor) shutdown() {
 	a.idle.stop()
 	a.watchdog.stop()
 	a.intent.stop()
+	a.keepAlive.stop()
 	ctx, cancel := context.WithTimeout(context.Background(), a.env.StopReleaseTimeout)
 	defer cancel()
+	a.leaveAtShutdown(ctx)
 	for _, m := range a.queue {
 		// Whether its caller is still there (it may have left because the coordinator closes), the
 		// waiter waits no more.

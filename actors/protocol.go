@@ -78,11 +78,22 @@ type fairProtocol struct {
 	ops  *redisops.Ops
 }
 
+// acquire queues a waiter (enqueue) with a place that the lock actor keeps alive (refresh), so that
+// its deadline lapses one window after its process stopped.
 func (p fairProtocol) acquire(ctx context.Context, m *Acquire, held int64, enqueue bool) (redisops.Acquired, error) {
-	if enqueue && handsOff(m) && m.waitID != "" {
+	switch {
+	case enqueue && handsOff(m) && m.waitID != "":
 		return p.ops.FairWait(ctx, p.name, m.Owner, m.Lease, m.WaitWindow, held, m.waitID)
+	case enqueue:
+		return p.ops.FairQueue(ctx, p.name, m.Owner, m.Lease, m.WaitWindow, held)
 	}
-	return p.ops.FairAcquire(ctx, p.name, m.Owner, m.Lease, m.WaitWindow, held, enqueue)
+	return p.ops.FairAcquire(ctx, p.name, m.Owner, m.Lease, m.WaitWindow, held, false)
+}
+
+// refresh keeps the Redis places of the waiting owners alive and reports, for each, whether it is
+// still queued.
+func (p fairProtocol) refresh(ctx context.Context, places []redisops.FairPlace) ([]redisops.FairPlaceState, error) {
+	return p.ops.FairRefresh(ctx, p.name, places)
 }
 
 // handsOff reports whether the fair waiter m registers for handoffs: not with an owner id that other

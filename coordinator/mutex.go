@@ -81,8 +81,9 @@ func (c *Coordinator) Mutex(name string, opts ...MutexOption) *Mutex {
 // with a deadline in a sorted set (redisson_lock_timeout:{name}), and is woken on a channel of its own
 // when it reaches the head. A waiter that gives up leaves the queue: a TryLock whose [Wait] runs out
 // returns only once it has left; a call whose ctx ends returns at once, and the waiter leaves right
-// after. A waiter whose process died is purged by the
-// other clients once its wait window has passed ([WithFairWaitWindow], 5 minutes by default). TryLock
+// after. A live waiter keeps its place alive; a waiter whose process died is purged by the other
+// clients one wait window after it stopped ([WithFairWaitWindow], 5 minutes by default), however many
+// dead waiters stand ahead. TryLock
 // without [Wait] never queues: it gets the lock only if it is free and nobody is queued.
 //
 // A fair and a plain lock on the same name share the lock hash, as in Redisson: they exclude each

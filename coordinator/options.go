@@ -125,8 +125,9 @@ func WithStopReleaseTimeout(d time.Duration) Option {
 }
 
 // WithFairWaitWindow sets how long a waiter of a fair lock keeps its place in the Redis queue without
-// trying again: a waiter whose process died is purged by the other clients once its window has passed,
-// so it blocks the queue for at most about this long. A TryLock with [Wait] uses its wait as the window
+// refreshing it: a live waiter's lock actor refreshes it every third of the window, and a waiter whose
+// process died is purged one window after it stopped, so dead waiters, however many, block the queue for
+// about this long in all. A TryLock with [Wait] uses its wait as the window
 // instead, as Redisson does. It must be positive. The default is 5 minutes, as in Redisson.
 func WithFairWaitWindow(d time.Duration) Option {
 	return func(o *options) error {

@@ -366,9 +366,10 @@ func TestFairDefaultWaitWindow(t *testing.T) {
 		done := make(chan error, 1)
 		go func() { done <- tc.lock(ctx, waiter) }()
 		fairWaitQueued(t, client, name, waiter.Owner())
-		now, pttl, score, ok := fairSnapshot(t, client, name, waiter.Owner())
-		if want := now.Add(pttl).Add(tc.window); !ok || score.Sub(want).Abs() > time.Second {
-			t.Errorf("%s: waiter's timeout %v after the lock's expiry, want %v (%s)", tc.what, score.Sub(now.Add(pttl)), tc.window, fairState(t, client, name))
+		// The waiter keeps its place alive: its deadline is one window from now, whatever the lease.
+		now, _, score, ok := fairSnapshot(t, client, name, waiter.Owner())
+		if want := now.Add(tc.window); !ok || score.Sub(want).Abs() > time.Second {
+			t.Errorf("%s: waiter's timeout %v from now, want %v (%s)", tc.what, score.Sub(now), tc.window, fairState(t, client, name))
 		}
 		cancel()
 		if err := semRecv(t, done, 5*time.Second, tc.what+" giving up"); !errors.Is(err, context.Canceled) {
@@ -510,44 +511,43 @@ func TestFairScoresBounded(t *testing.T) {
 			t.Fatalf("waiter %d TryLock(Wait) = %v, %v; want false, nil", i, r.ok, r.err)
 		}
 	}
-	fairExpectQueue(t, client, name, dead.Owner())
-
-	// The dead waiter's place lapses one window after the holder's lease: the windows of the 25 that
-	// queued ahead of it and left are given back.
-	now, pttl, score, ok := fairSnapshot(t, client, name, dead.Owner())
-	if !ok {
-		t.Fatalf("the dead waiter has no score: %s", fairState(t, client, name))
+	// The dead waiter's place lapses one window after it died, whatever the holder's lease and the
+	// waiters that queued ahead of it and left: it is purged, or about to be.
+	if q := fairQueue(t, client, name); len(q) > 1 || (len(q) == 1 && q[0] != dead.Owner()) {
+		t.Fatalf("after the others left, the queue is %q; want at most the dead waiter", q)
 	}
-	if want, got := pttl+windowDead, score.Sub(now); got > want+margin || got < want-margin {
-		t.Fatalf("the dead waiter's score is now%+v; want now + PTTL (%v) + its window (%v) = now%+v, give or take %v: %s",
-			got, pttl, windowDead, want, margin, fairState(t, client, name))
+	now, _, score, ok := fairSnapshot(t, client, name, dead.Owner())
+	if got := score.Sub(now); ok && got > windowDead {
+		t.Fatalf("the dead waiter's score is now%+v; want at most one window (%v) from now: %s",
+			got, windowDead, fairState(t, client, name))
 	}
 
-	// A fresh waiter queues behind the dead one: one window more, not one per waiter that came before.
+	// A fresh waiter queues behind the dead one: one window of its own from now, not one per waiter
+	// that came before, nor the holder's lease.
 	fresh := cB.FairMutex(name)
 	fctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	res := semTryAsync(fctx, fresh, coordinator.Wait(waitFresh))
 	fairWaitQueued(t, client, name, fresh.Owner())
-	now, pttl, score, ok = fairSnapshot(t, client, name, fresh.Owner())
+	now, _, score, ok = fairSnapshot(t, client, name, fresh.Owner())
 	if !ok {
 		t.Fatalf("the fresh waiter has no score: %s", fairState(t, client, name))
 	}
-	if bound, got := pttl+windowDead+waitFresh, score.Sub(now); got > bound+margin || got < pttl+waitFresh-margin {
-		t.Fatalf("the fresh waiter's score is now%+v; want at most now + PTTL (%v) + the dead waiter's window (%v) + its own (%v) + %v: %s",
-			got, pttl, windowDead, waitFresh, margin, fairState(t, client, name))
+	if got := score.Sub(now); got > waitFresh+margin || got < waitFresh-margin {
+		t.Fatalf("the fresh waiter's score is now%+v; want now + its window (%v), give or take %v: %s",
+			got, waitFresh, margin, fairState(t, client, name))
 	}
 	cancel()
 	if r := semRecv(t, res, 5*time.Second, "the fresh waiter's TryLock after its ctx was cancelled"); r.ok || !errors.Is(r.err, context.Canceled) {
 		t.Fatalf("fresh TryLock with a cancelled ctx = %v, %v; want false, context.Canceled", r.ok, r.err)
 	}
 	// TryLock does not wait on a cancelled ctx for its waiter to leave the queue, but the waiter
-	// leaves right after.
+	// leaves right after; the dead waiter, whose window has passed, is purged by then.
 	leakEventually(t, time.Second, "the cancelled waiter leaving the queue", func() (bool, error) {
 		l, err := client.LLen(ctx, redisops.FairQueueKey(name)).Result()
-		return l == 1, err
+		return l == 0, err
 	})
-	fairExpectQueue(t, client, name, dead.Owner())
+	fairExpectQueue(t, client, name)
 	if !semIsHeld(t, holder) {
 		t.Fatal("the holder lost the lock")
 	}
@@ -1097,4 +1097,289 @@ func TestFairCallArrivingAfterAMissedGrant(t *testing.T) {
 	mustUnlock(t, x)
 	mustUnlock(t, x)
 	fairExpectFree(t, client, name)
+}
+
+// fairGapRecorder records, for one lock name, when nobody holds it between a release and the next
+// acquisition.
+type fairGapRecorder struct {
+	mu     sync.Mutex
+	held   int
+	freed  time.Time // when held last dropped to 0
+	gaps   []fairGap
+	maxRun int
+}
+
+type fairGap struct {
+	from time.Time
+	d    time.Duration
+}
+
+func (r *fairGapRecorder) acquired() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	now := time.Now()
+	if r.held == 0 && !r.freed.IsZero() {
+		r.gaps = append(r.gaps, fairGap{from: r.freed, d: now.Sub(r.freed)})
+	}
+	r.held++
+	r.maxRun = max(r.maxRun, r.held)
+}
+
+func (r *fairGapRecorder) released() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.held--
+	if r.held == 0 {
+		r.freed = time.Now()
+	}
+}
+
+// longest returns the longest gap that started at or after since, and when it started.
+func (r *fairGapRecorder) longest(since time.Time) fairGap {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var worst fairGap
+	for _, g := range r.gaps {
+		if !g.from.Before(since) && g.d > worst.d {
+			worst = g
+		}
+	}
+	// A gap still open counts too.
+	if r.held == 0 && !r.freed.Before(since) {
+		if d := time.Since(r.freed); d > worst.d {
+			worst = fairGap{from: r.freed, d: d}
+		}
+	}
+	return worst
+}
+
+// TestFairNoStallAfterPause: many goroutines of several coordinators take turns on one fair lock while
+// Redis is paused (SIGSTOP) for a few seconds. Once Redis is back and the coordinators have recovered,
+// the lock never stays free for long while goroutines wait for it: every release is followed by the
+// next acquisition within about a second.
+func TestFairNoStallAfterPause(t *testing.T) {
+	const (
+		coords     = 8
+		goroutines = 16
+		pause      = 5 * time.Second
+		settle     = 3 * time.Second // recovery after Resume: timeouts of calls sent during the pause
+		after      = 10 * time.Second
+		maxGap     = 1500 * time.Millisecond
+		watchdog   = 1500 * time.Millisecond
+		window     = 2 * time.Second // shorter than the pause: every place lapses during it
+	)
+	srv := redistest.Start(t)
+	name := t.Name()
+	var cs []*coordinator.Coordinator
+	for range coords {
+		_, c := semOther(t, srv, coordinator.WithWatchdogTimeout(watchdog), coordinator.WithFairWaitWindow(window))
+		cs = append(cs, c)
+	}
+	ctx, stop := context.WithCancel(t.Context())
+	defer stop()
+	rec := &fairGapRecorder{}
+	var wg sync.WaitGroup
+	var turns atomic.Int64
+	for i := range coords * goroutines {
+		m := cs[i%coords].FairMutex(name)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for ctx.Err() == nil {
+				lctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+				err := m.Lock(lctx)
+				cancel()
+				if err != nil {
+					continue
+				}
+				rec.acquired()
+				turns.Add(1)
+				time.Sleep(time.Millisecond) // the critical section
+				done := m.Done()
+				rec.released()
+				// An Unlock that fails (Redis paused) is retried as a user would, until it works or
+				// the hold is gone.
+				for {
+					err := m.Unlock(context.Background())
+					if err == nil || errors.Is(err, coordinator.ErrNotHeld) {
+						break
+					}
+					select {
+					case <-done:
+					case <-time.After(100 * time.Millisecond):
+						continue
+					}
+					break
+				}
+			}
+		}()
+	}
+	leakEventually(t, 10*time.Second, "turns before the pause", func() (bool, error) { return turns.Load() > 100, nil })
+	srv.Pause()
+	time.Sleep(pause) // the fault itself lasts this long
+	srv.Resume()
+	resumed := time.Now()
+	time.Sleep(settle + after) // the run under observation
+	worst := rec.longest(resumed.Add(settle))
+	stop()
+	wg.Wait()
+	before := turns.Load()
+	t.Logf("%d turns; longest free gap from %v after Resume: %v", before, worst.from.Sub(resumed), worst.d)
+	rec.mu.Lock()
+	for _, g := range rec.gaps {
+		if g.d > 200*time.Millisecond {
+			t.Logf("gap of %v from %v after Resume", g.d, g.from.Sub(resumed))
+		}
+	}
+	rec.mu.Unlock()
+	if worst.d > maxGap {
+		t.Fatalf("the lock stayed free for %v, from %v after Resume, while goroutines waited; want at most %v",
+			worst.d, worst.from.Sub(resumed), maxGap)
+	}
+}
+
+// TestFairDeadWaitersDoNotAddUp: waiters of a process that died (its connection cut, so it neither
+// refreshes its places nor leaves) hold up a live waiter behind them for about one wait window after
+// they died or after the holder's release, whichever is later: not one window per dead waiter, and not
+// the holder's lease on top.
+func TestFairDeadWaitersDoNotAddUp(t *testing.T) {
+	t.Parallel()
+	const (
+		window = 2 * time.Second
+		margin = time.Second
+	)
+	for _, dead := range []int{1, 4, 8} {
+		t.Run(strconv.Itoa(dead), func(t *testing.T) {
+			t.Parallel()
+			ctx := t.Context()
+			srv := redistest.Start(t)
+			client := srv.Client(t)
+			// The holder's watchdog lease is much longer than the window.
+			cA := newCoordinator(t, client, coordinator.WithWatchdogTimeout(30*time.Second), coordinator.WithFairWaitWindow(window))
+			pxK, clientK := faultProxiedClient(t, srv)
+			cK := newCoordinator(t, clientK, coordinator.WithFairWaitWindow(window))
+			_, cL := semOther(t, srv, coordinator.WithFairWaitWindow(window))
+			name := t.Name()
+
+			holder := cA.FairMutex(name)
+			mustLock(t, holder)
+			var owners []string
+			for range dead {
+				k := cK.FairMutex(name)
+				lockAsync(ctx, k) // returns at the cleanup
+				fairWaitQueued(t, client, name, k.Owner())
+				owners = append(owners, k.Owner())
+			}
+			live := cL.FairMutex(name)
+			lctx, cancel := context.WithTimeout(ctx, time.Duration(dead+2)*window+5*time.Second)
+			defer cancel()
+			errc := lockAsync(lctx, live)
+			fairWaitQueued(t, client, name, live.Owner())
+			fairExpectQueue(t, client, name, append(owners, live.Owner())...)
+			pxK.Disable() // the waiters' process is dead, as far as Redis can tell
+			died := time.Now()
+
+			time.Sleep(window / 4) // the holder works on a while after they died
+			mustUnlock(t, holder)
+			released := time.Now()
+			if err := semRecv(t, errc, time.Duration(dead+2)*window+10*time.Second, "the live waiter's Lock"); err != nil {
+				t.Fatalf("live Lock: %v (%s)", err, fairState(t, client, name))
+			}
+			got := time.Now()
+			from := released
+			if died.After(from) {
+				from = died
+			}
+			if d := got.Sub(from); d > window+margin {
+				t.Fatalf("with %d dead waiters ahead, the live waiter got the lock %v after the release; want within one window (%v) + %v",
+					dead, got.Sub(released), window, margin)
+			}
+			t.Logf("%d dead waiters: the live waiter got the lock %v after the release, %v after they died",
+				dead, got.Sub(released), got.Sub(died))
+			fairExpectQueue(t, client, name)
+			mustUnlock(t, live)
+		})
+	}
+}
+
+// TestFairGrantToAGoneWaitIsGivenBack: a wait whose call already left can still be registered for a
+// handoff in Redis (its attempt, held up by a Redis pause, ran after its leave). A release then hands it
+// the lock; its process, told so, gives the hold back at once and the next waiter gets the lock, rather
+// than everyone waiting for the gone wait's lease to run out.
+func TestFairGrantToAGoneWaitIsGivenBack(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	srv, client, cA := setup(t)
+	_, cB := semOther(t, srv)
+	_, cC := semOther(t, srv)
+	name := t.Name()
+	holder := cA.FairMutex(name)
+	mustLock(t, holder)
+
+	x := cB.FairMutex(name)
+	xctx, cancel := context.WithCancel(ctx)
+	res := semTryAsync(xctx, x, coordinator.Wait(time.Minute))
+	fairWaitQueued(t, client, name, x.Owner())
+	fairWaitSubscribed(t, client, name, x.Owner())
+	cancel()
+	semRecv(t, res, 5*time.Second, "x's TryLock after its ctx was cancelled")
+	leakEventually(t, time.Second, "x out of the queue", func() (bool, error) {
+		q, err := client.LRange(ctx, redisops.FairQueueKey(name), 0, -1).Result()
+		return len(q) == 0, err
+	})
+	// x's late attempt, as fair_acquire.lua runs it, with the watchdog lease.
+	if got, err := redisops.New(client).FairWait(ctx, name, x.Owner(), 30*time.Second, time.Minute, 0, "gone-wait"); err != nil || got.OK {
+		t.Fatalf("FairWait of the gone wait = %+v, %v; want queued", got, err)
+	}
+	live := cC.FairMutex(name)
+	errc := lockAsync(ctx, live)
+	fairWaitQueued(t, client, name, live.Owner())
+	mustUnlock(t, holder)
+	released := time.Now()
+	if err := semRecv(t, errc, 10*time.Second, "the live waiter's Lock"); err != nil {
+		t.Fatalf("live Lock: %v", err)
+	}
+	if d := time.Since(released); d > 2*time.Second {
+		t.Fatalf("the live waiter got the lock %v after the release; want within 2s, not after the gone wait's lease", d)
+	}
+	mustUnlock(t, live)
+}
+
+// TestFairLeaveRetriedAfterAFault: a waiter that gives up while its connection to Redis is cut cannot
+// leave the queue at once; it tries again with backoff, and leaves once Redis is reachable, well within
+// its wait window.
+func TestFairLeaveRetriedAfterAFault(t *testing.T) {
+	t.Parallel()
+	const window = 30 * time.Second
+	ctx := t.Context()
+	srv, client, cA := setup(t)
+	pxK, clientK := faultProxiedClient(t, srv)
+	cK := newCoordinator(t, clientK, coordinator.WithFairWaitWindow(window))
+	name := t.Name()
+	holder := cA.FairMutex(name)
+	mustLock(t, holder)
+
+	k := cK.FairMutex(name)
+	kctx, cancel := context.WithCancel(ctx)
+	res := lockAsync(kctx, k)
+	fairWaitQueued(t, client, name, k.Owner())
+	pxK.Disable() // the leave that follows the cancel fails
+	cancel()
+	if err := semRecv(t, res, 5*time.Second, "k's Lock after its ctx was cancelled"); !errors.Is(err, context.Canceled) {
+		t.Fatalf("k's Lock = %v, want context.Canceled", err)
+	}
+	// The leave is tried at once, and fails while the proxy refuses connections.
+	time.Sleep(500 * time.Millisecond) // the fault lasts this long
+	if q := fairQueue(t, client, name); !slices.Contains(q, k.Owner()) {
+		t.Fatalf("k left the queue while its connection was cut: %q", q)
+	}
+	pxK.Enable()
+	healed := time.Now()
+	leakEventually(t, 5*time.Second, "k's retried leave", func() (bool, error) {
+		q, err := client.LRange(ctx, redisops.FairQueueKey(name), 0, -1).Result()
+		return len(q) == 0, err
+	})
+	t.Logf("k left the queue %v after the fault ended", time.Since(healed))
+	fairExpectQueue(t, client, name)
+	mustUnlock(t, holder)
 }

@@ -24,11 +24,14 @@ var (
 	fairCancelSource string
 	//go:embed fair_forceunlock.lua
 	fairForceUnlockSource string
+	//go:embed fair_refresh.lua
+	fairRefreshSource string
 
 	fairAcquireScript     = redis.NewScript(fairAcquireSource)
 	fairReleaseScript     = redis.NewScript(fairReleaseSource)
 	fairCancelScript      = redis.NewScript(fairCancelSource)
 	fairForceUnlockScript = redis.NewScript(fairForceUnlockSource)
+	fairRefreshScript     = redis.NewScript(fairRefreshSource)
 )
 
 // FairScripts returns the scripts of the fair lock, so that tests and warm-up code can load them all.
@@ -38,6 +41,7 @@ func FairScripts() map[string]*redis.Script {
 		"fair_release":     fairReleaseScript,
 		"fair_cancel":      fairCancelScript,
 		"fair_forceunlock": fairForceUnlockScript,
+		"fair_refresh":     fairRefreshScript,
 	}
 }
 
@@ -87,7 +91,9 @@ func FairChannelName(name, owner string) string { return ChannelName(name) + ":"
 // [Ops.Acquire]: with a known count (>= 0) the call is retry-safe.
 //
 // The owner gets the lock only when it is free and the queue is empty or owner is at its head. Waiters
-// at the head whose window has passed are purged first. When owner does not get the lock and enqueue is
+// at the head whose window has passed are purged first. When the lock is free and another waiter is at
+// the head, that waiter is told on its [FairChannelName], as a release would: it may have become the
+// head by a purge or by a lease that ran out, which tell nobody. When owner does not get the lock and enqueue is
 // true, it takes its place at the tail of the queue, or keeps the place and score it has; Acquired.TTL
 // is then the longest to wait before trying again, at least 1 ms: the lock's PTTL while it is held
 // (an expiring lease publishes nothing), at most 1 s while it is free and another waiter is at the
@@ -109,7 +115,17 @@ func (o *Ops) FairAcquire(ctx context.Context, name, owner string, lease, waitWi
 	if enqueue {
 		queue = "1"
 	}
-	return o.fairAcquire(ctx, name, owner, lease, waitWindow, held, queue, "0", "")
+	return o.fairAcquire(ctx, name, owner, lease, waitWindow, held, queue, "0", "", "0")
+}
+
+// FairQueue is [Ops.FairAcquire] with enqueue true for an owner that keeps its place alive with
+// [Ops.FairRefresh] while it waits: its deadline in the timeouts is one waitWindow from now when it
+// queues, and is raised to that whenever it tries again, instead of Redisson's (the previous waiter's
+// deadline, or the lock's expiry, plus waitWindow, never moved). A waiter that stops (its process died)
+// then lapses one waitWindow after its last refresh, however many waiters stand ahead of it and however
+// long the holder's lease: dead waiters do not add up.
+func (o *Ops) FairQueue(ctx context.Context, name, owner string, lease, waitWindow time.Duration, held int64) (Acquired, error) {
+	return o.fairAcquire(ctx, name, owner, lease, waitWindow, held, "1", "0", "", "1")
 }
 
 // FairWait is [Ops.FairAcquire] with enqueue true for an owner that also registers for handoffs: when
@@ -121,8 +137,11 @@ func (o *Ops) FairAcquire(ctx context.Context, name, owner string, lease, waitWi
 // queue: it goes when the owner gets the lock, leaves ([Ops.FairLeave]) or is purged, and a later
 // FairWait of the owner replaces it.
 //
+// The owner keeps its place alive as with [Ops.FairQueue]: it must call [Ops.FairRefresh] while it
+// waits.
+//
 // While the replica-sync safeguard of o would WAIT after a grant ([Ops.SetReplicaSync]), FairWait does
-// not register (a grant by a release without WAIT would escape it) and is FairAcquire.
+// not register (a grant by a release without WAIT would escape it) and is FairQueue.
 //
 // The owner must learn of a grant: it listens on its channel, and an attempt of its own made after a
 // grant it missed (with held as it knew it, 0) finds the hold and answers OK without taking a second
@@ -134,15 +153,16 @@ func (o *Ops) FairWait(ctx context.Context, name, owner string, lease, waitWindo
 		return Acquired{}, fmt.Errorf("lockwarden: fair wait %q: empty wait id", name)
 	}
 	if o.syncsGrants(ctx, LockKey(name)) {
-		return o.fairAcquire(ctx, name, owner, lease, waitWindow, held, "1", "0", "")
+		return o.fairAcquire(ctx, name, owner, lease, waitWindow, held, "1", "0", "", "1")
 	}
-	return o.fairAcquire(ctx, name, owner, lease, waitWindow, held, "1", "1", waitID)
+	return o.fairAcquire(ctx, name, owner, lease, waitWindow, held, "1", "1", waitID, "1")
 }
 
-func (o *Ops) fairAcquire(ctx context.Context, name, owner string, lease, waitWindow time.Duration, held int64, queue, register, waitID string) (Acquired, error) {
+func (o *Ops) fairAcquire(ctx context.Context, name, owner string, lease, waitWindow time.Duration, held int64, queue, register, waitID, alive string) (Acquired, error) {
 	reply, syncErr := o.runScript(ctx, o.undoFair(name, owner, lease), fairAcquireScript,
 		[]string{LockKey(name), FairQueueKey(name), FairTimeoutKey(name), TokenKey(name), FairHandoffKey(name)},
-		millis(lease), owner, held, millis(waitWindow), queue, register, waitID)
+		millis(lease), owner, held, millis(waitWindow), queue, register, waitID, alive,
+		UnlockMessage, o.publish, ChannelName(name))
 	vals, err := reply.Int64Slice()
 	if err == nil {
 		err = syncErr
@@ -159,8 +179,60 @@ func (o *Ops) fairAcquire(ctx context.Context, name, owner string, lease, waitWi
 	return Acquired{}, fmt.Errorf("lockwarden: fair acquire %q: unexpected reply %v", name, vals)
 }
 
+// FairPlace names a waiter of a fair lock whose place [Ops.FairRefresh] keeps alive.
+type FairPlace struct {
+	Owner      string
+	WaitWindow time.Duration
+}
+
+// FairPlaceState is what [Ops.FairRefresh] found of one place.
+type FairPlaceState int
+
+const (
+	// FairPlaceGone: the owner is not queued (purged after a pause longer than its window, or handed
+	// the lock by a release). It must try again with an attempt of its own, which queues it again at
+	// the tail or finds its hold.
+	FairPlaceGone FairPlaceState = iota
+	// FairPlaceQueued: the owner is queued, and its deadline is at least one window from now.
+	FairPlaceQueued
+	// FairPlaceHead: as FairPlaceQueued, and the owner is at the head of the queue while the lock is
+	// free: it should try now.
+	FairPlaceHead
+)
+
+// FairRefresh keeps the places of live waiters queued with [Ops.FairQueue] or [Ops.FairWait] on the
+// fair lock name: the deadline of each is raised to one WaitWindow from now (never lowered). A waiter
+// should call it about every third of its window, so that only a waiter that stopped lapses. Waiters at
+// the head whose deadline has passed are purged first and, when the lock is free, the waiter then at the
+// head is told on its [FairChannelName]: dead waiters in front of live ones are cleared even while
+// nobody tries. It reports, for each place in order, what it found.
+func (o *Ops) FairRefresh(ctx context.Context, name string, places []FairPlace) ([]FairPlaceState, error) {
+	if len(places) == 0 {
+		return nil, nil
+	}
+	args := make([]any, 0, 3+2*len(places))
+	args = append(args, UnlockMessage, o.publish, ChannelName(name))
+	for _, p := range places {
+		args = append(args, p.Owner, millis(p.WaitWindow))
+	}
+	vals, err := fairRefreshScript.Run(ctx, o.client,
+		[]string{LockKey(name), FairQueueKey(name), FairTimeoutKey(name), FairHandoffKey(name)}, args...).Int64Slice()
+	if err != nil {
+		return nil, fmt.Errorf("lockwarden: fair refresh %q: %w", name, err)
+	}
+	if len(vals) != len(places) {
+		return nil, fmt.Errorf("lockwarden: fair refresh %q: unexpected reply %v", name, vals)
+	}
+	states := make([]FairPlaceState, len(vals))
+	for i, v := range vals {
+		states[i] = FairPlaceState(v)
+	}
+	return states, nil
+}
+
 // FairCancel removes owner, a waiter that gave up, from the queue of the fair lock name. Every waiter
-// behind it moves up one place, so its score moves back by waitWindow. When owner was at the head and
+// behind it moves up one place, so its score moves back by waitWindow, but not below one waitWindow
+// from now (the deadline of a waiter that keeps its place alive). When owner was at the head and
 // the lock is free, the new head is told at once on its [FairChannelName]. It reports whether owner was
 // queued.
 func (o *Ops) FairCancel(ctx context.Context, name, owner string, waitWindow time.Duration) (bool, error) {

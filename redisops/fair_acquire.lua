@@ -18,6 +18,13 @@
 --          "0" not to (and to drop a registration it has)
 -- ARGV[7]  the id of this wait, sent back in the grant notice so that O's process can tell which of
 --          its calls the grant is for (and a stale notice of an earlier wait from a current one)
+-- ARGV[8]  "1" when O keeps its place alive (fair_refresh.lua, about every third of its window): its
+--          deadline is then now + ARGV[4] when it queues, and is raised to that when it tries again, so
+--          that it lapses one window after O stopped; "0" for Redisson's deadline, the previous
+--          waiter's (or the lock's expiry) + ARGV[4], which is never moved by trying again
+-- ARGV[9]  message that tells a waiter it is at the head of the queue and the lock is free ("0")
+-- ARGV[10] publish command ("publish", or "spublish" for sharded pub/sub)
+-- ARGV[11] the unlock channel redisson_lock__channel:{N}; the head waiter W is told on <channel>:W
 -- Returns {1, holdCount, token} when O now holds the lock, or {0, ttl} when it does not: ttl is how
 -- long O should wait at most before it tries again, in milliseconds, at least 1 (-1 only for a single
 -- attempt on a lock without expiry, as acquire.lua answers): the lock's PTTL while it is held.
@@ -65,9 +72,15 @@ if not locked and (not head or head == ARGV[2]) then
     end
     redis.call('hdel', KEYS[5], ARGV[2])
     if redis.call('zrem', KEYS[3], ARGV[2]) == 1 then
-        local waiters = redis.call('zrange', KEYS[3], 0, -1)
-        for i = 1, #waiters do
-            redis.call('zincrby', KEYS[3], -window, waiters[i])
+        -- Every remaining deadline moves back one window, as in Redisson, but never below
+        -- now + window: a deadline that a live waiter keeps fresh (ARGV[8]) is about that far ahead.
+        local waiters = redis.call('zrange', KEYS[3], 0, -1, 'withscores')
+        for i = 1, #waiters, 2 do
+            local score = tonumber(waiters[i + 1])
+            local moved = math.max(score - window, math.min(score, now + window))
+            if moved ~= score then
+                redis.call('zadd', KEYS[3], moved, waiters[i])
+            end
         end
     end
     redis.call('hset', KEYS[1], ARGV[2], 1)
@@ -76,6 +89,14 @@ if not locked and (not head or head == ARGV[2]) then
 end
 
 local pttl = redis.call('pttl', KEYS[1])
+
+-- The lock is free but another waiter is at the head: tell it. Nothing else may: it can have become
+-- the head by a purge, or by the expiry of a lease (neither publishes), or have missed the notice of
+-- the release (a pub/sub reconnect), and its process need not try it before the others (its local
+-- order can differ from the queue's after a place lapsed and was taken again at the tail).
+if not locked and head then
+    redis.call(ARGV[10], ARGV[11] .. ':' .. head, ARGV[9])
+end
 
 -- A single attempt: answer without queueing O.
 if ARGV[5] ~= '1' then
@@ -119,20 +140,31 @@ local function register(deadline)
     end
 end
 
+local alive = ARGV[8] == '1'
 local score = redis.call('zscore', KEYS[3], ARGV[2])
 if score then
-    register(tonumber(score))
-    return {0, retryHint(tonumber(score) - window - now)}
+    score = tonumber(score)
+    if alive and score < now + window then
+        score = now + window
+        redis.call('zadd', KEYS[3], score, ARGV[2])
+    end
+    register(score)
+    return {0, retryHint(score - window - now)}
 end
 
--- Append O: its window starts when its predecessor's ends (or when the lease of the lock runs out).
+-- Append O. A waiter that keeps its place alive gets one window from now: its deadline says when it
+-- counts as gone, and does not add up the windows of the waiters ahead (dead ones included) nor the
+-- holder's lease. Otherwise, as in Redisson, its window starts when its predecessor's ends (or when
+-- the lease of the lock runs out).
 local ttl = 0
-local last = redis.call('lindex', KEYS[2], -1)
-local lastScore = last and redis.call('zscore', KEYS[3], last)
-if lastScore then
-    ttl = tonumber(lastScore) - now
-elseif pttl > 0 then
-    ttl = pttl
+if not alive then
+    local last = redis.call('lindex', KEYS[2], -1)
+    local lastScore = last and redis.call('zscore', KEYS[3], last)
+    if lastScore then
+        ttl = tonumber(lastScore) - now
+    elseif pttl > 0 then
+        ttl = pttl
+    end
 end
 redis.call('zadd', KEYS[3], now + ttl + window, ARGV[2])
 redis.call('rpush', KEYS[2], ARGV[2])

@@ -11,7 +11,8 @@
 -- ARGV[6]  "1" when the caller holds none of O's holds: a single hold of O found on the lock is then a
 --          handoff to O (fair_release.lua) that O's caller gave up before it learnt of it, and is
 --          released; "0" leaves the lock alone
--- Every waiter behind O moves up one place, so its score moves back by one wait window. When O was at
+-- Every waiter behind O moves up one place, so its score moves back by one wait window (but not below
+-- now + that window). When O was at
 -- the head and the lock is free, or when O's unclaimed handoff was released, the new head is told at
 -- once instead of waiting out its timeout.
 -- Returns 1 when O was queued or an unclaimed handoff was released, 0 otherwise.
@@ -25,9 +26,20 @@ for i = 1, #queue do
 end
 local window = tonumber(ARGV[2])
 if pos > 0 then
+    local t = redis.call('time')
+    local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
     for i = pos + 1, #queue do
         if queue[i] ~= ARGV[1] then
-            redis.call('zincrby', KEYS[3], -window, queue[i])
+            -- One window back, but never below now + window: a deadline that a live waiter keeps
+            -- fresh is about that far ahead (fair_acquire.lua).
+            local score = redis.call('zscore', KEYS[3], queue[i])
+            if score then
+                score = tonumber(score)
+                local moved = math.max(score - window, math.min(score, now + window))
+                if moved ~= score then
+                    redis.call('zadd', KEYS[3], moved, queue[i])
+                end
+            end
         end
     end
     redis.call('lrem', KEYS[2], 0, ARGV[1])

@@ -10,6 +10,10 @@ import (
 	"github.com/lockwarden/lockwarden/redisops"
 )
 
+// handoffWindow is the wait window of the waiters registered for handoffs in these tests: long enough
+// for their deadline (one window from now, as they keep their places alive) to end after the lease.
+const handoffWindow = 2 * lease
+
 // fairWait queues owner with FairWait (registered for handoffs), with a known hold count of 0, and fails
 // unless it is queued without the lock.
 func fairWait(t *testing.T, ops *redisops.Ops, name, owner string, l, w time.Duration) {
@@ -82,10 +86,10 @@ func TestFairWaitHandoff(t *testing.T) {
 		psB := subscribe(t, c, redisops.FairChannelName(name, "B"))
 		psC := subscribe(t, c, redisops.FairChannelName(name, "C"))
 		prev := mustFairAcquire(t, ops, name, "A", lease)
-		fairWait(t, ops, name, "B", bLease, fairWindow)
-		fairWait(t, ops, name, "C", lease, fairWindow)
-		checkRegistered(t, c, name, map[string]string{"B": registration("B", bLease, fairWindow),
-			"C": registration("C", lease, fairWindow)})
+		fairWait(t, ops, name, "B", bLease, handoffWindow)
+		fairWait(t, ops, name, "C", lease, handoffWindow)
+		checkRegistered(t, c, name, map[string]string{"B": registration("B", bLease, handoffWindow),
+			"C": registration("C", lease, handoffWindow)})
 		c0 := fairScore(t, c, name, "C")
 
 		got := fairReleaseWith(t, ops, name, "A", "r1", nil)
@@ -95,17 +99,19 @@ func TestFairWaitHandoff(t *testing.T) {
 		checkHash(t, c, redisops.LockKey(name), map[string]string{"B": "1"})
 		checkPTTL(t, c, redisops.LockKey(name), bLease) // B's registered lease, not the releaser's
 		checkFairQueue(t, c, name, "C")
-		if c1 := fairScore(t, c, name, "C"); c1 != c0-fairWindow.Milliseconds() {
-			t.Errorf("C's score: got %d, want %d (one window earlier)", c1, c0-fairWindow.Milliseconds())
+		// C keeps its place alive: its deadline, one window from when it queued, does not move back
+		// below one window from now.
+		if c1 := fairScore(t, c, name, "C"); c1 != c0 {
+			t.Errorf("C's score: got %d, want %d (unchanged)", c1, c0)
 		}
-		checkRegistered(t, c, name, map[string]string{"C": registration("C", lease, fairWindow)})
+		checkRegistered(t, c, name, map[string]string{"C": registration("C", lease, handoffWindow)})
 		if msg, want := nextMessage(t, psB), grantMessage("B", got.Token); msg != want {
 			t.Errorf("message to B: got %q, want %q", msg, want)
 		}
 		expectNoMessage(t, c, psC, redisops.FairChannelName(name, "C"))
 
 		// B's own attempt after the grant (it missed the notice) finds its hold.
-		again, err := ops.FairWait(t.Context(), name, "B", bLease, fairWindow, 0, "w-B")
+		again, err := ops.FairWait(t.Context(), name, "B", bLease, handoffWindow, 0, "w-B")
 		if want := (redisops.Acquired{OK: true, HoldCount: 1, Token: got.Token}); err != nil || again != want {
 			t.Fatalf("FairWait by B after the grant = %+v, %v; want %+v", again, err, want)
 		}
@@ -133,8 +139,8 @@ func TestFairWaitHandoff(t *testing.T) {
 		name := t.Name()
 		psB := subscribe(t, c, redisops.FairChannelName(name, "B"))
 		mustFairAcquire(t, ops, name, "A", lease)
-		fairWait(t, ops, name, "B", lease, fairWindow)
-		got := fairReleaseWith(t, ops, name, "A", "r1", &redisops.Handoff{Owner: "B", Lease: longLease, WaitWindow: fairWindow})
+		fairWait(t, ops, name, "B", lease, handoffWindow)
+		got := fairReleaseWith(t, ops, name, "A", "r1", &redisops.Handoff{Owner: "B", Lease: longLease, WaitWindow: handoffWindow})
 		if !got.HandedOff || got.Registered || got.Next != "B" {
 			t.Fatalf("FairRelease with next B: got %+v, want a handoff to B that is not Registered", got)
 		}
@@ -147,9 +153,9 @@ func TestFairWaitHandoff(t *testing.T) {
 		name := t.Name()
 		psB := subscribe(t, c, redisops.FairChannelName(name, "B"))
 		mustFairAcquire(t, ops, name, "A", lease)
-		fairWait(t, ops, name, "B", lease, fairWindow)
+		fairWait(t, ops, name, "B", lease, handoffWindow)
 		// Queueing again through FairAcquire drops the registration (an owner id that became shared).
-		mustFairQueue(t, ops, name, "B", fairWindow)
+		mustFairQueue(t, ops, name, "B", handoffWindow)
 		checkRegistered(t, c, name, nil)
 		if got := fairReleaseWith(t, ops, name, "A", "r1", nil); got != (redisops.Released{Next: "B"}) {
 			t.Fatalf("FairRelease: got %+v, want the lock freed and B told", got)
@@ -185,8 +191,8 @@ func TestFairWaitHandoff(t *testing.T) {
 		name := t.Name()
 		psC := subscribe(t, c, redisops.FairChannelName(name, "C"))
 		mustFairAcquire(t, ops, name, "A", lease)
-		fairWait(t, ops, name, "B", lease, fairWindow)
-		fairWait(t, ops, name, "C", lease, fairWindow)
+		fairWait(t, ops, name, "B", lease, handoffWindow)
+		fairWait(t, ops, name, "C", lease, handoffWindow)
 		fairExpire(t, c, name, "B") // B died long ago
 		got := fairReleaseWith(t, ops, name, "A", "r1", nil)
 		if !got.Registered || got.Next != "C" {
@@ -202,7 +208,7 @@ func TestFairWaitHandoff(t *testing.T) {
 	t.Run("the registration expires with the last deadline", func(t *testing.T) {
 		name := t.Name()
 		mustFairAcquire(t, ops, name, "A", lease)
-		fairWait(t, ops, name, "B", lease, fairWindow)
+		fairWait(t, ops, name, "B", lease, handoffWindow)
 		ttl, err := c.PTTL(t.Context(), redisops.FairHandoffKey(name)).Result()
 		want := time.Duration(fairScore(t, c, name, "B")-fairServerMillis(t, c)) * time.Millisecond
 		if err != nil || ttl <= 0 || ttl > want+time.Second || ttl < want-time.Second {
@@ -221,12 +227,12 @@ func TestFairLeave(t *testing.T) {
 		name := t.Name()
 		psC := subscribe(t, c, redisops.FairChannelName(name, "C"))
 		mustFairAcquire(t, ops, name, "A", lease)
-		fairWait(t, ops, name, "B", lease, fairWindow)
-		mustFairQueue(t, ops, name, "C", fairWindow) // C is not registered: it is told 0
+		fairWait(t, ops, name, "B", lease, handoffWindow)
+		mustFairQueue(t, ops, name, "C", handoffWindow) // C is not registered: it is told 0
 		if got := fairReleaseWith(t, ops, name, "A", "r1", nil); !got.Registered || got.Next != "B" {
 			t.Fatalf("FairRelease: got %+v, want the lock handed to B", got)
 		}
-		if ok, err := ops.FairLeave(t.Context(), name, "B", fairWindow); err != nil || !ok {
+		if ok, err := ops.FairLeave(t.Context(), name, "B", handoffWindow); err != nil || !ok {
 			t.Fatalf("FairLeave(B) = %v, %v; want true", ok, err)
 		}
 		checkGone(t, c, redisops.LockKey(name))
@@ -234,7 +240,7 @@ func TestFairLeave(t *testing.T) {
 		if msg := nextMessage(t, psC); msg != redisops.UnlockMessage {
 			t.Errorf("message to C: got %q, want %q", msg, redisops.UnlockMessage)
 		}
-		if ok, err := ops.FairLeave(t.Context(), name, "B", fairWindow); err != nil || ok {
+		if ok, err := ops.FairLeave(t.Context(), name, "B", handoffWindow); err != nil || ok {
 			t.Errorf("second FairLeave(B) = %v, %v; want false", ok, err)
 		}
 	})
@@ -242,8 +248,8 @@ func TestFairLeave(t *testing.T) {
 	t.Run("leaves a queued waiter's place and registration", func(t *testing.T) {
 		name := t.Name()
 		mustFairAcquire(t, ops, name, "A", lease)
-		fairWait(t, ops, name, "B", lease, fairWindow)
-		if ok, err := ops.FairLeave(t.Context(), name, "B", fairWindow); err != nil || !ok {
+		fairWait(t, ops, name, "B", lease, handoffWindow)
+		if ok, err := ops.FairLeave(t.Context(), name, "B", handoffWindow); err != nil || !ok {
 			t.Fatalf("FairLeave(B) = %v, %v; want true", ok, err)
 		}
 		checkFairQueue(t, c, name)
@@ -255,7 +261,7 @@ func TestFairLeave(t *testing.T) {
 		name := t.Name()
 		mustFairAcquire(t, ops, name, "B", lease)
 		mustFairAcquire(t, ops, name, "B", lease)
-		if ok, err := ops.FairLeave(t.Context(), name, "B", fairWindow); err != nil || ok {
+		if ok, err := ops.FairLeave(t.Context(), name, "B", handoffWindow); err != nil || ok {
 			t.Fatalf("FairLeave(B) of a re-entered holder = %v, %v; want false", ok, err)
 		}
 		checkHash(t, c, redisops.LockKey(name), map[string]string{"B": "2"})
@@ -264,9 +270,9 @@ func TestFairLeave(t *testing.T) {
 	t.Run("FairCancel leaves the hold", func(t *testing.T) {
 		name := t.Name()
 		mustFairAcquire(t, ops, name, "A", lease)
-		fairWait(t, ops, name, "B", lease, fairWindow)
+		fairWait(t, ops, name, "B", lease, handoffWindow)
 		fairReleaseWith(t, ops, name, "A", "r1", nil)
-		if ok, err := ops.FairCancel(t.Context(), name, "B", fairWindow); err != nil || ok {
+		if ok, err := ops.FairCancel(t.Context(), name, "B", handoffWindow); err != nil || ok {
 			t.Fatalf("FairCancel(B) = %v, %v; want false", ok, err)
 		}
 		checkHash(t, c, redisops.LockKey(name), map[string]string{"B": "1"})
@@ -285,8 +291,8 @@ func TestFairWaitHandoffNotWithReplicaSync(t *testing.T) {
 		name := t.Name()
 		psB := subscribe(t, client, redisops.FairChannelName(name, "B"))
 		mustFairAcquire(t, synced, name, "A", lease)
-		fairWait(t, plain, name, "B", lease, fairWindow)
-		checkRegistered(t, client, name, map[string]string{"B": registration("B", lease, fairWindow)})
+		fairWait(t, plain, name, "B", lease, handoffWindow)
+		checkRegistered(t, client, name, map[string]string{"B": registration("B", lease, handoffWindow)})
 		if got := fairReleaseWith(t, synced, name, "A", "r1", nil); got != (redisops.Released{Next: "B"}) {
 			t.Fatalf("FairRelease with replica sync: got %+v, want the lock freed and B told", got)
 		}
@@ -299,7 +305,7 @@ func TestFairWaitHandoffNotWithReplicaSync(t *testing.T) {
 		name := t.Name()
 		psB := subscribe(t, client, redisops.FairChannelName(name, "B"))
 		mustFairAcquire(t, plain, name, "A", lease)
-		fairWait(t, synced, name, "B", lease, fairWindow)
+		fairWait(t, synced, name, "B", lease, handoffWindow)
 		checkRegistered(t, client, name, nil)
 		if got := fairReleaseWith(t, plain, name, "A", "r1", nil); got != (redisops.Released{Next: "B"}) {
 			t.Fatalf("FairRelease without replica sync: got %+v, want the lock freed and B told", got)

@@ -26,7 +26,8 @@
 -- ARGV[11] the prefix of the message that tells a registered waiter it now holds the lock
 -- When the lock becomes free and the head is the next owner or a registered waiter, it takes the lock
 -- exactly as if it had won fair_acquire.lua: it leaves the queue, the timeouts and the registrations
--- (and, when it had a timeout, every remaining score moves back one window), its hold count is 1, the
+-- (and, when it had a timeout, every remaining score moves back one window, but not below now + that
+-- window), its hold count is 1, the
 -- expiry its lease, and a fencing token is issued; the lock is not free, so no "0" is published.
 -- Otherwise the lock is deleted and the head, if any, told.
 -- Returns {remaining, token, next, registered}: remaining is O's hold count left (0 = released), or -1
@@ -99,9 +100,14 @@ else
         redis.call('lpop', KEYS[2])
         redis.call('hdel', KEYS[6], next)
         if redis.call('zrem', KEYS[3], next) == 1 then
-            local waiters = redis.call('zrange', KEYS[3], 0, -1)
-            for i = 1, #waiters do
-                redis.call('zincrby', KEYS[3], -window, waiters[i])
+            -- As in fair_acquire.lua: one window back, but never below now + window.
+            local waiters = redis.call('zrange', KEYS[3], 0, -1, 'withscores')
+            for i = 1, #waiters, 2 do
+                local score = tonumber(waiters[i + 1])
+                local moved = math.max(score - window, math.min(score, now + window))
+                if moved ~= score then
+                    redis.call('zadd', KEYS[3], moved, waiters[i])
+                end
             end
         end
         redis.call('hset', KEYS[1], next, 1)

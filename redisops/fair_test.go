@@ -1125,3 +1125,76 @@ func TestFairReleaseHandoff(t *testing.T) {
 		}
 	})
 }
+
+// TestFairQueueKeepsPlacesAlive: a waiter queued with FairQueue gets one window from now as its
+// deadline, not the sum of the windows ahead of it and the holder's lease; FairRefresh pushes the
+// deadlines of queued waiters forward and reports the ones that are not queued; a waiter queued with
+// Redisson's arithmetic behind them still gets the previous deadline plus its window.
+func TestFairQueueKeepsPlacesAlive(t *testing.T) {
+	t.Parallel()
+	ops, c := setup(t)
+	name := t.Name()
+	const window = 2 * time.Second
+	w := window.Milliseconds()
+	mustFairAcquire(t, ops, name, "A", lease)
+	for _, o := range []string{"B", "C"} {
+		before := fairServerMillis(t, c)
+		got, err := ops.FairQueue(t.Context(), name, o, lease, window, 0)
+		if err != nil || got.OK {
+			t.Fatalf("FairQueue(%s) = %+v, %v; want queued", o, got, err)
+		}
+		after := fairServerMillis(t, c)
+		if s := fairScore(t, c, name, o); s < before+w || s > after+w {
+			t.Errorf("score of %s: got now%+dms, want one window (%dms) from now", o, s-after, w)
+		}
+	}
+	d := mustFairQueue(t, ops, name, "D", window) // Redisson's arithmetic
+	if got, want := fairScore(t, c, name, "D"), fairScore(t, c, name, "C")+w; got != want {
+		t.Errorf("score of D: got %d, want C's + one window = %d", got, want)
+	}
+	checkFairTTL(t, "TTL of D", d.TTL, lease)
+
+	c0 := fairScore(t, c, name, "C")
+	queued, err := ops.FairRefresh(t.Context(), name, []redisops.FairPlace{
+		{Owner: "B", WaitWindow: window}, {Owner: "X", WaitWindow: window}, {Owner: "C", WaitWindow: 3 * window}})
+	want := []redisops.FairPlaceState{redisops.FairPlaceQueued, redisops.FairPlaceGone, redisops.FairPlaceQueued}
+	if err != nil || !slices.Equal(queued, want) {
+		t.Fatalf("FairRefresh = %v, %v; want %v", queued, err, want)
+	}
+	now := fairServerMillis(t, c)
+	if s := fairScore(t, c, name, "C"); s < now+3*w-100 || s > now+3*w || s <= c0 {
+		t.Errorf("score of C after its refresh: got now%+dms, want now+%dms", s-now, 3*w)
+	}
+	if q := c.LRange(t.Context(), redisops.FairQueueKey(name), 0, -1).Val(); !slices.Equal(q, []string{"B", "C", "D"}) {
+		t.Errorf("queue after the refresh: got %q, want [B C D]", q)
+	}
+	if _, err := c.ZScore(t.Context(), redisops.FairTimeoutKey(name), "X").Result(); err == nil {
+		t.Error("FairRefresh of an owner that is not queued gave it a score")
+	}
+}
+
+// TestFairAcquireTellsTheHead: when an attempt finds the lock free but another waiter at the head (the
+// holder's lease ran out, which publishes nothing), that waiter is told on its channel.
+func TestFairAcquireTellsTheHead(t *testing.T) {
+	t.Parallel()
+	ops, c := setup(t)
+	name := t.Name()
+	psB := subscribe(t, c, redisops.FairChannelName(name, "B"))
+	mustFairAcquire(t, ops, name, "A", 50*time.Millisecond)
+	if got, err := ops.FairQueue(t.Context(), name, "B", lease, fairWindow, 0); err != nil || got.OK {
+		t.Fatalf("FairQueue(B) = %+v, %v; want queued", got, err)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for c.Exists(t.Context(), redisops.LockKey(name)).Val() == 1 {
+		if time.Now().After(deadline) {
+			t.Fatal("the lease of A did not run out")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	if got := fairTry(t, ops, name, "C", lease, fairWindow, true); got.OK {
+		t.Fatalf("FairAcquire by C behind B: got %+v, want not OK", got)
+	}
+	if msg := nextMessage(t, psB); msg != redisops.UnlockMessage {
+		t.Errorf("message to B: got %q, want %q", msg, redisops.UnlockMessage)
+	}
+}
