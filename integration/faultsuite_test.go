@@ -154,6 +154,7 @@ func TestFaultSuite(t *testing.T) {
 		r.loop(soak*2/3, []fsFault{
 			{"pause 2s", r.pause(2 * time.Second), fsRecoveryMargin},
 			{"proxy reset 1s", r.proxyReset(time.Second), fsRecoveryMargin},
+			{"proxy reset 300ms under 100ms latency", r.slowReset(100*time.Millisecond, 300*time.Millisecond), fsRecoveryMargin},
 			{"proxy blackhole 2.5s", r.blackhole(2500 * time.Millisecond), fsRecoveryMargin},
 			{"kill -9 holder process", r.killHolder, fsKillMargin},
 			{"pause 3s", r.pause(3 * time.Second), fsRecoveryMargin},
@@ -190,6 +191,9 @@ func fsStart(t *testing.T, procs int, aof bool) *fsRun {
 		names: []fsName{
 			{Name: base + "plain:0", Kind: fsPlain, Writers: 2},
 			{Name: base + "plain:1", Kind: fsPlain, Writers: 2},
+			// One goroutine per child: often free, so that a fault is likely to catch an acquisition
+			// in flight.
+			{Name: base + "plain:2", Kind: fsPlain, Writers: 1},
 			{Name: base + "fair:0", Kind: fsFair, Writers: 4},
 			{Name: base + "rw:0", Kind: fsRW, Writers: 2, Readers: 1},
 		},
@@ -391,6 +395,21 @@ func (r *fsRun) proxyReset(d time.Duration) func() time.Time {
 	return func() time.Time {
 		r.waitInside(r.proxiedChild(), "")
 		r.px.Disable()
+		hold(d)
+		r.px.Enable()
+		return time.Now()
+	}
+}
+
+// slowReset slows the proxy down by latency each way, so that the calls of the proxied children are in
+// flight most of the time, then resets every connection: calls in flight, releases among them, fail
+// with EOF.
+func (r *fsRun) slowReset(latency, d time.Duration) func() time.Time {
+	return func() time.Time {
+		r.px.AddLatency(latency)
+		hold(5 * latency)
+		r.px.Disable()
+		r.px.RemoveLatency()
 		hold(d)
 		r.px.Enable()
 		return time.Now()
