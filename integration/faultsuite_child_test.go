@@ -52,6 +52,9 @@ type fsChildConfig struct {
 	FairWindow  time.Duration `json:"fair_window"`
 	StopRelease time.Duration `json:"stop_release"`
 	MaxRun      time.Duration `json:"max_run"` // a child that is never told to stop stops after this
+	// FailFast makes the child's client give up at the first network error (no retries), so that the
+	// coordinator sees the failures of a cut connection.
+	FailFast bool `json:"fail_fast"`
 }
 
 // Margins of the child's own checks.
@@ -187,10 +190,14 @@ func TestFaultSuiteChild(t *testing.T) {
 	}
 	ignore := goleak.IgnoreCurrent()
 
-	lockClient := redis.NewClient(&redis.Options{
+	lockOpts := &redis.Options{
 		Addr: cfg.LockAddr, ContextTimeoutEnabled: true,
 		DialTimeout: 500 * time.Millisecond, ReadTimeout: time.Second, WriteTimeout: time.Second,
-	})
+	}
+	if cfg.FailFast {
+		lockOpts.MaxRetries, lockOpts.DialerRetries = -1, 1
+	}
+	lockClient := redis.NewClient(lockOpts)
 	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError}))
 	c, err := coordinator.New(lockClient,
 		coordinator.WithWatchdogTimeout(cfg.Watchdog),

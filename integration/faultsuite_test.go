@@ -100,6 +100,7 @@ type fsRun struct {
 	faults   map[string]int
 	recovery map[string]time.Duration
 	killed   map[string]bool
+	probes   *fsProbes
 }
 
 // fsProc is a child process.
@@ -203,6 +204,7 @@ func fsStart(t *testing.T, procs int, aof bool) *fsRun {
 		r.spawn(i%2 == 1)
 	}
 	r.waitReady(procs)
+	r.startProbes()
 	r.waitUsable("start", time.Now(), 0, 20*time.Second)
 	return r
 }
@@ -219,6 +221,7 @@ func (r *fsRun) spawn(proxied bool) {
 	cfg, _ := json.Marshal(fsChildConfig{
 		ID: id, LockAddr: addr, WitnessAddr: r.witness.Addr(), Prefix: r.prefix, Names: r.names,
 		Watchdog: fsWatchdog, FairWindow: fsFairWindow, StopRelease: fsStopRelease, MaxRun: time.Hour,
+		FailFast: proxied,
 	})
 	p := &fsProc{id: id, proxied: proxied, out: &fsTail{}, done: make(chan struct{})}
 	p.cmd = exec.Command(os.Args[0], "-test.run=^TestFaultSuiteChild$", "-test.count=1", "-test.timeout=2h")
@@ -332,9 +335,6 @@ func (r *fsRun) loop(soak time.Duration, faults []fsFault) {
 	start := time.Now()
 	for round := 0; round == 0 || time.Since(start) < soak; round++ {
 		for _, f := range faults {
-			if r.t.Failed() && soak == 0 {
-				return
-			}
 			// Some load between faults: every name taken again a few times.
 			r.steady()
 			end := f.inject()
@@ -384,20 +384,28 @@ func hold(d time.Duration) {
 
 func (r *fsRun) pause(d time.Duration) func() time.Time {
 	return func() time.Time {
+		check := r.probeInFlight(d)
 		r.lockSrv.Pause()
 		hold(d)
 		r.lockSrv.Resume()
-		return time.Now()
+		end := time.Now()
+		check()
+		return end
 	}
 }
 
 func (r *fsRun) proxyReset(d time.Duration) func() time.Time {
 	return func() time.Time {
+		cut, check := r.probeCutRelease()
 		r.waitInside(r.proxiedChild(), "")
 		r.px.Disable()
-		hold(d)
+		start := time.Now()
+		cut()
+		hold(d - time.Since(start))
 		r.px.Enable()
-		return time.Now()
+		end := time.Now()
+		check()
+		return end
 	}
 }
 
@@ -442,7 +450,9 @@ func (r *fsRun) restart(down time.Duration, volatile bool) func() time.Time {
 			}
 		}
 		if down > 0 {
-			hold(down)
+			start := time.Now()
+			r.probeTryWhileDown(down / 5)
+			hold(down - time.Since(start))
 		}
 		r.lockSrv.Restart(t)
 		return time.Now()
@@ -717,8 +727,8 @@ func (r *fsRun) finish() {
 		signalled, inherent, len(violations["overlap"]))
 	fmt.Fprintf(&b, "  token regressions: %d inherent, %d violating; lost updates: %d inherent, %d violating\n",
 		inherentRegressions, len(violations["regression"]), inherentLostUpdates, len(violations["lostupdate"]))
-	fmt.Fprintf(&b, "  lost holds reported as success: %d; late returns: %d; leaked holds after a failed Unlock: %d; worst Close %v",
-		len(violations["lostsuccess"]), len(violations["late"]), len(violations["leakedhold"]), closeMax)
+	fmt.Fprintf(&b, "  lost holds reported as success: %d; late returns: %d; leaked holds after a failed Unlock: %d; TryLock (false, nil) while Redis was down: %d; worst Close %v",
+		len(violations["lostsuccess"]), len(violations["late"]), len(violations["leakedhold"]), len(violations["trydown"]), closeMax)
 	t.Log(b.String())
 
 	// Which defect of issue 14 each kind of failure points to, to read a failing run quickly.
@@ -729,6 +739,7 @@ func (r *fsRun) finish() {
 		"lostupdate":  "(b) lost update: issue 14 #1, #7",
 		"late":        "(d) returned after its deadline",
 		"leakedhold":  "(c) hold still renewed after a failed Unlock: issue 14 #2",
+		"trydown":     "TryLock with a wait returned (false, nil) while Redis was down: issue 14 #3",
 		"witness":     "witness call failed",
 	}
 	for _, typ := range slices.Sorted(maps.Keys(violations)) {
