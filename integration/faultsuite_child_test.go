@@ -71,7 +71,8 @@ const (
 func fsInsideKey(p, name string) string  { return p + "inside:" + name }
 func fsMaxTokKey(p, name string) string  { return p + "maxtok:" + name }
 func fsCounterKey(p, name string) string { return p + "counter:" + name }
-func fsLastKey(p, name string) string    { return p + "last:" + name }
+func fsFirstKey(p, name string) string   { return p + "first:" + name }
+func fsSinceKey(p, name string) string   { return p + "since:" + name }
 func fsEventsKey(p string) string        { return p + "events" }
 func fsStatsKey(p string) string         { return p + "stats" }
 func fsFlaggedKey(p string) string       { return p + "flagged" }
@@ -85,13 +86,15 @@ func fsStopKey(p, child string) string   { return p + "stop:" + child }
 // returns the shared counter's value.
 //
 // KEYS[1] inside hash (hold id -> JSON), KEYS[2] highest token (JSON {token, acq}), KEYS[3] counter,
-// KEYS[4] last entry time, KEYS[5] events list, KEYS[6] stats hash.
+// KEYS[4] time of the first entry after KEYS[7], KEYS[5] events list, KEYS[6] stats hash, KEYS[7] the
+// end of the latest fault (ms), set by the parent.
 // ARGV[1] hold id, ARGV[2] mode (w or r), ARGV[3] token, ARGV[4] time Lock returned (ms), ARGV[5]
 // child id, ARGV[6] lock name, ARGV[7] kind.
 var fsEnter = redis.NewScript(`
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-redis.call('SET', KEYS[4], now)
+local since = tonumber(redis.call('GET', KEYS[7]) or '0')
+if now > since then redis.call('SET', KEYS[4], now, 'NX') end
 redis.call('HINCRBY', KEYS[6], 'entries:' .. ARGV[7], 1)
 local me = {hold = ARGV[1], mode = ARGV[2], token = tonumber(ARGV[3]), acq = tonumber(ARGV[4]),
 	child = ARGV[5], entered = now}
@@ -353,7 +356,8 @@ func (ch *fsChild) critical(m *coordinator.Mutex, nm fsName, mode, kind, hold st
 	}
 	acq := returned.UnixMilli()
 	c0, err := fsEnter.Run(bg, ch.w,
-		[]string{fsInsideKey(p, name), fsMaxTokKey(p, name), fsCounterKey(p, name), fsLastKey(p, name), fsEventsKey(p), fsStatsKey(p)},
+		[]string{fsInsideKey(p, name), fsMaxTokKey(p, name), fsCounterKey(p, name), fsFirstKey(p, name), fsEventsKey(p), fsStatsKey(p),
+			fsSinceKey(p, name)},
 		hold, mode, token, acq, ch.cfg.ID, name, kind).Int64()
 	if err != nil {
 		ch.violation("witness", name, hold, "enter: "+err.Error())

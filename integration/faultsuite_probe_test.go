@@ -71,6 +71,26 @@ func (r *fsRun) probeInFlight(fault time.Duration) func() {
 		tok  int64
 	}
 	handles := r.probeHandles(r.probes.direct)
+	// Take and release each lock once first: the client then has its connections open and the
+	// scripts loaded, so that what is in flight across the fault is the acquisition itself, not a dial
+	// that fails and is retried after the fault.
+	warm := make(chan error, len(handles))
+	for _, m := range handles {
+		go func() {
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			err := m.Lock(ctx)
+			if err == nil {
+				err = m.Unlock(ctx)
+			}
+			warm <- err
+		}()
+	}
+	for range handles {
+		if err := <-warm; err != nil {
+			r.t.Fatalf("probe warm-up before the fault: %v", err)
+		}
+	}
 	results := make(chan result, len(handles))
 	for kind, m := range handles {
 		go func() {
@@ -138,11 +158,12 @@ func (r *fsRun) probeCutRelease() (cut func(), check func()) {
 		}
 	}
 	check = func() {
+		deadline := time.Now().Add(fsWatchdog + fsLeakMargin)
 		for kind, err := range failed {
 			m := handles[kind]
 			select {
 			case <-m.Done():
-			case <-time.After(fsWatchdog + fsLeakMargin):
+			case <-time.After(time.Until(deadline)):
 				r.violation("leakedhold", m.Name(), fmt.Sprintf(
 					"%s Unlock failed while the connection was cut (%v), and Done is still open %v after the reset ended: the hold is still renewed",
 					kind, err, fsWatchdog+fsLeakMargin))

@@ -205,7 +205,9 @@ func fsStart(t *testing.T, procs int, aof bool) *fsRun {
 	}
 	r.waitReady(procs)
 	r.startProbes()
-	r.waitUsable("start", time.Now(), 0, 20*time.Second)
+	start := time.Now()
+	r.markEnd(start)
+	r.waitUsable("start", start, 0, 20*time.Second)
 	return r
 }
 
@@ -275,27 +277,39 @@ func (r *fsRun) bound(n fsName, margin time.Duration) time.Duration {
 	return fsWatchdog + margin
 }
 
-// waitUsable waits until every name has been entered after end, and records the time it took the
-// slowest one under fault. A name not entered within its bound fails the test (assertion c); the wait
-// goes on up to limit so that the report says how long it really took.
+// markEnd records the end of a fault on the witness: from then on, it keeps the time of each name's
+// first entry.
+func (r *fsRun) markEnd(end time.Time) {
+	ctx := r.t.Context()
+	for _, n := range r.names {
+		if err := r.wc.Set(ctx, fsSinceKey(r.prefix, n.Name), end.UnixMilli(), 0).Err(); err != nil {
+			r.t.Fatalf("witness SET: %v", err)
+		}
+		r.wc.Del(ctx, fsFirstKey(r.prefix, n.Name))
+	}
+}
+
+// waitUsable waits until every name has been entered after end (see markEnd), and records the time it
+// took the slowest one under fault. A name not entered within its bound fails the test (assertion c);
+// the wait goes on up to limit so that the report says how long it really took.
 func (r *fsRun) waitUsable(fault string, end time.Time, margin, limit time.Duration) {
 	t := r.t
 	endMS := end.UnixMilli()
 	first := make(map[string]int64)
 	tick := time.NewTicker(20 * time.Millisecond)
 	defer tick.Stop()
-	stop := time.NewTimer(limit)
+	stop := time.NewTimer(time.Until(end.Add(limit)))
 	defer stop.Stop()
 	for len(first) < len(r.names) {
 		for _, n := range r.names {
 			if _, ok := first[n.Name]; ok {
 				continue
 			}
-			v, err := r.wc.Get(t.Context(), fsLastKey(r.prefix, n.Name)).Int64()
+			v, err := r.wc.Get(t.Context(), fsFirstKey(r.prefix, n.Name)).Int64()
 			if err != nil && err != redis.Nil {
 				t.Fatalf("witness GET: %v", err)
 			}
-			if v > endMS {
+			if v > 0 {
 				first[n.Name] = v
 			}
 		}
@@ -375,6 +389,13 @@ func (r *fsRun) entries() int64 {
 	return n
 }
 
+// ended marks the end of a fault now, and returns it.
+func (r *fsRun) ended() time.Time {
+	end := time.Now()
+	r.markEnd(end)
+	return end
+}
+
 // hold keeps the fault on for d.
 func hold(d time.Duration) {
 	timer := time.NewTimer(d)
@@ -388,7 +409,7 @@ func (r *fsRun) pause(d time.Duration) func() time.Time {
 		r.lockSrv.Pause()
 		hold(d)
 		r.lockSrv.Resume()
-		end := time.Now()
+		end := r.ended()
 		check()
 		return end
 	}
@@ -396,31 +417,32 @@ func (r *fsRun) pause(d time.Duration) func() time.Time {
 
 func (r *fsRun) proxyReset(d time.Duration) func() time.Time {
 	return func() time.Time {
-		cut, check := r.probeCutRelease()
 		r.waitInside(r.proxiedChild(), "")
 		r.px.Disable()
-		start := time.Now()
-		cut()
-		hold(d - time.Since(start))
+		hold(d)
 		r.px.Enable()
-		end := time.Now()
-		check()
-		return end
+		return r.ended()
 	}
 }
 
 // slowReset slows the proxy down by latency each way, so that the calls of the proxied children are in
 // flight most of the time, then resets every connection: calls in flight, releases among them, fail
-// with EOF.
+// with EOF. The reset is shorter than a lease, so that a hold whose release failed is still there when
+// the proxy is up again.
 func (r *fsRun) slowReset(latency, d time.Duration) func() time.Time {
 	return func() time.Time {
+		cut, check := r.probeCutRelease()
 		r.px.AddLatency(latency)
 		hold(5 * latency)
 		r.px.Disable()
 		r.px.RemoveLatency()
-		hold(d)
+		start := time.Now()
+		cut()
+		hold(d - time.Since(start))
 		r.px.Enable()
-		return time.Now()
+		end := r.ended()
+		check()
+		return end
 	}
 }
 
@@ -430,7 +452,7 @@ func (r *fsRun) blackhole(d time.Duration) func() time.Time {
 		r.px.Stall()
 		hold(d)
 		r.px.Unstall()
-		return time.Now()
+		return r.ended()
 	}
 }
 
@@ -455,7 +477,7 @@ func (r *fsRun) restart(down time.Duration, volatile bool) func() time.Time {
 			hold(down - time.Since(start))
 		}
 		r.lockSrv.Restart(t)
-		return time.Now()
+		return r.ended()
 	}
 }
 
@@ -478,7 +500,7 @@ func (r *fsRun) killHolder() time.Time {
 	// fair queue must not hold up the live ones for more than about one wait window.
 	r.waitInside(victim, fsFair)
 	_ = victim.cmd.Process.Kill()
-	killed := time.Now()
+	killed := r.ended()
 	victim.killed = true
 	r.killed[victim.id] = true
 	<-victim.done
