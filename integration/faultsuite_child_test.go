@@ -405,6 +405,9 @@ func (ch *fsChild) critical(m *coordinator.Mutex, nm fsName, mode, kind, hold st
 		leak := time.NewTimer(ch.cfg.Watchdog + fsLeakMargin)
 		select {
 		case <-done:
+			if doneAt == 0 {
+				doneAt = time.Now().UnixMilli() // told after all, though after its critical section
+			}
 		case <-leak.C:
 			ch.violation("leakedhold", name, hold, fmt.Sprintf(
 				"%s Unlock failed (%v) and Done is still open %v later: the hold is still renewed", kind, err, ch.cfg.Watchdog+fsLeakMargin))
