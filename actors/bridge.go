@@ -43,11 +43,11 @@ type Bridge struct {
 	client redis.UniversalClient
 	ctx    context.Context
 	logger *slog.Logger
-	// stopTimeout bounds how long stopping waits for the connections to close.
-	stopTimeout time.Duration
-	sharded     bool
-	self        *actor.PID
-	root        *actor.RootContext
+	// stop bounds how long stopping waits for the connections to close.
+	stop    *StopClock
+	sharded bool
+	self    *actor.PID
+	root    *actor.RootContext
 
 	// pubsub is the one connection of an unsharded bridge.
 	pubsub *redis.PubSub
@@ -102,9 +102,9 @@ const probeInterval = time.Second
 
 // NewBridgeProps returns the props of a bridge over client. Subscribe calls are bounded by ctx. The
 // bridge uses sharded pub/sub when [redisops.ShardedPubSub] reports it for client, in step with the
-// scripts of a [redisops.Ops] made on the same client. Stopping waits at most stopTimeout for the
-// connections to close.
-func NewBridgeProps(client redis.UniversalClient, ctx context.Context, logger *slog.Logger, stopTimeout time.Duration) *actor.Props {
+// scripts of a [redisops.Ops] made on the same client. Stopping waits for the connections to close
+// until the deadline of stop.
+func NewBridgeProps(client redis.UniversalClient, ctx context.Context, logger *slog.Logger, stop *StopClock) *actor.Props {
 	probe := ""
 	if c, ok := client.(*redis.Client); ok && c.Options().Addr == "FailoverClient" {
 		probe = "lockwarden:bridge:" + uuid.NewString()
@@ -115,7 +115,7 @@ func NewBridgeProps(client redis.UniversalClient, ctx context.Context, logger *s
 			client:        client,
 			ctx:           ctx,
 			logger:        logger,
-			stopTimeout:   stopTimeout,
+			stop:          stop,
 			sharded:       redisops.ShardedPubSub(client),
 			shards:        make(map[int]*shard),
 			unsubscribing: make(map[string]int),
@@ -179,10 +179,10 @@ func (b *Bridge) Receive(ctx actor.Context) {
 	}
 }
 
-// closeConnections closes the pub/sub connections and waits for their readers, for at most the stop
-// timeout. go-redis holds a PubSub's lock while it opens a new connection, and that can block until the
+// closeConnections closes the pub/sub connections and waits for their readers, until the stop
+// deadline. go-redis holds a PubSub's lock while it opens a new connection, and that can block until the
 // client's ReadTimeout when the network is partitioned (its reader reconnects with no deadline): Close
-// then waits for the lock. Past the stop timeout the connections finish closing in the background, so
+// then waits for the lock. Past the stop deadline the connections finish closing in the background, so
 // that the coordinator's Close stays bounded.
 func (b *Bridge) closeConnections() {
 	closed := make(chan struct{})
@@ -196,13 +196,12 @@ func (b *Bridge) closeConnections() {
 		}
 		b.readers.Wait()
 	}()
-	timer := time.NewTimer(b.stopTimeout)
+	timer := time.NewTimer(time.Until(b.stop.Deadline()))
 	defer timer.Stop()
 	select {
 	case <-closed:
 	case <-timer.C:
-		b.logger.Warn("pub/sub connections still closing after the stop timeout; they finish in the background",
-			"timeout", b.stopTimeout)
+		b.logger.Warn("pub/sub connections still closing at the stop deadline; they finish in the background")
 	}
 }
 

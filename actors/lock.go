@@ -554,7 +554,7 @@ func (a *lockActor) grant(m *Acquire, count, token int64, sent time.Time) {
 	if m.queued {
 		a.emitWait(messages.EventWaitTimedOut, m, "")
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), a.env.StopReleaseTimeout)
+	ctx, cancel := a.env.stopContext()
 	defer cancel()
 	rel, err := a.proto.release(ctx, k, a.env.NewRequestID(), h.lease, nil)
 	switch {
@@ -1211,7 +1211,7 @@ func (a *lockActor) shutdown() {
 	a.expiry.stop()
 	a.idle.stop()
 	a.watchdog.stop()
-	ctx, cancel := context.WithTimeout(context.Background(), a.env.StopReleaseTimeout)
+	ctx, cancel := a.env.stopContext()
 	defer cancel()
 	for _, m := range a.queue {
 		// Whether its caller is still there (it may have left because the coordinator closes), the
