@@ -22,7 +22,7 @@ import (
 // connection was down are lost.
 //
 // On a single server or through Sentinel, one connection carries every channel (SUBSCRIBE). On Redis
-// Cluster ([redisops.ShardedPubSub]) the channels are shard channels (SSUBSCRIBE), and the bridge keeps
+// Cluster ([redisops.DeploymentCluster]) the channels are shard channels (SSUBSCRIBE), and the bridge keeps
 // one connection per hash slot with subscribed channels, to the master of that slot: a node accepts
 // SSUBSCRIBE only for the slots it serves, one SSUBSCRIBE may name the channels of one slot only, and
 // go-redis resubscribes all the channels of a connection in one command after a reconnect. A connection
@@ -100,13 +100,14 @@ type (
 // subscribed; a pub/sub connection left on an old master is replaced within about 3 intervals.
 const probeInterval = time.Second
 
-// NewBridgeProps returns the props of a bridge over client. Subscribe calls are bounded by ctx. The
-// bridge uses sharded pub/sub when [redisops.ShardedPubSub] reports it for client, in step with the
-// scripts of a [redisops.Ops] made on the same client. Stopping waits for the connections to close
-// until the deadline of stop.
-func NewBridgeProps(client redis.UniversalClient, ctx context.Context, logger *slog.Logger, stop *StopClock) *actor.Props {
+// NewBridgeProps returns the props of a bridge over client, a client of the deployment d (see
+// [redisops.DeploymentOf]). Subscribe calls are bounded by ctx. The bridge uses sharded pub/sub when d
+// is sharded, in step with the scripts of a [redisops.Ops] made for the same deployment, and probes its
+// connection on a failover deployment. Stopping waits for the connections to close until the deadline
+// of stop.
+func NewBridgeProps(client redis.UniversalClient, d redisops.Deployment, ctx context.Context, logger *slog.Logger, stop *StopClock) *actor.Props {
 	probe := ""
-	if c, ok := client.(*redis.Client); ok && c.Options().Addr == "FailoverClient" {
+	if d == redisops.DeploymentFailover {
 		probe = "lockwarden:bridge:" + uuid.NewString()
 	}
 	return actor.PropsFromProducer(func() actor.Actor {
@@ -116,7 +117,7 @@ func NewBridgeProps(client redis.UniversalClient, ctx context.Context, logger *s
 			ctx:           ctx,
 			logger:        logger,
 			stop:          stop,
-			sharded:       redisops.ShardedPubSub(client),
+			sharded:       d.Sharded(),
 			shards:        make(map[int]*shard),
 			unsubscribing: make(map[string]int),
 			subs:          make(map[string]map[string]*actor.PID),

@@ -63,13 +63,20 @@ type Coordinator struct {
 	stopping sync.WaitGroup
 }
 
-// New returns a Coordinator for the Redis deployment behind client: a single server, Sentinel or
-// Cluster. The coordinator does not close client.
+// New returns a Coordinator for the Redis deployment behind client: a single server (a
+// *redis.Client), a master behind Sentinel (the *redis.Client of redis.NewFailoverClient) or a Redis
+// Cluster (a *redis.ClusterClient); redis.NewUniversalClient returns one of these. The deployment is
+// told from the client's type, once. The coordinator does not close client.
 //
-// It returns [ErrNilClient] for a nil client and [ErrInvalidOption] for an invalid option.
+// It returns [ErrNilClient] for a nil client, [ErrUnsupportedClient] for a *redis.Ring or any other
+// type of client, and [ErrInvalidOption] for an invalid option.
 func New(client redis.UniversalClient, opts ...Option) (*Coordinator, error) {
 	if isNil(client) {
 		return nil, ErrNilClient
+	}
+	deployment, err := redisops.DeploymentOf(client)
+	if err != nil {
+		return nil, err
 	}
 	o := defaultOptions()
 	for _, opt := range opts {
@@ -94,7 +101,7 @@ func New(client redis.UniversalClient, opts ...Option) (*Coordinator, error) {
 	c := &Coordinator{
 		id:        uuid.NewString(),
 		opts:      o,
-		ops:       newOps(client, o),
+		ops:       newOps(client, deployment, o),
 		system:    system,
 		ownSystem: ownSystem,
 		lifetime:  lifetime,
@@ -120,7 +127,7 @@ func New(client redis.UniversalClient, opts ...Option) (*Coordinator, error) {
 		c.tel = tel
 	}
 	c.pool = actors.NewWorkerPool(workerPoolSize(), 300)
-	c.bridge = system.Root.Spawn(actors.NewBridgeProps(client, lifetime, o.logger, c.stop))
+	c.bridge = system.Root.Spawn(actors.NewBridgeProps(client, deployment, lifetime, o.logger, c.stop))
 	c.guardian = system.Root.Spawn(actors.NewGuardianProps(&actors.Env{
 		Ops:                c.ops,
 		Events:             eventSink{tel: c.tel, hub: c.events},

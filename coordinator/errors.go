@@ -19,6 +19,12 @@ var (
 	ErrClosed = errors.New("lockwarden: coordinator closed")
 	// ErrNilClient is returned by New when the Redis client is nil.
 	ErrNilClient = errors.New("lockwarden: nil redis client")
+	// ErrUnsupportedClient is returned by New for a *redis.Ring, or for a client of a type other than
+	// *redis.Client (a single server, or Sentinel's failover client) and *redis.ClusterClient. A Ring
+	// moves the keys of a server that fails its health checks to the other servers, so a lock held
+	// there could be taken a second time by another owner; use a client per server with RedLock or
+	// MultiLock across them, or a Redis Cluster.
+	ErrUnsupportedClient = redisops.ErrUnsupportedClient
 	// ErrEmptyName is returned by every call on a handle created with an empty lock name.
 	ErrEmptyName = errors.New("lockwarden: empty lock name")
 	// ErrEmptyOwner is returned by every call on a handle created with WithOwner("").
