@@ -104,8 +104,10 @@ const probeInterval = time.Second
 // [redisops.DeploymentOf]). Subscribe calls are bounded by ctx. The bridge uses sharded pub/sub when d
 // is sharded, in step with the scripts of a [redisops.Ops] made for the same deployment, and probes its
 // connection on a failover deployment. Stopping waits for the connections to close until the deadline
-// of stop.
-func NewBridgeProps(client redis.UniversalClient, d redisops.Deployment, ctx context.Context, logger *slog.Logger, stop *StopClock) *actor.Props {
+// of stop. A panic is recovered and reported to failures, and the bridge then subscribes every channel
+// it serves again.
+func NewBridgeProps(client redis.UniversalClient, d redisops.Deployment, ctx context.Context, logger *slog.Logger,
+	stop *StopClock, failures *Failures) *actor.Props {
 	probe := ""
 	if d == redisops.DeploymentFailover {
 		probe = "lockwarden:bridge:" + uuid.NewString()
@@ -122,7 +124,7 @@ func NewBridgeProps(client redis.UniversalClient, d redisops.Deployment, ctx con
 			unsubscribing: make(map[string]int),
 			subs:          make(map[string]map[string]*actor.PID),
 		}
-	})
+	}, Recover(failures, "pub/sub bridge", ""))
 }
 
 // Receive implements actor.Actor.
@@ -313,17 +315,7 @@ func (b *Bridge) tick(ctx actor.Context) {
 	if b.probeMissed >= 2 {
 		b.logger.Warn("pub/sub probes do not come back (failover?); subscribing again on a new connection")
 		b.probeMissed = 0
-		old := b.pubsub
-		b.pubsub = b.client.Subscribe(b.ctx)
-		channels := []string{b.probe}
-		for ch := range b.subs {
-			channels = append(channels, ch)
-		}
-		if err := b.pubsub.Subscribe(b.ctx, channels...); err != nil {
-			b.logger.Warn("subscribe failed; it will be retried on reconnect", "err", err)
-		}
-		b.read(b.pubsub)
-		_ = old.Close()
+		b.resubscribeAll()
 	}
 	b.probeSent, b.probeSeen = true, false
 	b.readers.Add(1)
@@ -334,6 +326,40 @@ func (b *Bridge) tick(ctx actor.Context) {
 		_ = b.client.Publish(pctx, b.probe, "probe").Err()
 	}()
 	b.probeTimer.arm(b.sched, b.self, probeInterval, func(g uint64) any { return &probeTick{g} })
+}
+
+// resubscribeAll subscribes every channel the bridge serves again, on new connections, and closes the
+// old ones. Every channel's confirmation reaches its lock actors, which retry.
+func (b *Bridge) resubscribeAll() {
+	if !b.sharded {
+		old := b.pubsub
+		b.pubsub = b.client.Subscribe(b.ctx)
+		var channels []string
+		if b.probe != "" && b.probing {
+			channels = append(channels, b.probe)
+		}
+		for ch := range b.subs {
+			channels = append(channels, ch)
+		}
+		if len(channels) > 0 {
+			if err := b.pubsub.Subscribe(b.ctx, channels...); err != nil {
+				b.logger.Warn("subscribe failed; it will be retried on reconnect", "err", err)
+			}
+		}
+		b.read(b.pubsub)
+		if old != nil {
+			_ = old.Close()
+		}
+		return
+	}
+	for slot, sh := range b.shards {
+		_ = sh.pubsub.Close()
+		delete(b.shards, slot)
+	}
+	clear(b.unsubscribing)
+	for ch := range b.subs {
+		b.subscribe(ch)
+	}
 }
 
 // publishRoute makes the current subscribers of channel the ones the reading goroutines send to.

@@ -38,6 +38,8 @@ type Env struct {
 	// Stop, when not nil, is the deadline that the stop-time work of every actor of the coordinator
 	// shares; each release at stop is then bounded by it rather than by StopReleaseTimeout of its own.
 	Stop *StopClock
+	// Failures is where the actors report a recovered panic (see [Recover]); nil only logs nothing.
+	Failures *Failures
 	// Context bounds every Redis call; it ends when the coordinator closes.
 	Context context.Context
 	// Logger receives the actors' diagnostics.

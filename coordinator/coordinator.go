@@ -47,6 +47,8 @@ type Coordinator struct {
 	// background counts the gateway's status queries running on their own goroutines.
 	background sync.WaitGroup
 
+	// failures is where the actors report a recovered panic.
+	failures *actors.Failures
 	// stop is the deadline that all the work of Close shares; it starts with Close.
 	stop *actors.StopClock
 	// lifetime bounds every Redis call of the actors; it ends when Close starts.
@@ -119,6 +121,7 @@ func New(client redis.UniversalClient, opts ...Option) (*Coordinator, error) {
 		base = system.EventStream.Length()
 	}
 	c.events = newEventHub(system.EventStream, base, journal)
+	c.failures = &actors.Failures{Logger: o.logger, Events: eventSink{hub: c.events}, CoordinatorID: c.id, Inject: o.inject}
 	if !o.noTelemetry {
 		tel, err := telemetry.New(o.telemetry)
 		if err != nil {
@@ -127,7 +130,7 @@ func New(client redis.UniversalClient, opts ...Option) (*Coordinator, error) {
 		c.tel = tel
 	}
 	c.pool = actors.NewWorkerPool(workerPoolSize(), 300)
-	c.bridge = system.Root.Spawn(actors.NewBridgeProps(client, deployment, lifetime, o.logger, c.stop))
+	c.bridge = system.Root.Spawn(actors.NewBridgeProps(client, deployment, lifetime, o.logger, c.stop, c.failures))
 	c.guardian = system.Root.Spawn(actors.NewGuardianProps(&actors.Env{
 		Ops:                c.ops,
 		Events:             eventSink{tel: c.tel, hub: c.events},
@@ -139,6 +142,7 @@ func New(client redis.UniversalClient, opts ...Option) (*Coordinator, error) {
 		MaxHandoffs:        o.maxHandoffs,
 		StopReleaseTimeout: o.stopReleaseTimeout,
 		Stop:               c.stop,
+		Failures:           c.failures,
 		Context:            lifetime,
 		Logger:             o.logger,
 		NewBackOff:         actors.DefaultBackOff,

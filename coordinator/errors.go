@@ -3,6 +3,7 @@ package coordinator
 import (
 	"errors"
 
+	"github.com/lockwarden/lockwarden/actors"
 	"github.com/lockwarden/lockwarden/redisops"
 )
 
@@ -58,4 +59,10 @@ var (
 	// ErrInvalidGroup is returned by every call on a MultiLock or RedLock created with no members, a nil
 	// member, or the same member twice.
 	ErrInvalidGroup = errors.New("lockwarden: invalid lock group")
+	// ErrActorFailed is returned by a call whose command one of the coordinator's actors was handling
+	// when it panicked. The panic is recovered, logged through [WithLogger] and published as a
+	// [messages.EventActorFailed] event, and the actor goes on with its state: the locks it holds are
+	// still renewed. The command may or may not have taken effect, as when a Redis reply is lost: an
+	// acquisition that was granted after all is given back.
+	ErrActorFailed = actors.ErrActorFailed
 )

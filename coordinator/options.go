@@ -37,6 +37,9 @@ type options struct {
 	syncTimeout        time.Duration
 	logger             *slog.Logger
 	system             *actor.ActorSystem
+	// inject runs before every message of the coordinator's actors; the tests of this package set it
+	// to make an actor panic.
+	inject func(actor string, msg any)
 }
 
 func defaultOptions() options {
