@@ -22,7 +22,7 @@ import (
 // connection was down are lost.
 //
 // On a single server or through Sentinel, one connection carries every channel (SUBSCRIBE). On Redis
-// Cluster ([redisops.ShardedPubSub]) the channels are shard channels (SSUBSCRIBE), and the bridge keeps
+// Cluster ([redisops.DeploymentCluster]) the channels are shard channels (SSUBSCRIBE), and the bridge keeps
 // one connection per hash slot with subscribed channels, to the master of that slot: a node accepts
 // SSUBSCRIBE only for the slots it serves, one SSUBSCRIBE may name the channels of one slot only, and
 // go-redis resubscribes all the channels of a connection in one command after a reconnect. A connection
@@ -43,11 +43,11 @@ type Bridge struct {
 	client redis.UniversalClient
 	ctx    context.Context
 	logger *slog.Logger
-	// stopTimeout bounds how long stopping waits for the connections to close.
-	stopTimeout time.Duration
-	sharded     bool
-	self        *actor.PID
-	root        *actor.RootContext
+	// stop bounds how long stopping waits for the connections to close.
+	stop    *StopClock
+	sharded bool
+	self    *actor.PID
+	root    *actor.RootContext
 
 	// pubsub is the one connection of an unsharded bridge.
 	pubsub *redis.PubSub
@@ -100,13 +100,16 @@ type (
 // subscribed; a pub/sub connection left on an old master is replaced within about 3 intervals.
 const probeInterval = time.Second
 
-// NewBridgeProps returns the props of a bridge over client. Subscribe calls are bounded by ctx. The
-// bridge uses sharded pub/sub when [redisops.ShardedPubSub] reports it for client, in step with the
-// scripts of a [redisops.Ops] made on the same client. Stopping waits at most stopTimeout for the
-// connections to close.
-func NewBridgeProps(client redis.UniversalClient, ctx context.Context, logger *slog.Logger, stopTimeout time.Duration) *actor.Props {
+// NewBridgeProps returns the props of a bridge over client, a client of the deployment d (see
+// [redisops.DeploymentOf]). Subscribe calls are bounded by ctx. The bridge uses sharded pub/sub when d
+// is sharded, in step with the scripts of a [redisops.Ops] made for the same deployment, and probes its
+// connection on a failover deployment. Stopping waits for the connections to close until the deadline
+// of stop. A panic is recovered and reported to failures, and the bridge then subscribes every channel
+// it serves again.
+func NewBridgeProps(client redis.UniversalClient, d redisops.Deployment, ctx context.Context, logger *slog.Logger,
+	stop *StopClock, failures *Failures) *actor.Props {
 	probe := ""
-	if c, ok := client.(*redis.Client); ok && c.Options().Addr == "FailoverClient" {
+	if d == redisops.DeploymentFailover {
 		probe = "lockwarden:bridge:" + uuid.NewString()
 	}
 	return actor.PropsFromProducer(func() actor.Actor {
@@ -115,13 +118,13 @@ func NewBridgeProps(client redis.UniversalClient, ctx context.Context, logger *s
 			client:        client,
 			ctx:           ctx,
 			logger:        logger,
-			stopTimeout:   stopTimeout,
-			sharded:       redisops.ShardedPubSub(client),
+			stop:          stop,
+			sharded:       d.Sharded(),
 			shards:        make(map[int]*shard),
 			unsubscribing: make(map[string]int),
 			subs:          make(map[string]map[string]*actor.PID),
 		}
-	})
+	}, Recover(failures, "pub/sub bridge", ""))
 }
 
 // Receive implements actor.Actor.
@@ -179,10 +182,10 @@ func (b *Bridge) Receive(ctx actor.Context) {
 	}
 }
 
-// closeConnections closes the pub/sub connections and waits for their readers, for at most the stop
-// timeout. go-redis holds a PubSub's lock while it opens a new connection, and that can block until the
+// closeConnections closes the pub/sub connections and waits for their readers, until the stop
+// deadline. go-redis holds a PubSub's lock while it opens a new connection, and that can block until the
 // client's ReadTimeout when the network is partitioned (its reader reconnects with no deadline): Close
-// then waits for the lock. Past the stop timeout the connections finish closing in the background, so
+// then waits for the lock. Past the stop deadline the connections finish closing in the background, so
 // that the coordinator's Close stays bounded.
 func (b *Bridge) closeConnections() {
 	closed := make(chan struct{})
@@ -196,13 +199,12 @@ func (b *Bridge) closeConnections() {
 		}
 		b.readers.Wait()
 	}()
-	timer := time.NewTimer(b.stopTimeout)
+	timer := time.NewTimer(time.Until(b.stop.Deadline()))
 	defer timer.Stop()
 	select {
 	case <-closed:
 	case <-timer.C:
-		b.logger.Warn("pub/sub connections still closing after the stop timeout; they finish in the background",
-			"timeout", b.stopTimeout)
+		b.logger.Warn("pub/sub connections still closing at the stop deadline; they finish in the background")
 	}
 }
 
@@ -313,17 +315,7 @@ func (b *Bridge) tick(ctx actor.Context) {
 	if b.probeMissed >= 2 {
 		b.logger.Warn("pub/sub probes do not come back (failover?); subscribing again on a new connection")
 		b.probeMissed = 0
-		old := b.pubsub
-		b.pubsub = b.client.Subscribe(b.ctx)
-		channels := []string{b.probe}
-		for ch := range b.subs {
-			channels = append(channels, ch)
-		}
-		if err := b.pubsub.Subscribe(b.ctx, channels...); err != nil {
-			b.logger.Warn("subscribe failed; it will be retried on reconnect", "err", err)
-		}
-		b.read(b.pubsub)
-		_ = old.Close()
+		b.resubscribeAll()
 	}
 	b.probeSent, b.probeSeen = true, false
 	b.readers.Add(1)
@@ -334,6 +326,40 @@ func (b *Bridge) tick(ctx actor.Context) {
 		_ = b.client.Publish(pctx, b.probe, "probe").Err()
 	}()
 	b.probeTimer.arm(b.sched, b.self, probeInterval, func(g uint64) any { return &probeTick{g} })
+}
+
+// resubscribeAll subscribes every channel the bridge serves again, on new connections, and closes the
+// old ones. Every channel's confirmation reaches its lock actors, which retry.
+func (b *Bridge) resubscribeAll() {
+	if !b.sharded {
+		old := b.pubsub
+		b.pubsub = b.client.Subscribe(b.ctx)
+		var channels []string
+		if b.probe != "" && b.probing {
+			channels = append(channels, b.probe)
+		}
+		for ch := range b.subs {
+			channels = append(channels, ch)
+		}
+		if len(channels) > 0 {
+			if err := b.pubsub.Subscribe(b.ctx, channels...); err != nil {
+				b.logger.Warn("subscribe failed; it will be retried on reconnect", "err", err)
+			}
+		}
+		b.read(b.pubsub)
+		if old != nil {
+			_ = old.Close()
+		}
+		return
+	}
+	for slot, sh := range b.shards {
+		_ = sh.pubsub.Close()
+		delete(b.shards, slot)
+	}
+	clear(b.unsubscribing)
+	for ch := range b.subs {
+		b.subscribe(ch)
+	}
 }
 
 // publishRoute makes the current subscribers of channel the ones the reading goroutines send to.

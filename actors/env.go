@@ -3,6 +3,7 @@ package actors
 import (
 	"context"
 	"log/slog"
+	"sync"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -34,6 +35,11 @@ type Env struct {
 	MaxHandoffs int
 	// StopReleaseTimeout bounds the best-effort releases of held locks when the actors stop.
 	StopReleaseTimeout time.Duration
+	// Stop, when not nil, is the deadline that the stop-time work of every actor of the coordinator
+	// shares; each release at stop is then bounded by it rather than by StopReleaseTimeout of its own.
+	Stop *StopClock
+	// Failures is where the actors report a recovered panic (see [Recover]); nil only logs nothing.
+	Failures *Failures
 	// Context bounds every Redis call; it ends when the coordinator closes.
 	Context context.Context
 	// Logger receives the actors' diagnostics.
@@ -63,4 +69,55 @@ func DefaultBackOff() backoff.BackOff {
 	b.MaxElapsedTime = 0
 	b.Reset()
 	return b
+}
+
+// StopClock is the one deadline that all the stop-time work of a coordinator shares: the releases and
+// queue leaves of the lock actors, the releases of the group supervisors, the closing of the pub/sub
+// connections and the last writes of the event journal. Each of them would otherwise spend a stop
+// release timeout of its own, one after the other, and Close would take a multiple of it during a
+// partition. It is safe for concurrent use.
+type StopClock struct {
+	timeout time.Duration
+	mu      sync.Mutex
+	at      time.Time
+}
+
+// NewStopClock returns a clock whose work is bounded by timeout until [StopClock.Start], and by the
+// deadline Start sets after it.
+func NewStopClock(timeout time.Duration) *StopClock { return &StopClock{timeout: timeout} }
+
+// Start sets the shared deadline, timeout from now; only the first call counts.
+func (s *StopClock) Start() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.at.IsZero() {
+		s.at = time.Now().Add(s.timeout)
+	}
+}
+
+// Deadline returns when a piece of stop-time work that starts now must end: timeout from now, and no
+// later than the shared deadline once Start was called.
+func (s *StopClock) Deadline() time.Time {
+	d := time.Now().Add(s.timeout)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !s.at.IsZero() && s.at.Before(d) {
+		d = s.at
+	}
+	return d
+}
+
+// Context returns a context that ends at [StopClock.Deadline]; it is not bound to the coordinator's
+// lifetime, which ends when the stop starts.
+func (s *StopClock) Context() (context.Context, context.CancelFunc) {
+	return context.WithDeadline(context.Background(), s.Deadline())
+}
+
+// stopContext bounds a release or a queue leave that runs while the actors stop, or that undoes an
+// acquisition its caller abandoned.
+func (e *Env) stopContext() (context.Context, context.CancelFunc) {
+	if e.Stop != nil {
+		return e.Stop.Context()
+	}
+	return context.WithTimeout(context.Background(), e.StopReleaseTimeout)
 }

@@ -69,6 +69,8 @@ type GroupConfig struct {
 	Logger *slog.Logger
 	// Telemetry records a span per member attempt; nil records nothing.
 	Telemetry *telemetry.Telemetry
+	// Failures is where the supervisor and its members report a recovered panic (see [Recover]).
+	Failures *Failures
 }
 
 // Quorum is the number of members a group of n must take: all of them for a MultiLock, a majority
@@ -203,7 +205,7 @@ type (
 func NewGroupProps(cfg GroupConfig) *actor.Props {
 	return actor.PropsFromProducer(func() actor.Actor {
 		return &groupActor{cfg: cfg, quorum: Quorum(len(cfg.Members), cfg.RedLock)}
-	}, inline())
+	}, inline(), Recover(cfg.Failures, "group supervisor", ""))
 }
 
 // inline is the dispatcher of actors whose Receive never blocks.
@@ -267,7 +269,7 @@ func (g *groupActor) Receive(ctx actor.Context) {
 		for i, member := range g.cfg.Members {
 			props := actor.PropsFromProducer(func() actor.Actor {
 				return &memberActor{member: member, index: i, release: g.cfg.ReleaseTimeout, logger: g.cfg.Logger}
-			}, inline())
+			}, inline(), Recover(g.cfg.Failures, "group member", ""))
 			g.children = append(g.children, ctx.Spawn(props))
 		}
 	case *GroupAcquire, *GroupRelease:

@@ -22,7 +22,7 @@ type child struct {
 func NewGuardianProps(env *Env) *actor.Props {
 	return actor.PropsFromProducer(func() actor.Actor {
 		return &Guardian{env: env, children: make(map[string]*child)}
-	}, actor.WithDispatcher(actor.NewSynchronizedDispatcher(300)))
+	}, actor.WithDispatcher(actor.NewSynchronizedDispatcher(300)), Recover(env.Failures, "guardian", ""))
 }
 
 // Receive implements actor.Actor.
@@ -34,7 +34,7 @@ func (g *Guardian) Receive(ctx actor.Context) {
 		c := g.children[key]
 		if c == nil {
 			env := g.env
-			var opts []actor.PropsOption
+			opts := []actor.PropsOption{Recover(env.Failures, "lock actor", name)}
 			if env.Dispatcher != nil {
 				opts = append(opts, actor.WithDispatcher(env.Dispatcher))
 			}

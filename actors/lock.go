@@ -8,6 +8,7 @@ import (
 	"runtime"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -128,6 +129,9 @@ type lockActor struct {
 	headWanted bool
 	// failing is set while the latest attempt failed on a Redis error (see noteRedisError).
 	failing bool
+	// inflight is when the Redis attempt in flight was sent (Unix nanoseconds), 0 when none is; the
+	// callers' tickets watch it (Ticket.Unanswered).
+	inflight atomic.Int64
 	// intentOwner is the waiting writer whose write intent keepWriteIntent last left, at intentSent.
 	intentOwner string
 	intentSent  time.Time
@@ -387,6 +391,7 @@ func (a *lockActor) keepRecentChannels(want map[string]struct{}) {
 func (a *lockActor) redisContext() context.Context { return a.env.Context }
 
 func (a *lockActor) onAcquire(m *Acquire) {
+	m.Ticket.watch(&a.inflight)
 	if a.batching() && !a.batchable(m.Owner, m.Kind) {
 		a.flush()
 	}
@@ -511,7 +516,13 @@ func (a *lockActor) attempt(m *Acquire) (bool, time.Duration, error) {
 	}
 	sent := time.Now()
 	m.lastSent = sent
-	res, err := a.proto.acquire(a.redisContext(), m, a.knownHeld(m), m.Wait)
+	// An answer that comes after the lease is worthless (see lateGrant): bound the call by it (go-redis
+	// honours the deadline when the client has ContextTimeoutEnabled).
+	ctx, cancel := context.WithTimeout(a.redisContext(), m.Lease)
+	a.inflight.Store(sent.UnixNano())
+	res, err := a.proto.acquire(ctx, m, a.knownHeld(m), m.Wait)
+	a.inflight.Store(0)
+	cancel()
 	acquireEvent(m, sent, res.OK, err)
 	return a.settleAttempt(m, sent, res, err)
 }
@@ -616,11 +627,19 @@ func (a *lockActor) settleAttempt(m *Acquire, sent time.Time, res redisops.Acqui
 // (with the owner check, so no other owner's hold is touched); a waiting caller keeps waiting.
 var ErrGrantTooLate = errors.New("lockwarden: the lock was granted after its lease had run out; it was given back")
 
+// ErrNoAnswer is the error of a wait that ended while an attempt had gone unanswered by Redis for
+// NoAnswerAfter or longer: a paused, partitioned or restarting server, not another owner's hold.
+var ErrNoAnswer = errors.New("lockwarden: Redis did not answer")
+
+// NoAnswerAfter is how long an attempt in flight must have gone unanswered for a wait that ends then
+// to report ErrNoAnswer rather than a plain "not obtained".
+const NoAnswerAfter = 200 * time.Millisecond
+
 // giveBackLate undoes one hold of k that a late answer granted (count is the owner's hold count after
 // it). A re-entry keeps the earlier holds, which their own deadline covers; a first hold is released
 // whole. A failure is only logged: nothing renews the hold, so it ends with its lease.
 func (a *lockActor) giveBackLate(k holdKey, lease time.Duration, count int64) {
-	ctx, cancel := context.WithTimeout(a.redisContext(), a.env.StopReleaseTimeout)
+	ctx, cancel := a.env.stopContext()
 	defer cancel()
 	if _, err := a.proto.release(ctx, k, a.env.NewRequestID(), lease, nil); err != nil && !errors.Is(err, redisops.ErrNotHeld) {
 		a.log().Warn("giving back a late grant failed; its lease will expire", "owner", k.owner, "err", err)
@@ -678,7 +697,7 @@ func (a *lockActor) grant(m *Acquire, count, token int64, sent time.Time) {
 	if m.queued {
 		a.emitWait(messages.EventWaitTimedOut, m, "")
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), a.env.StopReleaseTimeout)
+	ctx, cancel := a.env.stopContext()
 	defer cancel()
 	rel, err := a.proto.release(ctx, k, a.env.NewRequestID(), h.lease, nil)
 	switch {
@@ -1420,7 +1439,7 @@ func (a *lockActor) shutdown() {
 	a.watchdog.stop()
 	a.intent.stop()
 	a.keepAlive.stop()
-	ctx, cancel := context.WithTimeout(context.Background(), a.env.StopReleaseTimeout)
+	ctx, cancel := a.env.stopContext()
 	defer cancel()
 	a.leaveAtShutdown(ctx)
 	for _, m := range a.queue {

@@ -45,6 +45,27 @@ type Ticket struct {
 	// lastErr is the Redis error of the latest attempt made while the caller waited, nil once Redis
 	// answered again.
 	lastErr atomic.Pointer[error]
+	// inflight is the lock actor's clock of its Redis attempt in flight: when it was sent, in Unix
+	// nanoseconds, or 0 when none is (see Unanswered).
+	inflight atomic.Pointer[atomic.Int64]
+}
+
+// watch lets the caller see the lock actor's attempts in flight (see Unanswered).
+func (t *Ticket) watch(inflight *atomic.Int64) { t.inflight.Store(inflight) }
+
+// Unanswered returns how long the lock actor's Redis attempt in flight has gone unanswered, 0 when
+// none is in flight. A caller whose wait ends while Redis has not answered for long reports that,
+// rather than a lock held by another owner.
+func (t *Ticket) Unanswered() time.Duration {
+	p := t.inflight.Load()
+	if p == nil {
+		return 0
+	}
+	sent := p.Load()
+	if sent == 0 {
+		return 0
+	}
+	return time.Since(time.Unix(0, sent))
 }
 
 // noteError records the outcome of the latest attempt for the caller: err when it failed on a Redis

@@ -47,6 +47,10 @@ type Coordinator struct {
 	// background counts the gateway's status queries running on their own goroutines.
 	background sync.WaitGroup
 
+	// failures is where the actors report a recovered panic.
+	failures *actors.Failures
+	// stop is the deadline that all the work of Close shares; it starts with Close.
+	stop *actors.StopClock
 	// lifetime bounds every Redis call of the actors; it ends when Close starts.
 	lifetime context.Context
 	cancel   context.CancelFunc
@@ -61,13 +65,20 @@ type Coordinator struct {
 	stopping sync.WaitGroup
 }
 
-// New returns a Coordinator for the Redis deployment behind client: a single server, Sentinel or
-// Cluster. The coordinator does not close client.
+// New returns a Coordinator for the Redis deployment behind client: a single server (a
+// *redis.Client), a master behind Sentinel (the *redis.Client of redis.NewFailoverClient) or a Redis
+// Cluster (a *redis.ClusterClient); redis.NewUniversalClient returns one of these. The deployment is
+// told from the client's type, once. The coordinator does not close client.
 //
-// It returns [ErrNilClient] for a nil client and [ErrInvalidOption] for an invalid option.
+// It returns [ErrNilClient] for a nil client, [ErrUnsupportedClient] for a *redis.Ring or any other
+// type of client, and [ErrInvalidOption] for an invalid option.
 func New(client redis.UniversalClient, opts ...Option) (*Coordinator, error) {
 	if isNil(client) {
 		return nil, ErrNilClient
+	}
+	deployment, err := redisops.DeploymentOf(client)
+	if err != nil {
+		return nil, err
 	}
 	o := defaultOptions()
 	for _, opt := range opts {
@@ -92,23 +103,25 @@ func New(client redis.UniversalClient, opts ...Option) (*Coordinator, error) {
 	c := &Coordinator{
 		id:        uuid.NewString(),
 		opts:      o,
-		ops:       newOps(client, o),
+		ops:       newOps(client, deployment, o),
 		system:    system,
 		ownSystem: ownSystem,
 		lifetime:  lifetime,
 		cancel:    cancel,
 		closed:    make(chan struct{}),
 		groups:    make(map[*actor.PID]struct{}),
+		stop:      actors.NewStopClock(o.stopReleaseTimeout),
 	}
 	var journal *eventJournal
 	if o.journalStream != "" {
-		journal = newEventJournal(client, o.journalStream, o.journalMaxLen, o.stopReleaseTimeout, o.logger)
+		journal = newEventJournal(client, o.journalStream, o.journalMaxLen, c.stop, o.logger)
 	}
 	base := int32(0)
 	if c.ownSystem {
 		base = system.EventStream.Length()
 	}
 	c.events = newEventHub(system.EventStream, base, journal)
+	c.failures = &actors.Failures{Logger: o.logger, Events: eventSink{hub: c.events}, CoordinatorID: c.id, Inject: o.inject}
 	if !o.noTelemetry {
 		tel, err := telemetry.New(o.telemetry)
 		if err != nil {
@@ -117,7 +130,7 @@ func New(client redis.UniversalClient, opts ...Option) (*Coordinator, error) {
 		c.tel = tel
 	}
 	c.pool = actors.NewWorkerPool(workerPoolSize(), 300)
-	c.bridge = system.Root.Spawn(actors.NewBridgeProps(client, lifetime, o.logger, o.stopReleaseTimeout))
+	c.bridge = system.Root.Spawn(actors.NewBridgeProps(client, deployment, lifetime, o.logger, c.stop, c.failures))
 	c.guardian = system.Root.Spawn(actors.NewGuardianProps(&actors.Env{
 		Ops:                c.ops,
 		Events:             eventSink{tel: c.tel, hub: c.events},
@@ -128,6 +141,8 @@ func New(client redis.UniversalClient, opts ...Option) (*Coordinator, error) {
 		IdleTimeout:        o.idleTimeout,
 		MaxHandoffs:        o.maxHandoffs,
 		StopReleaseTimeout: o.stopReleaseTimeout,
+		Stop:               c.stop,
+		Failures:           c.failures,
 		Context:            lifetime,
 		Logger:             o.logger,
 		NewBackOff:         actors.DefaultBackOff,
@@ -173,19 +188,26 @@ func (c *Coordinator) ID() string { return c.id }
 // and always returns nil. An actor system given with [WithActorSystem] keeps running: Close stops only
 // the actors the coordinator spawned in it.
 //
-// Locks still held through the coordinator are released on a best-effort basis, bounded by
-// [WithStopReleaseTimeout]; their Done channels close. A lock whose release fails (Redis unreachable)
-// stays in Redis until its lease runs out, which for a watchdog lock is at most the watchdog timeout,
-// since nothing renews it any more. Calls still waiting return [ErrClosed], and every later call on the
-// coordinator or its handles returns [ErrClosed].
+// Locks still held through the coordinator are released on a best-effort basis; their Done channels
+// close. A lock whose release fails (Redis unreachable) stays in Redis until its lease runs out, which
+// for a watchdog lock is at most the watchdog timeout, since nothing renews it any more. Calls still
+// waiting return [ErrClosed], and every later call on the coordinator or its handles returns
+// [ErrClosed].
+//
+// All the work Close does against Redis (releasing holds, fair waiters leaving their queues, group
+// members releasing, the pub/sub connections closing, the event journal writing what is queued) shares
+// one deadline: [WithStopReleaseTimeout] from the moment Close is called. So when Redis is unreachable,
+// Close returns within about the stop release timeout, and no later than the end of a Redis call an
+// actor had already started when Close was called (a renewal is bounded by the hold's expiry). The
+// pub/sub connections that are still closing at the deadline (a reconnect stuck in a network
+// partition) finish closing in the background.
 //
 // go-redis applies context deadlines to network reads only when the client has ContextTimeoutEnabled
 // set; without it, a call to an unreachable Redis blocks for the client's ReadTimeout, and Close may
 // take that long on top of the stop release timeout. Set ContextTimeoutEnabled for a bounded Close.
-// The pub/sub connections get the stop release timeout to close as well; past it (a reconnect stuck in
-// a network partition) they finish closing in the background, and Close returns.
 func (c *Coordinator) Close() error {
 	c.closeOnce.Do(func() {
+		c.stop.Start()
 		close(c.closed)
 		// Abort Redis calls in flight, so no actor is stuck behind a dead connection; the releases
 		// at stop use their own deadline.
@@ -259,11 +281,11 @@ func (c *Coordinator) stopGroups() {
 func (c *Coordinator) closeGroup(pid *actor.PID) {
 	done := make(chan struct{})
 	c.system.Root.Send(pid, &actors.GroupClose{Done: done})
-	timer := time.NewTimer(c.opts.stopReleaseTimeout)
+	timer := time.NewTimer(time.Until(c.stop.Deadline()))
 	select {
 	case <-done:
 	case <-timer.C:
-		c.opts.logger.Warn("group members still releasing after the stop release timeout")
+		c.opts.logger.Warn("group members still releasing at the stop deadline")
 	}
 	timer.Stop()
 	_ = c.system.Root.StopFuture(pid).Wait()

@@ -20,6 +20,12 @@ var (
 	ErrClosed = errors.New("lockwarden: coordinator closed")
 	// ErrNilClient is returned by New when the Redis client is nil.
 	ErrNilClient = errors.New("lockwarden: nil redis client")
+	// ErrUnsupportedClient is returned by New for a *redis.Ring, or for a client of a type other than
+	// *redis.Client (a single server, or Sentinel's failover client) and *redis.ClusterClient. A Ring
+	// moves the keys of a server that fails its health checks to the other servers, so a lock held
+	// there could be taken a second time by another owner; use a client per server with RedLock or
+	// MultiLock across them, or a Redis Cluster.
+	ErrUnsupportedClient = redisops.ErrUnsupportedClient
 	// ErrEmptyName is returned by every call on a handle created with an empty lock name.
 	ErrEmptyName = errors.New("lockwarden: empty lock name")
 	// ErrEmptyOwner is returned by every call on a handle created with WithOwner("").
@@ -55,9 +61,19 @@ var (
 	// server, a slow network): the hold may already be gone, so it was given back. A waiting Lock or
 	// TryLock does not return it: it waits on.
 	ErrGrantTooLate = actors.ErrGrantTooLate
+	// ErrNoAnswer is joined with [ErrNotObtained] when a wait ends (TryLock's [Wait], or Lock's ctx)
+	// while an attempt has gone unanswered by Redis for 200 ms or more: a paused, partitioned or
+	// restarting server, not another owner's hold.
+	ErrNoAnswer = actors.ErrNoAnswer
 	// ErrInvalidGroup is returned by every call on a MultiLock or RedLock created with no members, a nil
 	// member, or the same member twice.
 	ErrInvalidGroup = errors.New("lockwarden: invalid lock group")
+	// ErrActorFailed is returned by a call whose command one of the coordinator's actors was handling
+	// when it panicked. The panic is recovered, logged through [WithLogger] and published as a
+	// [messages.EventActorFailed] event, and the actor goes on with its state: the locks it holds are
+	// still renewed. The command may or may not have taken effect, as when a Redis reply is lost: an
+	// acquisition that was granted after all is given back.
+	ErrActorFailed = actors.ErrActorFailed
 )
 
 // UnlockError is the error of an Unlock whose release failed on a Redis error; see [Mutex.Unlock]. Its

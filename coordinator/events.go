@@ -12,6 +12,7 @@ import (
 	"github.com/asynkron/protoactor-go/eventstream"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/lockwarden/lockwarden/actors"
 	"github.com/lockwarden/lockwarden/messages"
 	"github.com/lockwarden/lockwarden/redisops"
 )
@@ -246,16 +247,16 @@ type eventJournal struct {
 	client  redis.Cmdable
 	stream  string
 	maxLen  int64
-	timeout time.Duration
+	stop    *actors.StopClock
 	logger  *slog.Logger
 	in      chan messages.Event
 	dropped atomic.Uint64
 	done    chan struct{}
 }
 
-func newEventJournal(client redis.Cmdable, stream string, maxLen int64, timeout time.Duration, logger *slog.Logger) *eventJournal {
+func newEventJournal(client redis.Cmdable, stream string, maxLen int64, stop *actors.StopClock, logger *slog.Logger) *eventJournal {
 	j := &eventJournal{
-		client: client, stream: stream, maxLen: maxLen, timeout: timeout, logger: logger,
+		client: client, stream: stream, maxLen: maxLen, stop: stop, logger: logger,
 		in: make(chan messages.Event, journalQueue), done: make(chan struct{}),
 	}
 	go j.run()
@@ -287,7 +288,8 @@ func (j *eventJournal) run() {
 				break more
 			}
 		}
-		ctx, cancel := context.WithTimeout(context.Background(), j.timeout)
+		// Each batch is bounded by the stop release timeout, and once Close started by its deadline.
+		ctx, cancel := j.stop.Context()
 		if err := redisops.AppendEvents(ctx, j.client, j.stream, j.maxLen, batch); err != nil {
 			j.dropped.Add(uint64(len(batch)))
 			j.logger.Warn("event journal append failed; events dropped", "stream", j.stream, "events", len(batch), "err", err)
@@ -296,7 +298,7 @@ func (j *eventJournal) run() {
 	}
 }
 
-// close writes what is queued (each batch bounded by the timeout) and stops.
+// close writes what is queued (until the stop deadline) and stops.
 func (j *eventJournal) close() {
 	close(j.in)
 	<-j.done

@@ -113,7 +113,21 @@ func (c *Coordinator) gatewayProps() *actor.Props {
 			waits:     make(map[*actors.Ticket]*pendingAcquire),
 			releasing: make(map[ownerHold]*ownerRelease),
 		}
-	}, actor.WithDispatcher(c.pool))
+	}, actor.WithDispatcher(c.pool), actors.Recover(c.failures, "gateway", ""))
+}
+
+// recovered answers a request whose handling panicked with an [messages.Error] matching
+// [ErrActorFailed]; the gateway keeps its state (its watched owners and pending requests).
+func (g *gateway) recovered(c actor.ReceiverContext, msg any, err error) {
+	ctx, ok := c.(actor.Context)
+	if !ok || ctx.Sender() == nil {
+		return
+	}
+	switch msg.(type) {
+	case messages.Acquire, *messages.Acquire, messages.Release, *messages.Release,
+		messages.ForceUnlock, *messages.ForceUnlock, messages.Status, *messages.Status:
+		g.reply(ctx, ctx.Sender(), &messages.Error{Request: msg, Err: err})
+	}
 }
 
 // Receive implements actor.Actor.

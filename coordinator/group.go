@@ -135,6 +135,7 @@ func (c *Coordinator) newGroup(redLock bool, members []*Mutex, opts []GroupOptio
 		NewBackOff:      actors.DefaultGroupBackOff,
 		Logger:          c.opts.logger,
 		Telemetry:       c.tel,
+		Failures:        c.failures,
 	})
 	pid, ok := c.spawnGroup(props)
 	if !ok {

@@ -134,8 +134,8 @@ func (m *Mutex) usable(ctx context.Context) error {
 // after, so nothing stays held.
 // It returns [ErrClosed] when the coordinator closes. While it waits, Redis errors are retried with
 // backoff until ctx ends; if the latest attempt had failed on a Redis error when ctx ended, the error
-// carries that Redis error too, so that an unreachable Redis does not read as a lock held by another
-// owner. A grant that Redis answers only after the lease has run out (a paused server, a slow network)
+// carries that Redis error too, or [ErrNoAnswer] when an attempt had gone unanswered for 200 ms or
+// more, so that an unreachable Redis does not read as a lock held by another owner. A grant that Redis answers only after the lease has run out (a paused server, a slow network)
 // is never reported: it is given back and the wait goes on ([ErrGrantTooLate]).
 // It returns an error matching [ErrNotSynced], at once and without waiting on, when Redis gave the lock
 // but too few replicas acknowledged it ([WithReplicaSync]); the hold was given back.
@@ -168,8 +168,9 @@ func Lease(d time.Duration) TryOption {
 
 // TryLock tries to lock m and reports whether it succeeded. Without [Wait] it makes one attempt.
 // With Wait(d) it waits up to d, and reports false, with a nil error, when d passes first while
-// another owner holds the lock. When d passes while Redis fails (the latest attempt met a Redis error),
-// it reports false with an error that matches [ErrNotObtained] and wraps that Redis error.
+// another owner holds the lock. When d passes while Redis fails (the latest attempt met a Redis error,
+// or has gone unanswered for 200 ms or more), it reports false with an error that matches
+// [ErrNotObtained] and wraps that Redis error (or [ErrNoAnswer]).
 //
 // If ctx ends first, it returns false and an error that matches [ErrNotObtained] and ctx.Err(). Other
 // errors: [ErrInvalidWait], [ErrInvalidLease], [ErrClosed], [ErrNotSynced] (as for Lock), and Redis
@@ -243,7 +244,11 @@ func (m *Mutex) acquire(ctx context.Context, lease time.Duration, wait bool, win
 			// before answering, so that an immediate TryLock anywhere finds no trace of this waiter.
 			m.c.awaitAbandon(leaveCtx, err)
 		}
-		if last := cmd.Ticket.LastError(); last != nil {
+		last := cmd.Ticket.LastError()
+		if d := cmd.Ticket.Unanswered(); last == nil && d >= actors.NoAnswerAfter {
+			last = fmt.Errorf("%w for %v", ErrNoAnswer, d.Round(time.Millisecond))
+		}
+		if last != nil {
 			// The wait ended while Redis failed: say so, rather than "not obtained" alone, which
 			// reads as another owner holding the lock.
 			return false, errors.Join(ErrNotObtained, waitFailure{last}, errors.Unwrap(err))

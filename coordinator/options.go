@@ -37,6 +37,9 @@ type options struct {
 	syncTimeout        time.Duration
 	logger             *slog.Logger
 	system             *actor.ActorSystem
+	// inject runs before every message of the coordinator's actors; the tests of this package set it
+	// to make an actor panic.
+	inject func(actor string, msg any)
 }
 
 func defaultOptions() options {
@@ -112,8 +115,10 @@ func WithMaxHandoffs(n int) Option {
 	}
 }
 
-// WithStopReleaseTimeout bounds how long Close spends releasing the locks still held. It must be
-// positive and at most 5s. The default is 2s.
+// WithStopReleaseTimeout bounds how long Close spends on Redis: releasing the locks still held, leaving
+// fair queues, closing the pub/sub connections and writing the last journal events all share one
+// deadline this long after Close starts (see [Coordinator.Close]). It also bounds the undo of an
+// acquisition whose caller left. It must be positive and at most 5s. The default is 2s.
 func WithStopReleaseTimeout(d time.Duration) Option {
 	return func(o *options) error {
 		if d <= 0 || d > 5*time.Second {

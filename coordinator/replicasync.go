@@ -55,9 +55,10 @@ func WithoutReplicaSync() Option {
 	}
 }
 
-// newOps returns the script runner for client with the coordinator's replica-sync settings.
-func newOps(client redis.UniversalClient, o options) *redisops.Ops {
-	ops := redisops.New(client)
+// newOps returns the script runner for client, of the deployment d, with the coordinator's replica-sync
+// settings.
+func newOps(client redis.UniversalClient, d redisops.Deployment, o options) *redisops.Ops {
+	ops := redisops.NewFor(client, d)
 	ops.SetReplicaSync(o.syncReplicas, o.syncTimeout)
 	return ops
 }

@@ -35,6 +35,12 @@ const (
 	// of the queue in any process, which is told on its channel. The coordinator of the release
 	// publishes it; the new holder's coordinator publishes its EventAcquired.
 	EventHandedOff
+	// EventActorFailed: one of the coordinator's actors (a lock actor, the pub/sub bridge, the guardian,
+	// the gateway, a group supervisor or member) panicked while it handled a message. The panic was
+	// recovered and logged, and the actor goes on with its state: the caller of the command it was
+	// handling got an error, and the holds it keeps are still renewed. Name is the lock's name when the
+	// actor serves one lock, Reason says which actor and what the panic was.
+	EventActorFailed
 )
 
 // String returns the event type's name, as in the event journal.
@@ -60,13 +66,15 @@ func (t EventType) String() string {
 		return "force-unlocked"
 	case EventHandedOff:
 		return "handed-off"
+	case EventActorFailed:
+		return "actor-failed"
 	}
 	return "EventType(" + strconv.Itoa(int(t)) + ")"
 }
 
 // ParseEventType returns the event type named s (as String writes it), and false if there is none.
 func ParseEventType(s string) (EventType, bool) {
-	for t := EventAcquired; t <= EventHandedOff; t++ {
+	for t := EventAcquired; t <= EventActorFailed; t++ {
 		if t.String() == s {
 			return t, true
 		}

@@ -67,7 +67,17 @@ type Ops struct {
 // New returns an Ops that runs scripts through client, publishing with PUBLISH, or with SPUBLISH when
 // client is a *redis.ClusterClient (see [ShardedPubSub]).
 func New(client redis.Scripter) *Ops {
-	return &Ops{client: client, publish: publishCommand(client), latchExpiry: DefaultLatchExpiry}
+	d, err := DeploymentOf(client)
+	if err != nil {
+		d = DeploymentSingle
+	}
+	return NewFor(client, d)
+}
+
+// NewFor returns an Ops that runs scripts through client, a client of the deployment d (see
+// [DeploymentOf]): it publishes with SPUBLISH when d is sharded, and with PUBLISH otherwise.
+func NewFor(client redis.Scripter, d Deployment) *Ops {
+	return &Ops{client: client, publish: publishCommand(d), latchExpiry: DefaultLatchExpiry}
 }
 
 // Acquired is the answer of [Ops.Acquire].

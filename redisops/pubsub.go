@@ -2,27 +2,21 @@ package redisops
 
 import (
 	"strings"
-
-	"github.com/redis/go-redis/v9"
 )
 
 // ShardedPubSub reports whether lock notices on the deployment behind client go over sharded pub/sub:
 // the scripts publish with SPUBLISH, the handoff rule of [Handoff.OnlyIfAlone] counts listeners with
-// PUBSUB SHARDNUMSUB, and subscribers use SSUBSCRIBE. That is the case for a *redis.ClusterClient,
-// including the one redis.NewUniversalClient returns for several addresses: on Redis Cluster a shard
-// channel lives on the master of its slot, which is the lock's slot, so a notice stays on that master
-// instead of being broadcast to every node. Sharded pub/sub needs Redis 7.0 or later.
-//
-// Every other client (a single server, Sentinel's failover client, a client through a proxy) uses
-// PUBLISH and SUBSCRIBE, as Redisson does there.
+// PUBSUB SHARDNUMSUB, and subscribers use SSUBSCRIBE. That is the case for a Cluster (see
+// [DeploymentOf] and [Deployment.Sharded]). Every other client (a single server, Sentinel's failover
+// client, a client through a proxy) uses PUBLISH and SUBSCRIBE, as Redisson does there.
 func ShardedPubSub(client any) bool {
-	_, ok := client.(*redis.ClusterClient)
-	return ok
+	d, err := DeploymentOf(client)
+	return err == nil && d.Sharded()
 }
 
-// publishCommand is the command the scripts publish with for client.
-func publishCommand(client any) string {
-	if ShardedPubSub(client) {
+// publishCommand is the command the scripts publish with on deployment d.
+func publishCommand(d Deployment) string {
+	if d.Sharded() {
 		return "spublish"
 	}
 	return "publish"

@@ -1,0 +1,173 @@
+package actors
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"runtime/debug"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+
+	"github.com/lockwarden/lockwarden/messages"
+)
+
+// ErrActorFailed is the error a caller gets when the actor that handled its command panicked. The
+// panic was recovered and the actor goes on (see [Recover]); the command may or may not have taken
+// effect, as with a Redis call whose reply was lost.
+var ErrActorFailed = errors.New("lockwarden: internal actor failure")
+
+// Failures is where the coordinator's actors report a panic: its logger and its event sink. Inject,
+// when not nil, runs before every message an actor handles and may panic; tests of this module use it
+// to make an actor fail.
+type Failures struct {
+	Logger        *slog.Logger
+	Events        EventSink
+	CoordinatorID string
+	Inject        func(actor string, msg any)
+}
+
+// recoverer is implemented by actors that must do more than carry on after a recovered panic: answer
+// the caller of the command that failed, and put their timers and subscriptions back in line with
+// their state.
+type recoverer interface {
+	recovered(ctx actor.ReceiverContext, msg any, err error)
+}
+
+// Recover returns a props option that recovers a panic of the actor while it handles any message,
+// including Started and Stopping, so that the actor keeps its state instead of being restarted
+// empty by protoactor's default supervision (which would forget its holds, waiters and
+// subscriptions). The panic is logged with its stack through f's logger and published as an
+// [messages.EventActorFailed] event; then the actor, if it implements recoverer, answers the caller
+// of the failed command with [ErrActorFailed] and restores what the failed message may have left
+// undone. name says which actor it is in the log and the event; lock is the lock's name for an actor
+// of one lock ("" otherwise).
+func Recover(f *Failures, name, lock string) actor.PropsOption {
+	return actor.WithReceiverMiddleware(func(next actor.ReceiverFunc) actor.ReceiverFunc {
+		return func(c actor.ReceiverContext, env *actor.MessageEnvelope) {
+			defer func() {
+				r := recover()
+				if r == nil {
+					return
+				}
+				err := fmt.Errorf("%w: %s panicked on %T: %v", ErrActorFailed, name, env.Message, r)
+				if f != nil {
+					f.report(name, lock, err, debug.Stack())
+				}
+				if rc, ok := c.Actor().(recoverer); ok {
+					restore(f, name, func() { rc.recovered(c, env.Message, err) })
+				}
+			}()
+			if f != nil && f.Inject != nil {
+				f.Inject(name, env.Message)
+			}
+			next(c, env)
+		}
+	})
+}
+
+// restore runs an actor's recovery; should it panic as well, that is logged and the actor goes on as
+// it is, rather than failing in a loop.
+func restore(f *Failures, name string, fn func()) {
+	defer func() {
+		if r := recover(); r != nil && f != nil && f.Logger != nil {
+			f.Logger.Error("actor recovery panicked", "actor", name, "panic", fmt.Sprint(r))
+		}
+	}()
+	fn()
+}
+
+// report logs a recovered panic and publishes it as an event.
+func (f *Failures) report(name, lock string, err error, stack []byte) {
+	if f.Logger != nil {
+		f.Logger.Error("actor panicked; recovered, its state kept", "actor", name, "lock", lock, "err", err,
+			"stack", string(stack))
+	}
+	if f.Events != nil {
+		f.Events.Publish(messages.Event{Type: messages.EventActorFailed, Name: lock, Reason: err.Error(),
+			Time: time.Now(), Coordinator: f.CoordinatorID})
+	}
+}
+
+// answerFailed answers the caller of msg, a command of a lock actor, with err, if it waits for an
+// answer. The command may have been queued or half done: an acquisition that is granted later finds
+// its ticket answered and is undone, as for a caller that left.
+func answerFailed(msg any, err error) {
+	o := Outcome{Reason: messages.ReasonRedis, Err: err}
+	var t *Ticket
+	switch m := msg.(type) {
+	case *Acquire:
+		t = m.Ticket
+	case *Release:
+		t = m.Ticket
+	case *ForceUnlock:
+		t = m.Ticket
+	case *GroupAcquire:
+		t = m.Ticket
+	case *GroupRelease:
+		t = m.Ticket
+	case *Abandon:
+		t, o = m.Ack, Outcome{}
+	}
+	if t != nil {
+		t.deliver(o)
+	}
+}
+
+// recovered implements recoverer: the caller of the failed command gets err, and the subscriptions,
+// timers (renewals, expiry, retries) and the queue are brought back in line with the state.
+// A failed stop cannot release what is left in Redis: its leases run out there; the waiters are told
+// the coordinator closed and the holders' Done channels close.
+func (a *lockActor) recovered(_ actor.ReceiverContext, msg any, err error) {
+	answerFailed(msg, err)
+	if _, stopping := msg.(*actor.Stopping); stopping {
+		for _, m := range a.queue {
+			m.Ticket.deliver(Outcome{Reason: messages.ReasonClosed})
+		}
+		a.queue = nil
+		for _, h := range a.holds {
+			h.deadline.Stop()
+			h.end()
+		}
+		return
+	}
+	if a.self == nil {
+		return // Started failed; the next message finds no timers, which is the state of a new actor
+	}
+	a.headBusy, a.headWanted = 0, false
+	// The queue's retry timer (armed when nobody local holds the lock) wakes the waiters.
+	a.afterMessage()
+}
+
+// recovered implements recoverer: the command the guardian failed to route gets err.
+func (g *Guardian) recovered(_ actor.ReceiverContext, msg any, err error) { answerFailed(msg, err) }
+
+// recovered implements recoverer: a group request that failed gets err.
+func (g *groupActor) recovered(_ actor.ReceiverContext, msg any, err error) { answerFailed(msg, err) }
+
+// recovered implements recoverer. A panic may have left a subscription half made, so the bridge
+// records the subscriber table change the failed message asked for (a lock actor that sent it counts
+// on it), then subscribes every channel it serves again, on new connections, and closes the old ones;
+// the confirmations make the lock actors retry, as after a reconnect.
+func (b *Bridge) recovered(_ actor.ReceiverContext, msg any, _ error) {
+	if _, stopping := msg.(*actor.Stopping); stopping || b.self == nil {
+		return
+	}
+	switch m := msg.(type) {
+	case *messages.Subscribe:
+		if b.subs[m.Channel] == nil {
+			b.subs[m.Channel] = make(map[string]*actor.PID)
+		}
+		b.subs[m.Channel][m.Subscriber.String()] = m.Subscriber
+		b.publishRoute(m.Channel)
+	case *messages.Unsubscribe:
+		if pids := b.subs[m.Channel]; pids != nil {
+			delete(pids, m.Subscriber.String())
+			if len(pids) == 0 {
+				delete(b.subs, m.Channel)
+			}
+		}
+		b.publishRoute(m.Channel)
+	}
+	b.resubscribeAll()
+}

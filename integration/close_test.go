@@ -1,0 +1,103 @@
+package integration
+
+import (
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/lockwarden/lockwarden/coordinator"
+	"github.com/lockwarden/lockwarden/integration/redistest"
+)
+
+// TestCloseBoundedDuringPartition: Close on a coordinator whose Redis connection is blackholed returns
+// within about WithStopReleaseTimeout, as its documentation says, however much it has to give back: held
+// plain, fair and read-write locks, waiters (so pub/sub channels), a MultiLock and an event journal. All
+// the stop-time work shares one deadline, rather than each stage (groups, lock actors, pub/sub, journal)
+// spending its own. The client honours context deadlines (ContextTimeoutEnabled); without it a call
+// blocked in a read is bounded by the client's ReadTimeout instead, which the second case keeps short.
+func TestCloseBoundedDuringPartition(t *testing.T) {
+	const stopRelease = 500 * time.Millisecond
+	for _, tc := range []struct {
+		name    string
+		options func(addr string) *redis.Options
+		// extra is what the client's own timeouts may add to the bound.
+		extra time.Duration
+	}{
+		{"context timeouts", func(addr string) *redis.Options {
+			return &redis.Options{Addr: addr, ContextTimeoutEnabled: true,
+				ReadTimeout: 10 * time.Second, WriteTimeout: 10 * time.Second}
+		}, 0},
+		{"read timeout", func(addr string) *redis.Options {
+			return &redis.Options{Addr: addr, ReadTimeout: 300 * time.Millisecond,
+				WriteTimeout: 300 * time.Millisecond, MaxRetries: -1}
+		}, 300 * time.Millisecond},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx := t.Context()
+			srv := redistest.Start(t)
+			px := redistest.NewProxy(t, srv.Addr())
+			client := redis.NewClient(tc.options(px.Addr()))
+			t.Cleanup(func() { _ = client.Close() })
+			t.Cleanup(func() { px.Unstall(); px.Enable() })
+			defer px.Unstall() // lets a call still blocked in the proxy finish before the cleanups
+			c := newCoordinator(t, client, coordinator.WithWatchdogTimeout(5*time.Second),
+				coordinator.WithStopReleaseTimeout(stopRelease),
+				coordinator.WithEventJournal(t.Name()+":journal", 0))
+			name := t.Name()
+
+			var dones []<-chan struct{}
+			var waits []<-chan error
+			for i := range 4 {
+				plain := c.Mutex(name + ":plain:" + string(rune('a'+i)))
+				mustLock(t, plain)
+				dones = append(dones, plain.Done())
+				waits = append(waits, lockAsync(ctx, c.Mutex(plain.Name())))
+				fair := c.FairMutex(name + ":fair:" + string(rune('a'+i)))
+				mustLock(t, fair)
+				dones = append(dones, fair.Done())
+				waits = append(waits, lockAsync(ctx, c.FairMutex(fair.Name())))
+				rw := c.RWMutex(name + ":rw:" + string(rune('a'+i)))
+				if err := rw.RLock(ctx); err != nil {
+					t.Fatalf("RLock: %v", err)
+				}
+				dones = append(dones, rw.Read().Done())
+			}
+			group := c.MultiLock([]*coordinator.Mutex{c.Mutex(name + ":m1"), c.Mutex(name + ":m2")})
+			if err := group.Lock(ctx); err != nil {
+				t.Fatalf("MultiLock: %v", err)
+			}
+			dones = append(dones, group.Done())
+			for i := range 4 {
+				faultWaitSubscribed(t, srv.Client(t), name+":plain:"+string(rune('a'+i)), 1)
+			}
+
+			px.Stall()
+			start := time.Now()
+			closed := make(chan struct{})
+			go func() { _ = c.Close(); close(closed) }()
+			bound := stopRelease + tc.extra + 500*time.Millisecond
+			select {
+			case <-closed:
+			case <-time.After(bound + 10*time.Second):
+				t.Fatalf("Close during a partition has not returned after %v, want about %v", time.Since(start), bound)
+			}
+			took := time.Since(start)
+			t.Logf("Close took %v (stop release timeout %v)", took, stopRelease)
+			if took > bound {
+				t.Errorf("Close during a partition took %v, want at most %v (stop release timeout %v + client timeouts %v + margin)",
+					took, bound, stopRelease, tc.extra)
+			}
+			for i, d := range dones {
+				waitFor(t, d, time.Second, "Done of hold "+string(rune('0'+i))+" closing at Close")
+			}
+			for _, w := range waits {
+				select {
+				case <-w:
+				case <-time.After(time.Second):
+					t.Fatal("a waiter's Lock did not return at Close")
+				}
+			}
+		})
+	}
+}
