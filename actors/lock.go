@@ -107,7 +107,7 @@ type lockActor struct {
 	holds map[holdKey]*hold
 	// lost holds the owners whose last hold was lost, so that their Unlock answers "not held" even
 	// when the local lease estimate ran out a moment before Redis expired the key.
-	lost  map[holdKey]struct{}
+	lost  map[holdKey]int64
 	queue []*Acquire
 	// handoffs counts local handoffs in a row.
 	handoffs int
@@ -160,7 +160,7 @@ func newLockActor(name, key string, f family, env *Env) *lockActor {
 		proto:   newProtocol(f, name, env.Ops),
 		env:     env,
 		holds:   make(map[holdKey]*hold),
-		lost:    make(map[holdKey]struct{}),
+		lost:    make(map[holdKey]int64),
 		subs:    make(map[string]struct{}),
 		backoff: env.NewBackOff(),
 	}
@@ -401,6 +401,9 @@ func (a *lockActor) onAcquire(m *Acquire) {
 	k := holdKey{m.Owner, m.Kind}
 	if h := a.holds[k]; h != nil && h.ended() {
 		a.lose(k, "lease ran out")
+	}
+	if _, lost := a.lost[k]; lost && a.holds[k] == nil && !m.SharedOwner {
+		a.clearLost(k)
 	}
 	if a.isUpgrade(m) {
 		a.refuse(m, Outcome{Reason: messages.ReasonUpgrade})
@@ -876,12 +879,9 @@ func (a *lockActor) onRelease(m *Release) {
 		h = nil
 	}
 	if _, lost := a.lost[k]; lost && h == nil {
-		delete(a.lost, k)
 		// Free what may be left of the hold in Redis at once, but the holder already learnt from
 		// Done that its hold ended: it does not hold the lock.
-		if _, err := a.proto.release(a.redisContext(), k, a.env.NewRequestID(), a.env.WatchdogTimeout, nil); err != nil && !errors.Is(err, redisops.ErrNotHeld) {
-			a.log().Warn("release of a lost hold failed; its lease will expire", "owner", m.Owner, "err", err)
-		}
+		a.clearLost(k)
 		m.Ticket.deliver(Outcome{Reason: messages.ReasonNotHeld})
 		return
 	}
@@ -1267,6 +1267,30 @@ func (a *lockActor) holdsGone() bool {
 	return len(a.holds) == 0
 }
 
+// clearLost frees what may be left in Redis of the hold of k that was lost: the local estimate of its
+// lease ran out a little before Redis drops it (the drift margin), or a renewal took effect although
+// its answer was lost or came too late. The owner's next acquisition must not find that dead hold, which
+// the acquire script would take for the owner's own lost reply and answer with the dead hold's
+// fencing token. Each release checks the owner, so another owner's hold is never touched.
+func (a *lockActor) clearLost(k holdKey) {
+	n := a.lost[k]
+	delete(a.lost, k)
+	ctx, cancel := context.WithTimeout(a.redisContext(), a.env.StopReleaseTimeout)
+	defer cancel()
+	for n = max(n, 1); n > 0; n-- {
+		rel, err := a.proto.release(ctx, k, a.env.NewRequestID(), a.env.WatchdogTimeout, nil)
+		if err != nil {
+			if !errors.Is(err, redisops.ErrNotHeld) {
+				a.log().Warn("release of a lost hold failed; its lease will expire", "owner", k.owner, "err", err)
+			}
+			return
+		}
+		if rel.Remaining == 0 {
+			return
+		}
+	}
+}
+
 // drop ends a hold that was released.
 func (a *lockActor) drop(k holdKey) {
 	if h := a.holds[k]; h != nil {
@@ -1282,7 +1306,7 @@ func (a *lockActor) lose(k holdKey, why string) {
 		a.log().Warn("lock lost", "owner", k.owner, "reason", why)
 		a.emitHold(messages.EventLost, k, h, 0, why)
 		a.drop(k)
-		a.lost[k] = struct{}{}
+		a.lost[k] = h.count
 	}
 }
 
