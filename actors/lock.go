@@ -361,7 +361,9 @@ func (a *lockActor) afterFirstAttempt(m *Acquire, reentry, ok bool, ttl time.Dur
 		}
 		return
 	}
-	if err != nil && (!m.Wait || isUpgrade(err)) {
+	// A key of another type will not change by waiting: the name is unusable, and the caller is told
+	// at once.
+	if err != nil && (!m.Wait || isUpgrade(err) || errors.Is(err, redisops.ErrWrongType)) {
 		reason := messages.ReasonRedis
 		if isUpgrade(err) {
 			reason = messages.ReasonUpgrade

@@ -39,6 +39,11 @@ var (
 	// the caller's back; the caller does not hold the lock and may try again. A waiting Lock fails with
 	// it too, rather than retrying for as long as the replicas lag.
 	ErrNotSynced = redisops.ErrNotSynced
+	// ErrWrongType is returned when a key of the lock holds another type of data than the lock keeps
+	// there: the lock's name is another lock's internal key (such as "redisson_lock_token:{X}", the
+	// token counter of lock X) or data of the application. The call changed nothing in Redis; Lock and
+	// TryLock fail at once instead of waiting. Pick another name.
+	ErrWrongType = redisops.ErrWrongType
 	// ErrInvalidKind is the error of an [messages.Error] reply to a message whose Kind is not one of
 	// the kinds the messages package defines.
 	ErrInvalidKind = errors.New("lockwarden: unknown lock kind")

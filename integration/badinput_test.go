@@ -399,3 +399,67 @@ func TestBadCloseWakesWaiter(t *testing.T) {
 		})
 	}
 }
+
+// TestBadNameOfAnotherType: a lock named like another lock's internal key ("redisson_lock_token:{X}",
+// X's token counter) or like data of another type fails every call at once with ErrWrongType, and
+// leaves that key alone: ForceUnlock used to delete X's counter, and Lock retried until ctx ended.
+func TestBadNameOfAnotherType(t *testing.T) {
+	_, client, c := setup(t)
+	ctx := t.Context()
+	x := c.Mutex(t.Name())
+	mustLock(t, x)
+	first := x.Token()
+	mustUnlock(t, x)
+	// The release's latch expires on its own; it is not what the test watches.
+	latches, err := client.Keys(ctx, "redisson_unlock_latch:*").Result()
+	if err != nil || len(latches) == 0 || client.Del(ctx, latches...).Err() != nil {
+		t.Fatalf("latch keys %v, %v", latches, err)
+	}
+	if err := client.RPush(ctx, t.Name()+":list", "a").Err(); err != nil {
+		t.Fatal(err)
+	}
+	before := badDump(t, client)
+	for _, name := range []string{"redisson_lock_token:{" + t.Name() + "}", t.Name() + ":list"} {
+		for _, h := range []struct {
+			kind string
+			m    *coordinator.Mutex
+		}{
+			{"Mutex", c.Mutex(name)},
+			{"FairMutex", c.FairMutex(name)},
+			{"RWMutex.Write", c.RWMutex(name).Write()},
+		} {
+			lockCtx, cancel := context.WithTimeout(ctx, 10*time.Second)
+			start := time.Now()
+			err := h.m.Lock(lockCtx)
+			cancel()
+			if !errors.Is(err, coordinator.ErrWrongType) || errors.Is(err, context.DeadlineExceeded) {
+				t.Errorf("%s(%q).Lock = %v, want ErrWrongType at once", h.kind, name, err)
+			} else if d := time.Since(start); d > 5*time.Second {
+				t.Errorf("%s(%q).Lock took %v to fail", h.kind, name, d)
+			}
+			if ok, err := h.m.TryLock(ctx); ok || !errors.Is(err, coordinator.ErrWrongType) {
+				t.Errorf("%s(%q).TryLock = %v, %v; want false, ErrWrongType", h.kind, name, ok, err)
+			}
+			if ok, err := h.m.ForceUnlock(ctx); ok || !errors.Is(err, coordinator.ErrWrongType) {
+				t.Errorf("%s(%q).ForceUnlock = %v, %v; want false, ErrWrongType", h.kind, name, ok, err)
+			}
+		}
+		rw := c.RWMutex(name)
+		lockCtx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		err := rw.RLock(lockCtx)
+		cancel()
+		if !errors.Is(err, coordinator.ErrWrongType) || errors.Is(err, context.DeadlineExceeded) {
+			t.Errorf("RWMutex(%q).RLock = %v, want ErrWrongType", name, err)
+		}
+		if ok, err := rw.Read().ForceUnlock(ctx); ok || !errors.Is(err, coordinator.ErrWrongType) {
+			t.Errorf("RWMutex(%q).Read().ForceUnlock = %v, %v; want false, ErrWrongType", name, ok, err)
+		}
+	}
+	badUnchanged(t, client, before, "calls on locks named like keys of another type")
+	// X's counter is intact: its next token is higher.
+	mustLock(t, x)
+	if x.Token() <= first {
+		t.Errorf("token after the calls: got %d, want above %d", x.Token(), first)
+	}
+	mustUnlock(t, x)
+}

@@ -8,6 +8,14 @@
 --          it answers without taking a second hold.
 -- Returns {1, holdCount, token} when O now holds the lock,
 -- or {0, pttl} when another owner holds it (pttl is -1 when the key has no expiry).
+-- A key of another type than the lock keeps there (another lock's key taken as a lock name, or data
+-- of the application) is refused before anything changes: the script touches only its own data.
+for i, want in pairs({[1] = 'hash', [2] = 'string'}) do
+    local got = redis.call('type', KEYS[i]).ok
+    if got ~= 'none' and got ~= want then
+        return redis.error_reply('WRONGTYPE ' .. KEYS[i] .. ' holds a ' .. got .. ', not a ' .. want)
+    end
+end
 local expected = tonumber(ARGV[3])
 local current = redis.call('hget', KEYS[1], ARGV[2])
 if current then

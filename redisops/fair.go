@@ -148,7 +148,7 @@ func (o *Ops) fairAcquire(ctx context.Context, name, owner string, lease, waitWi
 		err = syncErr
 	}
 	if err != nil {
-		return Acquired{}, fmt.Errorf("lockwarden: fair acquire %q: %w", name, err)
+		return Acquired{}, fmt.Errorf("lockwarden: fair acquire %q: %w", name, typed(err))
 	}
 	if len(vals) == 3 && vals[0] == 1 {
 		return Acquired{OK: true, HoldCount: vals[1], Token: vals[2]}, nil
@@ -180,7 +180,7 @@ func (o *Ops) fairCancel(ctx context.Context, name, owner string, waitWindow tim
 		[]string{LockKey(name), FairQueueKey(name), FairTimeoutKey(name), FairHandoffKey(name)},
 		owner, millis(waitWindow), UnlockMessage, o.publish, ChannelName(name), unclaimed).Int64()
 	if err != nil {
-		return false, fmt.Errorf("lockwarden: fair cancel %q: %w", name, err)
+		return false, fmt.Errorf("lockwarden: fair cancel %q: %w", name, typed(err))
 	}
 	return n == 1, nil
 }
@@ -234,7 +234,7 @@ func (o *Ops) FairRelease(ctx context.Context, name, owner, requestID string, le
 		nextOwner, nextLease, nextWindow, registered, FairGrantPrefix)
 	vals, err := reply.Slice()
 	if err != nil {
-		return Released{}, fmt.Errorf("lockwarden: fair release %q: %w", name, err)
+		return Released{}, fmt.Errorf("lockwarden: fair release %q: %w", name, typed(err))
 	}
 	if len(vals) != 4 {
 		return Released{}, fmt.Errorf("lockwarden: fair release %q: unexpected reply %v", name, vals)
@@ -266,7 +266,7 @@ func (o *Ops) FairForceUnlock(ctx context.Context, name string) (bool, error) {
 		[]string{LockKey(name), FairQueueKey(name), FairTimeoutKey(name), FairHandoffKey(name)},
 		UnlockMessage, o.publish, ChannelName(name)).Int64()
 	if err != nil {
-		return false, fmt.Errorf("lockwarden: fair force unlock %q: %w", name, err)
+		return false, fmt.Errorf("lockwarden: fair force unlock %q: %w", name, typed(err))
 	}
 	return n == 1, nil
 }

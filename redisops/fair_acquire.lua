@@ -22,6 +22,14 @@
 -- long O should wait at most before it tries again, in milliseconds, at least 1 (-1 only for a single
 -- attempt on a lock without expiry, as acquire.lua answers): the lock's PTTL while it is held.
 -- The clock is the server's (TIME), so clients with skewed clocks agree on the scores.
+-- A key of another type than the lock keeps there (another lock's key taken as a lock name, or data
+-- of the application) is refused before anything changes: the script touches only its own data.
+for i, want in pairs({[1] = 'hash', [2] = 'list', [3] = 'zset', [4] = 'string', [5] = 'hash'}) do
+    local got = redis.call('type', KEYS[i]).ok
+    if got ~= 'none' and got ~= want then
+        return redis.error_reply('WRONGTYPE ' .. KEYS[i] .. ' holds a ' .. got .. ', not a ' .. want)
+    end
+end
 local t = redis.call('time')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local window = tonumber(ARGV[4])

@@ -37,6 +37,14 @@
 -- A retried call with the same request id returns the stored answer instead of releasing twice: the
 -- latch holds "remaining:token:next", with R before the token when registered is 1. (Older latches,
 -- "remaining:token", answer next "".)
+-- A key of another type than the lock keeps there (another lock's key taken as a lock name, or data
+-- of the application) is refused before anything changes: the script touches only its own data.
+for i, want in pairs({[1] = 'hash', [2] = 'list', [3] = 'zset', [4] = 'string', [5] = 'string', [6] = 'hash'}) do
+    local got = redis.call('type', KEYS[i]).ok
+    if got ~= 'none' and got ~= want then
+        return redis.error_reply('WRONGTYPE ' .. KEYS[i] .. ' holds a ' .. got .. ', not a ' .. want)
+    end
+end
 local latched = redis.call('get', KEYS[4])
 if latched then
     local remaining, mark, token, next = string.match(latched, '^(-?%d+):(R?)(%d+):?(.*)$')

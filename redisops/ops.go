@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -14,6 +15,12 @@ import (
 // ErrNotHeld is returned when the owner does not hold the lock: it never took it, already released it,
 // or its lease ran out. It is the one translation of a script's "not owner" answer.
 var ErrNotHeld = errors.New("lockwarden: lock not held by this owner")
+
+// ErrWrongType is returned when a key of the lock holds another type of data than the lock keeps there:
+// most likely another lock's internal key, taken as a lock name (a lock named
+// "redisson_lock_token:{X}" is X's token counter), or data of the application. The script then changed
+// nothing.
+var ErrWrongType = errors.New("lockwarden: a key of the lock holds data of another type")
 
 // DefaultLatchExpiry is how long a release answer is kept for retries of the same request. It covers
 // go-redis' own retries of a command whose reply was lost, and keeps the number of latch keys small: a
@@ -101,7 +108,7 @@ func (o *Ops) Acquire(ctx context.Context, name, owner string, lease time.Durati
 		err = syncErr
 	}
 	if err != nil {
-		return Acquired{}, fmt.Errorf("lockwarden: acquire %q: %w", name, err)
+		return Acquired{}, fmt.Errorf("lockwarden: acquire %q: %w", name, typed(err))
 	}
 	if len(vals) == 3 && vals[0] == 1 {
 		return Acquired{OK: true, HoldCount: vals[1], Token: vals[2]}, nil
@@ -170,7 +177,7 @@ func (o *Ops) Release(ctx context.Context, name, owner, requestID string, lease 
 		nextOwner, nextLease, onlyIfAlone)
 	vals, err := reply.Int64Slice()
 	if err != nil {
-		return Released{}, fmt.Errorf("lockwarden: release %q: %w", name, err)
+		return Released{}, fmt.Errorf("lockwarden: release %q: %w", name, typed(err))
 	}
 	if len(vals) != 2 {
 		return Released{}, fmt.Errorf("lockwarden: release %q: unexpected reply %v", name, vals)
@@ -189,7 +196,7 @@ func (o *Ops) Release(ctx context.Context, name, owner, requestID string, lease 
 func (o *Ops) Renew(ctx context.Context, name, owner string, lease time.Duration) error {
 	n, err := renewScript.Run(ctx, o.client, []string{LockKey(name)}, millis(lease), owner).Int64()
 	if err != nil {
-		return fmt.Errorf("lockwarden: renew %q: %w", name, err)
+		return fmt.Errorf("lockwarden: renew %q: %w", name, typed(err))
 	}
 	if n == 0 {
 		return ErrNotHeld
@@ -203,7 +210,7 @@ func (o *Ops) ForceUnlock(ctx context.Context, name string) (bool, error) {
 	n, err := forceUnlockScript.Run(ctx, o.client,
 		[]string{LockKey(name), ChannelName(name)}, UnlockMessage, o.publish).Int64()
 	if err != nil {
-		return false, fmt.Errorf("lockwarden: force unlock %q: %w", name, err)
+		return false, fmt.Errorf("lockwarden: force unlock %q: %w", name, typed(err))
 	}
 	return n == 1, nil
 }
@@ -222,12 +229,28 @@ type Status struct {
 func (o *Ops) Status(ctx context.Context, name, owner string) (Status, error) {
 	vals, err := statusScript.Run(ctx, o.client, []string{LockKey(name)}, owner).Int64Slice()
 	if err != nil {
-		return Status{}, fmt.Errorf("lockwarden: status %q: %w", name, err)
+		return Status{}, fmt.Errorf("lockwarden: status %q: %w", name, typed(err))
 	}
 	if len(vals) != 3 {
 		return Status{}, fmt.Errorf("lockwarden: status %q: unexpected reply %v", name, vals)
 	}
 	return Status{Locked: vals[0] == 1, HoldCount: vals[1], TTL: ttlFromMillis(vals[2])}, nil
+}
+
+// wrongTypeError is a WRONGTYPE error of Redis that also matches [ErrWrongType].
+type wrongTypeError struct{ err error }
+
+func (e wrongTypeError) Error() string   { return e.err.Error() }
+func (e wrongTypeError) Unwrap() []error { return []error{ErrWrongType, e.err} }
+
+// typed makes a WRONGTYPE error of a script (Redis' own, or the one the scripts answer when they find a
+// key of another type before they change anything) match [ErrWrongType]; other errors pass unchanged.
+func typed(err error) error {
+	var rerr redis.Error
+	if errors.As(err, &rerr) && strings.HasPrefix(rerr.Error(), "WRONGTYPE") {
+		return wrongTypeError{err}
+	}
+	return err
 }
 
 // ttlFromMillis keeps Redis' negative PTTL codes (-1, -2) as they are, so callers can tell "no expiry"

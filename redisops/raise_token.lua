@@ -4,6 +4,14 @@
 -- A RedLock holder raises the counters of the nodes it took to the highest token it got there, so
 -- that the next holder, whose majority shares a node with this one's, gets a higher token.
 -- Returns the counter's value afterwards.
+-- A key of another type than the lock keeps there (another lock's key taken as a lock name, or data
+-- of the application) is refused before anything changes: the script touches only its own data.
+for i, want in pairs({[1] = 'string'}) do
+    local got = redis.call('type', KEYS[i]).ok
+    if got ~= 'none' and got ~= want then
+        return redis.error_reply('WRONGTYPE ' .. KEYS[i] .. ' holds a ' .. got .. ', not a ' .. want)
+    end
+end
 local floor = tonumber(ARGV[1])
 local current = tonumber(redis.call('get', KEYS[1]) or '0')
 if current < floor then

@@ -151,7 +151,7 @@ func readAcquireCall(name, owner string, lease time.Duration, held int64) call {
 func readAcquireReply(name string, cmd *redis.Cmd) (Acquired, error) {
 	vals, err := cmd.Int64Slice()
 	if err != nil {
-		return Acquired{}, fmt.Errorf("lockwarden: read acquire %q: %w", name, err)
+		return Acquired{}, fmt.Errorf("lockwarden: read acquire %q: %w", name, typed(err))
 	}
 	if len(vals) == 2 && vals[0] == 1 {
 		return Acquired{OK: true, HoldCount: vals[1]}, nil
@@ -197,7 +197,7 @@ func (o *Ops) WriteAcquire(ctx context.Context, name, owner string, lease time.D
 		err = syncErr
 	}
 	if err != nil {
-		return Acquired{}, fmt.Errorf("lockwarden: write acquire %q: %w", name, err)
+		return Acquired{}, fmt.Errorf("lockwarden: write acquire %q: %w", name, typed(err))
 	}
 	switch {
 	case len(vals) == 3 && vals[0] == 1:
@@ -216,7 +216,7 @@ func (o *Ops) WriteAcquire(ctx context.Context, name, owner string, lease time.D
 func (o *Ops) ClearWriteIntent(ctx context.Context, name, owner string) (bool, error) {
 	n, err := rwClearIntentScript.Run(ctx, o.client, []string{WriteIntentKey(name)}, owner).Int64()
 	if err != nil {
-		return false, fmt.Errorf("lockwarden: clear write intent %q: %w", name, err)
+		return false, fmt.Errorf("lockwarden: clear write intent %q: %w", name, typed(err))
 	}
 	return n == 1, nil
 }
@@ -255,7 +255,7 @@ func (o *Ops) readReleaseCall(name, owner, requestID string) call {
 func readReleaseReply(name string, cmd *redis.Cmd) (Released, error) {
 	n, err := cmd.Int64()
 	if err != nil {
-		return Released{}, fmt.Errorf("lockwarden: read release %q: %w", name, err)
+		return Released{}, fmt.Errorf("lockwarden: read release %q: %w", name, typed(err))
 	}
 	if n < 0 {
 		return Released{}, ErrNotHeld
@@ -277,7 +277,7 @@ func (o *Ops) WriteRelease(ctx context.Context, name, owner, requestID string, l
 		[]string{LockKey(name), RWChannelName(name), UnlockLatchKey(name, requestID), readTimeoutPrefix(name, owner)},
 		millis(lease), owner, WriteField(owner), ReadUnlockMessage, millis(o.latchExpiry), o.publish).Int64()
 	if err != nil {
-		return Released{}, fmt.Errorf("lockwarden: write release %q: %w", name, err)
+		return Released{}, fmt.Errorf("lockwarden: write release %q: %w", name, typed(err))
 	}
 	if n < 0 {
 		return Released{}, ErrNotHeld
@@ -292,7 +292,7 @@ func (o *Ops) ReadRenew(ctx context.Context, name, owner string, lease time.Dura
 	n, err := rwReadRenewScript.Run(ctx, o.client,
 		[]string{LockKey(name), readTimeoutPrefix(name, owner)}, millis(lease), owner).Int64()
 	if err != nil {
-		return fmt.Errorf("lockwarden: read renew %q: %w", name, err)
+		return fmt.Errorf("lockwarden: read renew %q: %w", name, typed(err))
 	}
 	if n == 0 {
 		return ErrNotHeld
@@ -307,7 +307,7 @@ func (o *Ops) WriteRenew(ctx context.Context, name, owner string, lease time.Dur
 	n, err := rwWriteRenewScript.Run(ctx, o.client,
 		[]string{LockKey(name)}, millis(lease), WriteField(owner)).Int64()
 	if err != nil {
-		return fmt.Errorf("lockwarden: write renew %q: %w", name, err)
+		return fmt.Errorf("lockwarden: write renew %q: %w", name, typed(err))
 	}
 	if n == 0 {
 		return ErrNotHeld
@@ -335,7 +335,7 @@ func (o *Ops) rwForceUnlock(ctx context.Context, name, mode, message string) (bo
 	n, err := rwForceUnlockScript.Run(ctx, o.client,
 		[]string{LockKey(name), RWChannelName(name)}, mode, message, o.publish, allReadersPrefix(name)).Int64()
 	if err != nil {
-		return false, fmt.Errorf("lockwarden: force unlock %s %q: %w", mode, name, err)
+		return false, fmt.Errorf("lockwarden: force unlock %s %q: %w", mode, name, typed(err))
 	}
 	return n == 1, nil
 }
@@ -360,7 +360,7 @@ func (o *Ops) RWStatus(ctx context.Context, name, owner string) (RWStatus, error
 	vals, err := rwStatusScript.Run(ctx, o.client,
 		[]string{LockKey(name), WriteIntentKey(name)}, owner, WriteField(owner)).Slice()
 	if err != nil {
-		return RWStatus{}, fmt.Errorf("lockwarden: rw status %q: %w", name, err)
+		return RWStatus{}, fmt.Errorf("lockwarden: rw status %q: %w", name, typed(err))
 	}
 	if len(vals) == 5 {
 		mode, ok0 := vals[0].(string)

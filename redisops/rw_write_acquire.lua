@@ -21,6 +21,14 @@
 -- Returns {1, O's write count, token} when O now holds the write lock,
 -- {0, pttl} when other owners hold the lock (pttl is -1 when the key has no expiry),
 -- or {-1} when O holds read holds and is not the writer (an upgrade).
+-- A key of another type than the lock keeps there (another lock's key taken as a lock name, or data
+-- of the application) is refused before anything changes: the script touches only its own data.
+for i, want in pairs({[1] = 'hash', [2] = 'string', [3] = 'string'}) do
+    local got = redis.call('type', KEYS[i]).ok
+    if got ~= 'none' and got ~= want then
+        return redis.error_reply('WRONGTYPE ' .. KEYS[i] .. ' holds a ' .. got .. ', not a ' .. want)
+    end
+end
 local expected = tonumber(ARGV[4])
 local state = redis.call('hmget', KEYS[1], 'mode', ARGV[3], ARGV[2])
 local mode, current, reads = state[1], state[2], state[3]

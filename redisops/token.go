@@ -20,7 +20,7 @@ var (
 func (o *Ops) RaiseToken(ctx context.Context, name string, floor int64) (int64, error) {
 	n, err := raiseTokenScript.Run(ctx, o.client, []string{TokenKey(name)}, floor).Int64()
 	if err != nil {
-		return 0, fmt.Errorf("lockwarden: raise token %q: %w", name, err)
+		return 0, fmt.Errorf("lockwarden: raise token %q: %w", name, typed(err))
 	}
 	return n, nil
 }
