@@ -539,9 +539,19 @@ func (a *lockActor) grant(m *Acquire, count, token int64, sent time.Time) {
 		a.holds[k] = h
 		delete(a.lost, k)
 	}
+	reentry := h.count > 0
 	h.count, h.token, h.lease = count, token, m.Lease
 	h.watchdog = h.watchdog || m.Watchdog
-	h.extend(sent, m.Lease)
+	switch {
+	case reentry && m.Kind == KindWrite:
+		// A write re-entry adds its lease to the expiry left in Redis (rw_write_acquire.lua), which is
+		// no earlier than the estimate.
+		h.extend(h.expires, m.Lease)
+	case reentry && m.Kind == KindRead && sent.Add(m.Lease).Before(h.expires):
+		// A read re-entry only raises the hash's expiry, and the earlier read holds keep theirs.
+	default:
+		h.extend(sent, m.Lease)
+	}
 	if m.Ticket.deliver(Outcome{HoldCount: count, Token: token, Done: h.done, Attempts: m.attempts}) {
 		h.announced = true
 		typ := messages.EventAcquired
@@ -797,7 +807,10 @@ func (a *lockActor) settleRelease(m *Release, h *hold, lease time.Duration, next
 		m.Ticket.deliver(Outcome{HoldCount: rel.Remaining})
 		if h != nil {
 			h.count = rel.Remaining
-			h.extend(sent, lease)
+			// A write release with holds left only raises the expiry (rw_write_release.lua).
+			if k.kind != KindWrite || sent.Add(lease).After(h.expires) {
+				h.extend(sent, lease)
+			}
 			a.emitHold(messages.EventReleased, k, h, rel.Remaining, releaseReason(m))
 		}
 		return

@@ -164,8 +164,9 @@ func readAcquireReply(name string, cmd *redis.Cmd) (Acquired, error) {
 
 // WriteAcquire takes or re-enters the write lock of the read-write lock name for owner with the given
 // lease, and issues a fencing token (re-entry included). It is allowed when the lock is free, or when
-// owner is the writer. The expiry is set to lease, or only raised to it when owner also holds downgraded
-// read holds. When other owners hold the lock, the answer carries its remaining TTL. When owner holds
+// owner is the writer. A first hold sets the expiry to lease; a re-entry adds lease to the expiry left,
+// as Redisson's write lock does, so that a re-entry with a shorter lease never cuts the outer hold (nor
+// owner's downgraded read holds) short. When other owners hold the lock, the answer carries its remaining TTL. When owner holds
 // read holds and is not the writer it returns [ErrUpgrade] and changes nothing.
 //
 // held is owner's write hold count before this call as far as the caller knows, or [UnknownHoldCount];
@@ -264,7 +265,7 @@ func readReleaseReply(name string, cmd *redis.Cmd) (Released, error) {
 }
 
 // WriteRelease drops one write hold of owner on the read-write lock name. While write holds remain, the
-// expiry is reset to lease (only raised to it when owner also holds read holds). At the last write hold,
+// expiry is raised to lease if it is shorter, never cut: the holds left keep their time. At the last write hold,
 // if owner still holds read holds (a downgrade) the lock switches to read mode with the expiry of its
 // longest read hold; otherwise the lock is deleted. Either way [ReadUnlockMessage] is published on
 // [RWChannelName], which wakes every waiter: after a downgrade, waiting readers may share the lock

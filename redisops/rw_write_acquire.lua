@@ -11,7 +11,9 @@
 --          When O's count is already above it, this call is a retry of one whose reply was lost:
 --          it answers without taking a second hold.
 -- ARGV[5]  write intent expiry in milliseconds, or 0 to leave no intent
--- Allowed when mode is absent, or when mode is write and O is the writer (re-entry). An owner that
+-- Allowed when mode is absent, or when mode is write and O is the writer (re-entry). A first hold sets
+-- the expiry to the lease; a re-entry adds the lease to the expiry left (Redisson: pttl + lease), so the
+-- outer hold keeps the time it had. An owner that
 -- holds read holds and is not the writer is refused without any change: it would wait for itself.
 -- When O is refused because other owners hold the lock in read mode and ARGV[5] > 0, the intent is set
 -- to O with that expiry, or its expiry refreshed when it already holds O; an intent of another owner is
@@ -60,16 +62,17 @@ elseif mode then
 end
 local count = 1
 if current then
+    -- A re-entry adds its lease to the time left, as Redisson's write lock does: a shorter inner lease
+    -- must not cut the outer hold (nor O's downgraded read holds) short.
     count = redis.call('hincrby', KEYS[1], ARGV[3], 1)
-else
-    redis.call('hset', KEYS[1], 'mode', 'write', ARGV[3], 1)
-end
-if reads then
-    -- O's own downgraded read holds: keep the expiry at least as long as they need.
-    if redis.call('pttl', KEYS[1]) < tonumber(ARGV[1]) then
+    local left = redis.call('pttl', KEYS[1])
+    if left > 0 then
+        redis.call('pexpire', KEYS[1], left + tonumber(ARGV[1]))
+    elseif left ~= -1 then
         redis.call('pexpire', KEYS[1], ARGV[1])
     end
 else
+    redis.call('hset', KEYS[1], 'mode', 'write', ARGV[3], 1)
     redis.call('pexpire', KEYS[1], ARGV[1])
 end
 clearIntent()

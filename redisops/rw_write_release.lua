@@ -9,8 +9,8 @@
 -- ARGV[4]  message published when the lock becomes free ("1": wakes every waiter)
 -- ARGV[5]  latch expiry in milliseconds
 -- ARGV[6]  publish command ("publish", or "spublish" for sharded pub/sub)
--- While write holds remain, the expiry is reset to the lease (raised to it only, when O also holds
--- downgraded read holds). At the last write hold: when O holds read holds (a downgrade) the mode
+-- While write holds remain, the expiry is raised to the lease if it is shorter, never cut: the holds
+-- left keep the time they have (a re-entry added its lease to it, see rw_write_acquire.lua). At the last write hold: when O holds read holds (a downgrade) the mode
 -- becomes read and the hash's expiry the longest of O's timeout keys, and the message is published
 -- too, because waiting readers may now share the lock (Redisson publishes nothing there, and its
 -- readers wait for their retry timer); otherwise (or when those read holds have all run out) the hash
@@ -37,7 +37,9 @@ end
 local remaining = tonumber(held) - 1
 if remaining > 0 then
     redis.call('hincrby', KEYS[1], ARGV[3], -1)
-    if not reads or redis.call('pttl', KEYS[1]) < tonumber(ARGV[1]) then
+    -- Raised only: the holds left (an outer hold with a longer lease, downgraded read holds) keep
+    -- the time they have.
+    if redis.call('pttl', KEYS[1]) < tonumber(ARGV[1]) then
         redis.call('pexpire', KEYS[1], ARGV[1])
     end
 else
