@@ -55,11 +55,12 @@ func WithOwner(id string) MutexOption {
 }
 
 // WithLease gives every acquisition through the handle a fixed lease: the lock expires after d unless
-// it is released first, and the watchdog does not renew it. d must be positive, or every call returns
-// [ErrInvalidLease]. By default there is no fixed lease and the watchdog renews the lock.
+// it is released first, and the watchdog does not renew it. d must be positive and at most
+// [MaxDuration], or every call returns [ErrInvalidLease]. By default there is no fixed lease and the
+// watchdog renews the lock.
 func WithLease(d time.Duration) MutexOption {
 	return func(m *Mutex) {
-		if d <= 0 && m.err == nil {
+		if (d <= 0 || d > MaxDuration) && m.err == nil {
 			m.err = fmt.Errorf("%w: %v", ErrInvalidLease, d)
 		}
 		m.lease = d
@@ -150,14 +151,14 @@ type tryOptions struct {
 }
 
 // Wait makes TryLock wait up to d for the lock before it reports false, like Redisson's
-// tryLock(waitTime). d must be positive, or TryLock returns [ErrInvalidWait].
+// tryLock(waitTime). d must be positive and at most [MaxDuration], or TryLock returns [ErrInvalidWait].
 func Wait(d time.Duration) TryOption {
 	return func(o *tryOptions) { o.wait, o.waitSet = d, true }
 }
 
 // Lease gives this acquisition a fixed lease with no watchdog, like Redisson's tryLock(waitTime,
-// leaseTime), overriding the handle's [WithLease]. d must be positive, or TryLock returns
-// [ErrInvalidLease].
+// leaseTime), overriding the handle's [WithLease]. d must be positive and at most [MaxDuration], or
+// TryLock returns [ErrInvalidLease].
 func Lease(d time.Duration) TryOption {
 	return func(o *tryOptions) { o.lease, o.leaseSet = d, true }
 }
@@ -189,10 +190,10 @@ func parseTryOptions(lease time.Duration, opts []TryOption) (tryOptions, error) 
 			opt(&o)
 		}
 	}
-	if o.waitSet && o.wait <= 0 {
+	if o.waitSet && (o.wait <= 0 || o.wait > MaxDuration) {
 		return o, fmt.Errorf("%w: %v", ErrInvalidWait, o.wait)
 	}
-	if o.leaseSet && o.lease <= 0 {
+	if o.leaseSet && (o.lease <= 0 || o.lease > MaxDuration) {
 		return o, fmt.Errorf("%w: %v", ErrInvalidLease, o.lease)
 	}
 	return o, nil

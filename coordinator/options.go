@@ -23,6 +23,17 @@ const (
 	DefaultSyncTimeout  = redisops.DefaultSyncTimeout
 )
 
+// MaxDuration is the longest duration lockwarden accepts for a lease, a wait, a watchdog timeout, a
+// fair wait window or any other duration option: a year. Every such duration becomes milliseconds for
+// Redis (PEXPIRE, fair-queue deadlines in ms since the epoch plus windows, WAIT timeouts) or is added to
+// time.Now(); a year is far beyond any lease or wait a lock needs, and keeps all of these values, and
+// their sums, well inside the integers that Redis' Lua (doubles, exact to 2^53) and time.Time handle
+// exactly. Longer durations, which used to overflow (a lease near math.MaxInt64 became a 1 ms lease),
+// are refused: with [ErrInvalidOption] by New and by group options, with [ErrInvalidLease] or
+// [ErrInvalidWait] by the calls that take them. A lock that must outlive a year is better held by the
+// watchdog, which renews it for as long as it is held.
+const MaxDuration = 365 * 24 * time.Hour
+
 type options struct {
 	telemetry          telemetry.Config
 	noTelemetry        bool
@@ -58,11 +69,12 @@ type Option func(*options) error
 
 // WithWatchdogTimeout sets the lease of locks taken without one. The watchdog renews such locks every
 // third of it for as long as they are held, and a holder that stops renewing (a crashed process) frees
-// the lock within about this long. It must be positive. The default is 30s, as in Redisson.
+// the lock within about this long. It must be positive and at most [MaxDuration]. The default is 30s,
+// as in Redisson.
 func WithWatchdogTimeout(d time.Duration) Option {
 	return func(o *options) error {
-		if d <= 0 {
-			return fmt.Errorf("%w: watchdog timeout %v must be positive", ErrInvalidOption, d)
+		if d <= 0 || d > MaxDuration {
+			return fmt.Errorf("%w: watchdog timeout %v must be in (0, %v]", ErrInvalidOption, d, MaxDuration)
 		}
 		o.watchdogTimeout = d
 		return nil
@@ -83,12 +95,12 @@ func WithLogger(l *slog.Logger) Option {
 }
 
 // WithIdleTimeout sets how long the actor of a lock name lives on with no holders and no waiters before
-// it stops, so that many distinct names don't keep many actors alive. It must be positive. The default
-// is 10s.
+// it stops, so that many distinct names don't keep many actors alive. It must be positive and at most
+// [MaxDuration]. The default is 10s.
 func WithIdleTimeout(d time.Duration) Option {
 	return func(o *options) error {
-		if d <= 0 {
-			return fmt.Errorf("%w: idle timeout %v must be positive", ErrInvalidOption, d)
+		if d <= 0 || d > MaxDuration {
+			return fmt.Errorf("%w: idle timeout %v must be in (0, %v]", ErrInvalidOption, d, MaxDuration)
 		}
 		o.idleTimeout = d
 		return nil
@@ -127,11 +139,12 @@ func WithStopReleaseTimeout(d time.Duration) Option {
 // WithFairWaitWindow sets how long a waiter of a fair lock keeps its place in the Redis queue without
 // trying again: a waiter whose process died is purged by the other clients once its window has passed,
 // so it blocks the queue for at most about this long. A TryLock with [Wait] uses its wait as the window
-// instead, as Redisson does. It must be positive. The default is 5 minutes, as in Redisson.
+// instead, as Redisson does. It must be positive and at most [MaxDuration]. The default is 5 minutes,
+// as in Redisson.
 func WithFairWaitWindow(d time.Duration) Option {
 	return func(o *options) error {
-		if d <= 0 {
-			return fmt.Errorf("%w: fair wait window %v must be positive", ErrInvalidOption, d)
+		if d <= 0 || d > MaxDuration {
+			return fmt.Errorf("%w: fair wait window %v must be in (0, %v]", ErrInvalidOption, d, MaxDuration)
 		}
 		o.fairWaitWindow = d
 		return nil

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"maps"
+	"math"
 	"slices"
 	"testing"
 	"time"
@@ -174,6 +175,12 @@ func TestBadCoordinatorOptions(t *testing.T) {
 		{"WithMaxHandoffs(-1)", coordinator.WithMaxHandoffs(-1)},
 		{"WithFairWaitWindow(0)", coordinator.WithFairWaitWindow(0)},
 		{"WithFairWaitWindow(-1s)", coordinator.WithFairWaitWindow(-time.Second)},
+		// Durations above MaxDuration: a watchdog timeout near math.MaxInt64 overflowed to a 1 ms lease.
+		{"WithWatchdogTimeout(MaxInt64)", coordinator.WithWatchdogTimeout(math.MaxInt64)},
+		{"WithWatchdogTimeout(MaxDuration+1)", coordinator.WithWatchdogTimeout(coordinator.MaxDuration + 1)},
+		{"WithIdleTimeout(MaxInt64)", coordinator.WithIdleTimeout(math.MaxInt64)},
+		{"WithFairWaitWindow(MaxInt64)", coordinator.WithFairWaitWindow(math.MaxInt64)},
+		{"WithReplicaSync(1, MaxInt64)", coordinator.WithReplicaSync(1, math.MaxInt64)},
 	} {
 		c, err := coordinator.New(client, tc.opt)
 		if !errors.Is(err, coordinator.ErrInvalidOption) || c != nil {
@@ -210,6 +217,8 @@ func TestBadHandles(t *testing.T) {
 		{"zero lease", c.Mutex(t.Name(), coordinator.WithLease(0)), coordinator.ErrInvalidLease},
 		{"negative lease", c.Mutex(t.Name(), coordinator.WithLease(-1)), coordinator.ErrInvalidLease},
 		{"negative lease of seconds", c.Mutex(t.Name(), coordinator.WithLease(-time.Second)), coordinator.ErrInvalidLease},
+		{"huge lease", c.Mutex(t.Name(), coordinator.WithLease(math.MaxInt64)), coordinator.ErrInvalidLease},
+		{"lease above MaxDuration", c.Mutex(t.Name(), coordinator.WithLease(coordinator.MaxDuration+time.Millisecond)), coordinator.ErrInvalidLease},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			badExpectAll(t, client, ctx, tc.m, tc.want)
@@ -251,6 +260,11 @@ func TestBadTryOptions(t *testing.T) {
 			{"Lease(0)", []coordinator.TryOption{coordinator.Lease(0)}, coordinator.ErrInvalidLease},
 			{"Lease(-1)", []coordinator.TryOption{coordinator.Lease(-1)}, coordinator.ErrInvalidLease},
 			{"Wait(1s) Lease(-1)", []coordinator.TryOption{coordinator.Wait(time.Second), coordinator.Lease(-1)}, coordinator.ErrInvalidLease},
+			// A lease near math.MaxInt64 used to overflow to a 1 ms lease: the lock was granted and
+			// expired at once.
+			{"Lease(MaxInt64)", []coordinator.TryOption{coordinator.Lease(math.MaxInt64)}, coordinator.ErrInvalidLease},
+			{"Lease(MaxDuration+1)", []coordinator.TryOption{coordinator.Lease(coordinator.MaxDuration + 1)}, coordinator.ErrInvalidLease},
+			{"Wait(MaxInt64)", []coordinator.TryOption{coordinator.Wait(math.MaxInt64)}, coordinator.ErrInvalidWait},
 		} {
 			ok, err := handle.try(ctx, tc.opts...)
 			if ok || !errors.Is(err, tc.want) {
@@ -462,4 +476,31 @@ func TestBadNameOfAnotherType(t *testing.T) {
 		t.Errorf("token after the calls: got %d, want above %d", x.Token(), first)
 	}
 	mustUnlock(t, x)
+}
+
+// TestBadHugeLeaseIsRefused: a lease near math.MaxInt64 used to overflow the conversion to milliseconds
+// and became a 1 ms lease: TryLock succeeded and another owner got the lock at once. It is refused now,
+// and the longest lease accepted, MaxDuration, is what Redis gets.
+func TestBadHugeLeaseIsRefused(t *testing.T) {
+	_, client, c := setup(t)
+	ctx := t.Context()
+	m := c.Mutex(t.Name())
+	if ok, err := m.TryLock(ctx, coordinator.Lease(math.MaxInt64-1)); ok || !errors.Is(err, coordinator.ErrInvalidLease) {
+		t.Fatalf("TryLock(Lease(MaxInt64-1)) = %v, %v; want false, ErrInvalidLease", ok, err)
+	}
+	if n := client.Exists(ctx, t.Name()).Val(); n != 0 {
+		t.Fatalf("a refused TryLock left the lock in Redis")
+	}
+	if ok, err := m.TryLock(ctx, coordinator.Lease(coordinator.MaxDuration)); !ok || err != nil {
+		t.Fatalf("TryLock(Lease(MaxDuration)) = %v, %v; want true, nil", ok, err)
+	}
+	if ttl := client.PTTL(ctx, t.Name()).Val(); ttl < coordinator.MaxDuration-time.Minute {
+		t.Errorf("PTTL with a lease of MaxDuration: got %v, want about %v", ttl, coordinator.MaxDuration)
+	}
+	select {
+	case <-m.Done():
+		t.Fatal("Done of a hold with a lease of MaxDuration is closed")
+	default:
+	}
+	mustUnlock(t, m)
 }

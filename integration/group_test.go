@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"sync"
 	"testing"
 	"time"
@@ -474,6 +475,7 @@ func TestGroupBadInput(t *testing.T) {
 		{"member twice", c.MultiLock([]*coordinator.Mutex{m, m}), coordinator.ErrInvalidGroup},
 		{"invalid member", c.MultiLock([]*coordinator.Mutex{c.Mutex("")}), coordinator.ErrEmptyName},
 		{"invalid node timeout", c.RedLock([]*coordinator.Mutex{m}, coordinator.WithNodeTimeout(-time.Second)), coordinator.ErrInvalidOption},
+		{"huge node timeout", c.RedLock([]*coordinator.Mutex{m}, coordinator.WithNodeTimeout(math.MaxInt64)), coordinator.ErrInvalidOption},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if err := tc.group.Lock(t.Context()); !errors.Is(err, tc.want) {
