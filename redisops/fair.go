@@ -142,7 +142,7 @@ func (o *Ops) FairWait(ctx context.Context, name, owner string, lease, waitWindo
 func (o *Ops) fairAcquire(ctx context.Context, name, owner string, lease, waitWindow time.Duration, held int64, queue, register, waitID string) (Acquired, error) {
 	reply, syncErr := o.runScript(ctx, o.undoFair(name, owner, lease), fairAcquireScript,
 		[]string{LockKey(name), FairQueueKey(name), FairTimeoutKey(name), TokenKey(name), FairHandoffKey(name)},
-		millis(lease), owner, held, millis(waitWindow), queue, register, waitID)
+		millis(lease), owner, held, millis(waitWindow), queue, register, waitID, o.tokenMillis())
 	vals, err := reply.Int64Slice()
 	if err == nil {
 		err = syncErr
@@ -231,7 +231,7 @@ func (o *Ops) FairRelease(ctx context.Context, name, owner, requestID string, le
 		[]string{LockKey(name), FairQueueKey(name), FairTimeoutKey(name), UnlockLatchKey(name, requestID),
 			TokenKey(name), FairHandoffKey(name)},
 		millis(lease), owner, UnlockMessage, millis(o.latchExpiry), o.publish, ChannelName(name),
-		nextOwner, nextLease, nextWindow, registered, FairGrantPrefix)
+		nextOwner, nextLease, nextWindow, registered, FairGrantPrefix, o.tokenMillis())
 	vals, err := reply.Slice()
 	if err != nil {
 		return Released{}, fmt.Errorf("lockwarden: fair release %q: %w", name, typed(err))

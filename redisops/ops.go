@@ -67,6 +67,9 @@ type Ops struct {
 	client      redis.Scripter
 	publish     string
 	latchExpiry time.Duration
+	// tokenExpiry is how long a fencing-token counter outlives the clock passing its value; 0 keeps
+	// it forever (see [Ops.SetTokenExpiry]).
+	tokenExpiry time.Duration
 	// sync is the replica-sync safeguard, nil when off (see [Ops.SetReplicaSync]).
 	sync *replicaSync
 }
@@ -74,7 +77,8 @@ type Ops struct {
 // New returns an Ops that runs scripts through client, publishing with PUBLISH, or with SPUBLISH when
 // client is a *redis.ClusterClient (see [ShardedPubSub]).
 func New(client redis.Scripter) *Ops {
-	return &Ops{client: client, publish: publishCommand(client), latchExpiry: DefaultLatchExpiry}
+	return &Ops{client: client, publish: publishCommand(client), latchExpiry: DefaultLatchExpiry,
+		tokenExpiry: DefaultTokenExpiry}
 }
 
 // Acquired is the answer of [Ops.Acquire].
@@ -102,7 +106,7 @@ const UnknownHoldCount = -1
 // is given back and the call returns an error matching [ErrNotSynced].
 func (o *Ops) Acquire(ctx context.Context, name, owner string, lease time.Duration, held int64) (Acquired, error) {
 	reply, syncErr := o.runScript(ctx, o.undoPlain(name, owner, lease), acquireScript,
-		[]string{LockKey(name), TokenKey(name)}, millis(lease), owner, held)
+		[]string{LockKey(name), TokenKey(name)}, millis(lease), owner, held, o.tokenMillis())
 	vals, err := reply.Int64Slice()
 	if err == nil {
 		err = syncErr
@@ -174,7 +178,7 @@ func (o *Ops) Release(ctx context.Context, name, owner, requestID string, lease 
 	reply, syncErr := o.runScript(ctx, o.undoHandoff(name, next), releaseScript,
 		[]string{LockKey(name), ChannelName(name), UnlockLatchKey(name, requestID), TokenKey(name)},
 		millis(lease), owner, UnlockMessage, millis(o.latchExpiry), o.publish,
-		nextOwner, nextLease, onlyIfAlone)
+		nextOwner, nextLease, onlyIfAlone, o.tokenMillis())
 	vals, err := reply.Int64Slice()
 	if err != nil {
 		return Released{}, fmt.Errorf("lockwarden: release %q: %w", name, typed(err))

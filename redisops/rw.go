@@ -192,7 +192,7 @@ func (o *Ops) WriteAcquire(ctx context.Context, name, owner string, lease time.D
 	}
 	reply, syncErr := o.runScript(ctx, o.undoWrite(name, owner, lease), rwWriteAcquireScript,
 		[]string{LockKey(name), TokenKey(name), WriteIntentKey(name)},
-		millis(lease), owner, WriteField(owner), held, intentMillis)
+		millis(lease), owner, WriteField(owner), held, intentMillis, o.tokenMillis())
 	vals, err := reply.Int64Slice()
 	if err == nil {
 		err = syncErr
