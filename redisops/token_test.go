@@ -128,7 +128,7 @@ func TestRaiseTokenExpiring(t *testing.T) {
 	ops.SetTokenExpiry(200 * time.Millisecond)
 	ctx := t.Context()
 	name := t.Name()
-	floor := time.Now().Add(2*time.Second).UnixMicro() // a node whose clock is 2 s ahead
+	floor := time.Now().Add(2 * time.Second).UnixMicro() // a node whose clock is 2 s ahead
 	if got, err := ops.RaiseToken(ctx, name, floor); err != nil || got != floor {
 		t.Fatalf("RaiseToken(%d) = %d, %v", floor, got, err)
 	}
