@@ -44,6 +44,7 @@ type options struct {
 	maxHandoffs        int
 	stopReleaseTimeout time.Duration
 	fairWaitWindow     time.Duration
+	persistentTokens   bool
 	syncReplicas       int
 	syncTimeout        time.Duration
 	logger             *slog.Logger
@@ -147,6 +148,24 @@ func WithFairWaitWindow(d time.Duration) Option {
 			return fmt.Errorf("%w: fair wait window %v must be in (0, %v]", ErrInvalidOption, d, MaxDuration)
 		}
 		o.fairWaitWindow = d
+		return nil
+	}
+}
+
+// WithPersistentFencingTokens keeps a fencing-token counter per lock name forever, as Redisson's
+// RFencedLock does: every acquisition INCRs redisson_lock_token:{name}, so tokens are small and
+// sequential (1, 2, 3, ...) and Redisson clients using RFencedLock on the same names share them. The cost
+// is one key per name ever locked (about 90 bytes each), which never goes away.
+//
+// By default the counter expires: a token is the larger of the counter plus one and the Redis server's
+// clock in microseconds, and the counter lives 10s past the moment the clock passes its value, so a
+// name that was locked and released leaves no key behind once its unlock latch (10s) has expired.
+// Tokens still strictly increase per name, as long as the Redis server's clock does not step back by
+// more than those 10s; they are large numbers (about 1.7e15). Every client of one name must use the
+// same mode (a counter that expires under an INCRing client starts again from 1).
+func WithPersistentFencingTokens() Option {
+	return func(o *options) error {
+		o.persistentTokens = true
 		return nil
 	}
 }

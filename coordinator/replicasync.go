@@ -55,9 +55,13 @@ func WithoutReplicaSync() Option {
 	}
 }
 
-// newOps returns the script runner for client with the coordinator's replica-sync settings.
+// newOps returns the script runner for client with the coordinator's replica-sync and fencing-token
+// settings.
 func newOps(client redis.UniversalClient, o options) *redisops.Ops {
 	ops := redisops.New(client)
 	ops.SetReplicaSync(o.syncReplicas, o.syncTimeout)
+	if o.persistentTokens {
+		ops.SetTokenExpiry(0)
+	}
 	return ops
 }
