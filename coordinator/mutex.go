@@ -373,10 +373,11 @@ func (c *Coordinator) status(ctx context.Context, kind actors.Kind, name, owner 
 	return redisops.Status{Locked: st.Mode == mode, HoldCount: count, TTL: st.TTL}, err
 }
 
-// Token returns the fencing token of the handle's current hold: the value of the lock's token counter
-// at the handle's latest acquisition. Tokens of one lock name strictly increase across acquisitions, so
-// a resource that rejects writes carrying a token lower than the highest it has seen is safe from a
-// holder that paused past its lease. It returns 0 when the handle holds nothing.
+// Token returns the fencing token of the handle's current hold: the token issued at the handle's latest
+// acquisition. Tokens of one lock name strictly increase across acquisitions, so a resource that rejects
+// writes carrying a token lower than the highest it has seen is safe from a holder that paused past its
+// lease. By default tokens are large (the Redis server's clock in microseconds, or the counter plus one);
+// with [WithPersistentFencingTokens] they are 1, 2, 3, ... It returns 0 when the handle holds nothing.
 func (m *Mutex) Token() int64 {
 	m.mu.Lock()
 	defer m.mu.Unlock()
