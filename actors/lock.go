@@ -442,7 +442,9 @@ func (a *lockActor) afterFirstAttempt(m *Acquire, reentry, ok bool, ttl time.Dur
 		}
 		return
 	}
-	if err != nil && (!m.Wait || isUpgrade(err)) {
+	// A key of another type will not change by waiting: the name is unusable, and the caller is told
+	// at once.
+	if err != nil && (!m.Wait || isUpgrade(err) || errors.Is(err, redisops.ErrWrongType)) {
 		reason := messages.ReasonRedis
 		if isUpgrade(err) {
 			reason = messages.ReasonUpgrade
@@ -682,10 +684,20 @@ func (a *lockActor) grant(m *Acquire, count, token int64, sent time.Time) {
 		a.holds[k] = h
 		delete(a.lost, k)
 	}
+	reentry := h.count > 0
 	h.count, h.token, h.lease = count, token, m.Lease
 	h.watchdog = h.watchdog || m.Watchdog
 	h.retryID = "" // Redis' count is known again
-	h.extend(sent, m.Lease)
+	switch {
+	case reentry && m.Kind == KindWrite:
+		// A write re-entry adds its lease to the expiry left in Redis (rw_write_acquire.lua), which is
+		// no earlier than the estimate.
+		h.extend(h.expires, m.Lease)
+	case reentry && m.Kind == KindRead && sent.Add(m.Lease).Before(h.expires):
+		// A read re-entry only raises the hash's expiry, and the earlier read holds keep theirs.
+	default:
+		h.extend(sent, m.Lease)
+	}
 	if m.Ticket.deliver(Outcome{HoldCount: count, Token: token, Done: h.done, Attempts: m.attempts}) {
 		h.announced = true
 		typ := messages.EventAcquired
@@ -956,7 +968,10 @@ func (a *lockActor) settleRelease(m *Release, h *hold, lease time.Duration, next
 		m.Ticket.deliver(Outcome{HoldCount: rel.Remaining})
 		if h != nil {
 			h.count = rel.Remaining
-			h.extend(sent, lease)
+			// A write release with holds left only raises the expiry (rw_write_release.lua).
+			if k.kind != KindWrite || sent.Add(lease).After(h.expires) {
+				h.extend(sent, lease)
+			}
 			a.emitHold(messages.EventReleased, k, h, rel.Remaining, releaseReason(m))
 		}
 		return

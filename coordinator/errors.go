@@ -30,15 +30,16 @@ var (
 	ErrEmptyName = errors.New("lockwarden: empty lock name")
 	// ErrEmptyOwner is returned by every call on a handle created with WithOwner("").
 	ErrEmptyOwner = errors.New("lockwarden: empty owner id")
-	// ErrInvalidLease is returned when a lease is zero or negative.
-	ErrInvalidLease = errors.New("lockwarden: lease must be positive")
-	// ErrInvalidWait is returned when a wait is zero or negative.
-	ErrInvalidWait = errors.New("lockwarden: wait must be positive")
+	// ErrInvalidLease is returned when a lease is below [MinLease] or above [MaxDuration].
+	ErrInvalidLease = errors.New("lockwarden: lease must be between 10ms and a year")
+	// ErrInvalidWait is returned when a wait is zero, negative or above [MaxDuration].
+	ErrInvalidWait = errors.New("lockwarden: wait must be positive and at most a year")
 	// ErrUpgrade is returned when the owner of read holds of a read-write lock asks for its write lock.
 	// Redisson would wait forever for the owner's own read holds; lockwarden refuses at once. Release
 	// the read holds first. (The other way, a writer taking read holds, is allowed: a downgrade.)
 	ErrUpgrade = redisops.ErrUpgrade
-	// ErrInvalidOption is returned by New when an option has an invalid value.
+	// ErrInvalidOption is returned by New when an option has an invalid value (a duration above
+	// [MaxDuration] included), and by every call on a Group made with an invalid [GroupOption].
 	ErrInvalidOption = errors.New("lockwarden: invalid option")
 	// ErrNotSynced is returned by Lock, TryLock, RLock and TryRLock when Redis gave the lock but fewer
 	// replicas than required acknowledged it within the sync timeout ([WithReplicaSync]). The hold was
@@ -46,6 +47,11 @@ var (
 	// the caller's back; the caller does not hold the lock and may try again. A waiting Lock fails with
 	// it too, rather than retrying for as long as the replicas lag.
 	ErrNotSynced = redisops.ErrNotSynced
+	// ErrWrongType is returned when a key of the lock holds another type of data than the lock keeps
+	// there: the lock's name is another lock's internal key (such as "redisson_lock_token:{X}", the
+	// token counter of lock X) or data of the application. The call changed nothing in Redis; Lock and
+	// TryLock fail at once instead of waiting. Pick another name.
+	ErrWrongType = redisops.ErrWrongType
 	// ErrInvalidKind is the error of an [messages.Error] reply to a message whose Kind is not one of
 	// the kinds the messages package defines.
 	ErrInvalidKind = errors.New("lockwarden: unknown lock kind")

@@ -158,12 +158,12 @@ func ExampleCoordinator_RedLock() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	fmt.Println("locked:", ok, "token:", lock.Token())
+	fmt.Println("locked:", ok, "token issued:", lock.Token() > 0)
 	fmt.Println("valid for about 9.9s:", time.Until(lock.ValidUntil()) > 9*time.Second)
 	if err := lock.Unlock(ctx); err != nil {
 		log.Fatal(err)
 	}
 	// Output:
-	// locked: true token: 1
+	// locked: true token issued: true
 	// valid for about 9.9s: true
 }

@@ -314,12 +314,12 @@ func (g *gateway) onAcquire(ctx actor.Context, m messages.Acquire) {
 		fail(err)
 		return
 	}
-	if m.Wait < 0 {
-		fail(fmt.Errorf("%w: wait %v is negative (0 makes one attempt, messages.WaitForever waits until obtained)", ErrInvalidWait, m.Wait))
+	if m.Wait < 0 || (m.Wait > MaxDuration && m.Wait != messages.WaitForever) {
+		fail(fmt.Errorf("%w: wait %v is negative or above %v (0 makes one attempt, messages.WaitForever waits until obtained)", ErrInvalidWait, m.Wait, MaxDuration))
 		return
 	}
-	if m.Lease < 0 {
-		fail(fmt.Errorf("%w: lease %v is negative (0 takes a watchdog hold)", ErrInvalidLease, m.Lease))
+	if m.Lease < 0 || (m.Lease > 0 && m.Lease < MinLease) || m.Lease > MaxDuration {
+		fail(fmt.Errorf("%w: lease %v is outside [%v, %v] (0 takes a watchdog hold)", ErrInvalidLease, m.Lease, MinLease, MaxDuration))
 		return
 	}
 	owner, isActorOwner, err := g.owner(m.Owner, sender)

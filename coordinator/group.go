@@ -51,11 +51,11 @@ type GroupOption func(*Group)
 // WithNodeTimeout bounds each member's attempt to d. The default for a RedLock is a tenth of the lease
 // (of the watchdog timeout without one), between 10 ms and 500 ms, so that a slow or paused node costs
 // little of the validity; a MultiLock's attempts have no bound of their own by default. d must be
-// positive, or every call returns [ErrInvalidOption].
+// positive and at most [MaxDuration], or every call returns [ErrInvalidOption].
 func WithNodeTimeout(d time.Duration) GroupOption {
 	return func(g *Group) {
-		if d <= 0 && g.err == nil {
-			g.err = fmt.Errorf("%w: node timeout %v must be positive", ErrInvalidOption, d)
+		if (d <= 0 || d > MaxDuration) && g.err == nil {
+			g.err = fmt.Errorf("%w: node timeout %v must be in (0, %v]", ErrInvalidOption, d, MaxDuration)
 		}
 		g.nodeTimeout = d
 	}

@@ -55,11 +55,12 @@ func WithOwner(id string) MutexOption {
 }
 
 // WithLease gives every acquisition through the handle a fixed lease: the lock expires after d unless
-// it is released first, and the watchdog does not renew it. d must be positive, or every call returns
-// [ErrInvalidLease]. By default there is no fixed lease and the watchdog renews the lock.
+// it is released first, and the watchdog does not renew it. d must be at least [MinLease] and at most
+// [MaxDuration], or every call returns [ErrInvalidLease]. By default there is no fixed lease and the
+// watchdog renews the lock.
 func WithLease(d time.Duration) MutexOption {
 	return func(m *Mutex) {
-		if d <= 0 && m.err == nil {
+		if (d < MinLease || d > MaxDuration) && m.err == nil {
 			m.err = fmt.Errorf("%w: %v", ErrInvalidLease, d)
 		}
 		m.lease = d
@@ -154,14 +155,14 @@ type tryOptions struct {
 }
 
 // Wait makes TryLock wait up to d for the lock before it reports false, like Redisson's
-// tryLock(waitTime). d must be positive, or TryLock returns [ErrInvalidWait].
+// tryLock(waitTime). d must be positive and at most [MaxDuration], or TryLock returns [ErrInvalidWait].
 func Wait(d time.Duration) TryOption {
 	return func(o *tryOptions) { o.wait, o.waitSet = d, true }
 }
 
 // Lease gives this acquisition a fixed lease with no watchdog, like Redisson's tryLock(waitTime,
-// leaseTime), overriding the handle's [WithLease]. d must be positive, or TryLock returns
-// [ErrInvalidLease].
+// leaseTime), overriding the handle's [WithLease]. d must be at least [MinLease] and at most
+// [MaxDuration], or TryLock returns [ErrInvalidLease].
 func Lease(d time.Duration) TryOption {
 	return func(o *tryOptions) { o.lease, o.leaseSet = d, true }
 }
@@ -197,10 +198,10 @@ func parseTryOptions(lease time.Duration, opts []TryOption) (tryOptions, error) 
 			opt(&o)
 		}
 	}
-	if o.waitSet && o.wait <= 0 {
+	if o.waitSet && (o.wait <= 0 || o.wait > MaxDuration) {
 		return o, fmt.Errorf("%w: %v", ErrInvalidWait, o.wait)
 	}
-	if o.leaseSet && o.lease <= 0 {
+	if o.leaseSet && (o.lease < MinLease || o.lease > MaxDuration) {
 		return o, fmt.Errorf("%w: %v", ErrInvalidLease, o.lease)
 	}
 	return o, nil
@@ -408,10 +409,11 @@ func (c *Coordinator) status(ctx context.Context, kind actors.Kind, name, owner 
 	return redisops.Status{Locked: st.Mode == mode, HoldCount: count, TTL: st.TTL}, err
 }
 
-// Token returns the fencing token of the handle's current hold: the value of the lock's token counter
-// at the handle's latest acquisition. Tokens of one lock name strictly increase across acquisitions, so
-// a resource that rejects writes carrying a token lower than the highest it has seen is safe from a
-// holder that paused past its lease. It returns 0 when the handle holds nothing.
+// Token returns the fencing token of the handle's current hold: the token issued at the handle's latest
+// acquisition. Tokens of one lock name strictly increase across acquisitions, so a resource that rejects
+// writes carrying a token lower than the highest it has seen is safe from a holder that paused past its
+// lease. By default tokens are large (the Redis server's clock in microseconds, or the counter plus one);
+// with [WithPersistentFencingTokens] they are 1, 2, 3, ... It returns 0 when the handle holds nothing.
 func (m *Mutex) Token() int64 {
 	m.mu.Lock()
 	defer m.mu.Unlock()

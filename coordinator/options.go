@@ -23,6 +23,24 @@ const (
 	DefaultSyncTimeout  = redisops.DefaultSyncTimeout
 )
 
+// MaxDuration is the longest duration lockwarden accepts for a lease, a wait, a watchdog timeout, a
+// fair wait window or any other duration option: a year. Every such duration becomes milliseconds for
+// Redis (PEXPIRE, fair-queue deadlines in ms since the epoch plus windows, WAIT timeouts) or is added to
+// time.Now(); a year is far beyond any lease or wait a lock needs, and keeps all of these values, and
+// their sums, well inside the integers that Redis' Lua (doubles, exact to 2^53) and time.Time handle
+// exactly. Longer durations, which used to overflow (a lease near math.MaxInt64 became a 1 ms lease),
+// are refused: with [ErrInvalidOption] by New and by group options, with [ErrInvalidLease] or
+// [ErrInvalidWait] by the calls that take them. A lock that must outlive a year is better held by the
+// watchdog, which renews it for as long as it is held.
+const MaxDuration = 365 * 24 * time.Hour
+
+// MinLease is the shortest lease, and watchdog timeout, lockwarden accepts: 10 ms. A hold is valid for
+// its lease counted from when the call was sent, less a drift allowance of 1% plus 2 ms, so a shorter
+// lease leaves too little room for a round trip to Redis: its grants would come back with no validity
+// left, and be given back, again and again. Shorter leases are refused with [ErrInvalidLease] (with
+// [ErrInvalidOption] for WithWatchdogTimeout).
+const MinLease = 10 * time.Millisecond
+
 type options struct {
 	telemetry          telemetry.Config
 	noTelemetry        bool
@@ -33,6 +51,7 @@ type options struct {
 	maxHandoffs        int
 	stopReleaseTimeout time.Duration
 	fairWaitWindow     time.Duration
+	persistentTokens   bool
 	syncReplicas       int
 	syncTimeout        time.Duration
 	logger             *slog.Logger
@@ -61,11 +80,12 @@ type Option func(*options) error
 
 // WithWatchdogTimeout sets the lease of locks taken without one. The watchdog renews such locks every
 // third of it for as long as they are held, and a holder that stops renewing (a crashed process) frees
-// the lock within about this long. It must be positive. The default is 30s, as in Redisson.
+// the lock within about this long. It must be at least [MinLease] and at most [MaxDuration]. The
+// default is 30s, as in Redisson.
 func WithWatchdogTimeout(d time.Duration) Option {
 	return func(o *options) error {
-		if d <= 0 {
-			return fmt.Errorf("%w: watchdog timeout %v must be positive", ErrInvalidOption, d)
+		if d < MinLease || d > MaxDuration {
+			return fmt.Errorf("%w: watchdog timeout %v must be in [%v, %v]", ErrInvalidOption, d, MinLease, MaxDuration)
 		}
 		o.watchdogTimeout = d
 		return nil
@@ -86,12 +106,12 @@ func WithLogger(l *slog.Logger) Option {
 }
 
 // WithIdleTimeout sets how long the actor of a lock name lives on with no holders and no waiters before
-// it stops, so that many distinct names don't keep many actors alive. It must be positive. The default
-// is 10s.
+// it stops, so that many distinct names don't keep many actors alive. It must be positive and at most
+// [MaxDuration]. The default is 10s.
 func WithIdleTimeout(d time.Duration) Option {
 	return func(o *options) error {
-		if d <= 0 {
-			return fmt.Errorf("%w: idle timeout %v must be positive", ErrInvalidOption, d)
+		if d <= 0 || d > MaxDuration {
+			return fmt.Errorf("%w: idle timeout %v must be in (0, %v]", ErrInvalidOption, d, MaxDuration)
 		}
 		o.idleTimeout = d
 		return nil
@@ -133,13 +153,32 @@ func WithStopReleaseTimeout(d time.Duration) Option {
 // refreshing it: a live waiter's lock actor refreshes it every third of the window, and a waiter whose
 // process died is purged one window after it stopped, so dead waiters, however many, block the queue for
 // about this long in all. A TryLock with [Wait] uses its wait as the window
-// instead, as Redisson does. It must be positive. The default is 5 minutes, as in Redisson.
+// instead, as Redisson does. It must be positive and at most [MaxDuration]. The default is 5 minutes,
+// as in Redisson.
 func WithFairWaitWindow(d time.Duration) Option {
 	return func(o *options) error {
-		if d <= 0 {
-			return fmt.Errorf("%w: fair wait window %v must be positive", ErrInvalidOption, d)
+		if d <= 0 || d > MaxDuration {
+			return fmt.Errorf("%w: fair wait window %v must be in (0, %v]", ErrInvalidOption, d, MaxDuration)
 		}
 		o.fairWaitWindow = d
+		return nil
+	}
+}
+
+// WithPersistentFencingTokens keeps a fencing-token counter per lock name forever, as Redisson's
+// RFencedLock does: every acquisition INCRs redisson_lock_token:{name}, so tokens are small and
+// sequential (1, 2, 3, ...) and Redisson clients using RFencedLock on the same names share them. The cost
+// is one key per name ever locked (about 90 bytes each), which never goes away.
+//
+// By default the counter expires: a token is the larger of the counter plus one and the Redis server's
+// clock in microseconds, and the counter lives 10s past the moment the clock passes its value, so a
+// name that was locked and released leaves no key behind once its unlock latch (10s) has expired.
+// Tokens still strictly increase per name, as long as the Redis server's clock does not step back by
+// more than those 10s; they are large numbers (about 1.7e15). Every client of one name must use the
+// same mode (a counter that expires under an INCRing client starts again from 1).
+func WithPersistentFencingTokens() Option {
+	return func(o *options) error {
+		o.persistentTokens = true
 		return nil
 	}
 }

@@ -3,6 +3,7 @@ package coordinator
 import (
 	"errors"
 	"log/slog"
+	"math"
 	"strings"
 	"testing"
 	"time"
@@ -20,6 +21,12 @@ func TestOptions(t *testing.T) {
 		{"watchdog negative", WithWatchdogTimeout(-time.Second), ErrInvalidOption, nil},
 		{"idle", WithIdleTimeout(time.Minute), nil, func(o options) bool { return o.idleTimeout == time.Minute }},
 		{"idle zero", WithIdleTimeout(0), ErrInvalidOption, nil},
+		{"watchdog max", WithWatchdogTimeout(MaxDuration), nil, func(o options) bool { return o.watchdogTimeout == MaxDuration }},
+		{"watchdog above max", WithWatchdogTimeout(MaxDuration + 1), ErrInvalidOption, nil},
+		{"watchdog MaxInt64", WithWatchdogTimeout(math.MaxInt64), ErrInvalidOption, nil},
+		{"idle above max", WithIdleTimeout(MaxDuration + 1), ErrInvalidOption, nil},
+		{"fair window above max", WithFairWaitWindow(MaxDuration + 1), ErrInvalidOption, nil},
+		{"replica sync timeout above max", WithReplicaSync(1, MaxDuration+1), ErrInvalidOption, nil},
 		{"handoffs", WithMaxHandoffs(0), nil, func(o options) bool { return o.maxHandoffs == 0 }},
 		{"handoffs negative", WithMaxHandoffs(-1), ErrInvalidOption, nil},
 		{"stop release", WithStopReleaseTimeout(time.Second), nil, func(o options) bool { return o.stopReleaseTimeout == time.Second }},
@@ -62,6 +69,9 @@ func TestMutexOptionsRecordErrors(t *testing.T) {
 		{"empty owner", c.Mutex("n", WithOwner("")), ErrEmptyOwner},
 		{"zero lease", c.Mutex("n", WithLease(0)), ErrInvalidLease},
 		{"negative lease", c.Mutex("n", WithLease(-time.Second)), ErrInvalidLease},
+		{"lease above MaxDuration", c.Mutex("n", WithLease(MaxDuration+1)), ErrInvalidLease},
+		{"lease MaxInt64", c.Mutex("n", WithLease(math.MaxInt64)), ErrInvalidLease},
+		{"lease MaxDuration", c.Mutex("n", WithOwner("o"), WithLease(MaxDuration)), nil},
 		{"valid", c.Mutex("n", WithOwner("o"), WithLease(time.Second)), nil},
 	}
 	for _, tt := range tests {

@@ -30,15 +30,15 @@ import (
 // The wait adds up to timeout to a lock call while a replica lags; it must stay below the client's
 // ReadTimeout (go-redis' default is 3s), or it is cut to three quarters of it. replicas 0 turns the
 // safeguard off, like [WithoutReplicaSync]. replicas must not be negative and timeout must be
-// positive, or New returns [ErrInvalidOption]. The default is on, with 1 replica (Redisson fails a lock
+// positive and at most [MaxDuration], or New returns [ErrInvalidOption]. The default is on, with 1 replica (Redisson fails a lock
 // only when no replica acknowledged it) and a timeout of 1s (Redisson's slavesSyncTimeout).
 func WithReplicaSync(replicas int, timeout time.Duration) Option {
 	return func(o *options) error {
 		if replicas < 0 {
 			return fmt.Errorf("%w: replica sync replicas %d must not be negative", ErrInvalidOption, replicas)
 		}
-		if timeout <= 0 {
-			return fmt.Errorf("%w: replica sync timeout %v must be positive", ErrInvalidOption, timeout)
+		if timeout <= 0 || timeout > MaxDuration {
+			return fmt.Errorf("%w: replica sync timeout %v must be in (0, %v]", ErrInvalidOption, timeout, MaxDuration)
 		}
 		o.syncReplicas, o.syncTimeout = replicas, timeout
 		return nil
@@ -56,9 +56,12 @@ func WithoutReplicaSync() Option {
 }
 
 // newOps returns the script runner for client, of the deployment d, with the coordinator's replica-sync
-// settings.
+// and fencing-token settings.
 func newOps(client redis.UniversalClient, d redisops.Deployment, o options) *redisops.Ops {
 	ops := redisops.NewFor(client, d)
 	ops.SetReplicaSync(o.syncReplicas, o.syncTimeout)
+	if o.persistentTokens {
+		ops.SetTokenExpiry(0)
+	}
 	return ops
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"math"
 	"testing"
 	"time"
 
@@ -392,6 +393,8 @@ func TestActorAPIBadInput(t *testing.T) {
 		{"acquire, unknown kind", &messages.Acquire{Name: name, Kind: 9}, coordinator.ErrInvalidKind},
 		{"acquire, negative wait", &messages.Acquire{Name: name, Wait: -time.Second}, coordinator.ErrInvalidWait},
 		{"acquire, negative lease", &messages.Acquire{Name: name, Lease: -time.Second}, coordinator.ErrInvalidLease},
+		{"acquire, huge wait", &messages.Acquire{Name: name, Wait: coordinator.MaxDuration + 1}, coordinator.ErrInvalidWait},
+		{"acquire, huge lease", &messages.Acquire{Name: name, Lease: math.MaxInt64}, coordinator.ErrInvalidLease},
 		{"acquire, nil", (*messages.Acquire)(nil), coordinator.ErrInvalidMessage},
 		{"release, empty name", &messages.Release{Kind: messages.KindFair}, coordinator.ErrEmptyName},
 		{"release, unknown kind", messages.Release{Name: name, Kind: 200}, coordinator.ErrInvalidKind},

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"maps"
+	"math"
 	"slices"
 	"testing"
 	"time"
@@ -174,6 +175,12 @@ func TestBadCoordinatorOptions(t *testing.T) {
 		{"WithMaxHandoffs(-1)", coordinator.WithMaxHandoffs(-1)},
 		{"WithFairWaitWindow(0)", coordinator.WithFairWaitWindow(0)},
 		{"WithFairWaitWindow(-1s)", coordinator.WithFairWaitWindow(-time.Second)},
+		// Durations above MaxDuration: a watchdog timeout near math.MaxInt64 overflowed to a 1 ms lease.
+		{"WithWatchdogTimeout(MaxInt64)", coordinator.WithWatchdogTimeout(math.MaxInt64)},
+		{"WithWatchdogTimeout(MaxDuration+1)", coordinator.WithWatchdogTimeout(coordinator.MaxDuration + 1)},
+		{"WithIdleTimeout(MaxInt64)", coordinator.WithIdleTimeout(math.MaxInt64)},
+		{"WithFairWaitWindow(MaxInt64)", coordinator.WithFairWaitWindow(math.MaxInt64)},
+		{"WithReplicaSync(1, MaxInt64)", coordinator.WithReplicaSync(1, math.MaxInt64)},
 	} {
 		c, err := coordinator.New(client, tc.opt)
 		if !errors.Is(err, coordinator.ErrInvalidOption) || c != nil {
@@ -210,6 +217,8 @@ func TestBadHandles(t *testing.T) {
 		{"zero lease", c.Mutex(t.Name(), coordinator.WithLease(0)), coordinator.ErrInvalidLease},
 		{"negative lease", c.Mutex(t.Name(), coordinator.WithLease(-1)), coordinator.ErrInvalidLease},
 		{"negative lease of seconds", c.Mutex(t.Name(), coordinator.WithLease(-time.Second)), coordinator.ErrInvalidLease},
+		{"huge lease", c.Mutex(t.Name(), coordinator.WithLease(math.MaxInt64)), coordinator.ErrInvalidLease},
+		{"lease above MaxDuration", c.Mutex(t.Name(), coordinator.WithLease(coordinator.MaxDuration+time.Millisecond)), coordinator.ErrInvalidLease},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			badExpectAll(t, client, ctx, tc.m, tc.want)
@@ -251,6 +260,11 @@ func TestBadTryOptions(t *testing.T) {
 			{"Lease(0)", []coordinator.TryOption{coordinator.Lease(0)}, coordinator.ErrInvalidLease},
 			{"Lease(-1)", []coordinator.TryOption{coordinator.Lease(-1)}, coordinator.ErrInvalidLease},
 			{"Wait(1s) Lease(-1)", []coordinator.TryOption{coordinator.Wait(time.Second), coordinator.Lease(-1)}, coordinator.ErrInvalidLease},
+			// A lease near math.MaxInt64 used to overflow to a 1 ms lease: the lock was granted and
+			// expired at once.
+			{"Lease(MaxInt64)", []coordinator.TryOption{coordinator.Lease(math.MaxInt64)}, coordinator.ErrInvalidLease},
+			{"Lease(MaxDuration+1)", []coordinator.TryOption{coordinator.Lease(coordinator.MaxDuration + 1)}, coordinator.ErrInvalidLease},
+			{"Wait(MaxInt64)", []coordinator.TryOption{coordinator.Wait(math.MaxInt64)}, coordinator.ErrInvalidWait},
 		} {
 			ok, err := handle.try(ctx, tc.opts...)
 			if ok || !errors.Is(err, tc.want) {
@@ -398,4 +412,95 @@ func TestBadCloseWakesWaiter(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestBadNameOfAnotherType: a lock named like another lock's internal key ("redisson_lock_token:{X}",
+// X's token counter) or like data of another type fails every call at once with ErrWrongType, and
+// leaves that key alone: ForceUnlock used to delete X's counter, and Lock retried until ctx ended.
+func TestBadNameOfAnotherType(t *testing.T) {
+	_, client, c := setup(t)
+	ctx := t.Context()
+	x := c.Mutex(t.Name())
+	mustLock(t, x)
+	first := x.Token()
+	mustUnlock(t, x)
+	// The release's latch expires on its own; it is not what the test watches.
+	latches, err := client.Keys(ctx, "redisson_unlock_latch:*").Result()
+	if err != nil || len(latches) == 0 || client.Del(ctx, latches...).Err() != nil {
+		t.Fatalf("latch keys %v, %v", latches, err)
+	}
+	if err := client.RPush(ctx, t.Name()+":list", "a").Err(); err != nil {
+		t.Fatal(err)
+	}
+	before := badDump(t, client)
+	for _, name := range []string{"redisson_lock_token:{" + t.Name() + "}", t.Name() + ":list"} {
+		for _, h := range []struct {
+			kind string
+			m    *coordinator.Mutex
+		}{
+			{"Mutex", c.Mutex(name)},
+			{"FairMutex", c.FairMutex(name)},
+			{"RWMutex.Write", c.RWMutex(name).Write()},
+		} {
+			lockCtx, cancel := context.WithTimeout(ctx, 10*time.Second)
+			start := time.Now()
+			err := h.m.Lock(lockCtx)
+			cancel()
+			if !errors.Is(err, coordinator.ErrWrongType) || errors.Is(err, context.DeadlineExceeded) {
+				t.Errorf("%s(%q).Lock = %v, want ErrWrongType at once", h.kind, name, err)
+			} else if d := time.Since(start); d > 5*time.Second {
+				t.Errorf("%s(%q).Lock took %v to fail", h.kind, name, d)
+			}
+			if ok, err := h.m.TryLock(ctx); ok || !errors.Is(err, coordinator.ErrWrongType) {
+				t.Errorf("%s(%q).TryLock = %v, %v; want false, ErrWrongType", h.kind, name, ok, err)
+			}
+			if ok, err := h.m.ForceUnlock(ctx); ok || !errors.Is(err, coordinator.ErrWrongType) {
+				t.Errorf("%s(%q).ForceUnlock = %v, %v; want false, ErrWrongType", h.kind, name, ok, err)
+			}
+		}
+		rw := c.RWMutex(name)
+		lockCtx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		err := rw.RLock(lockCtx)
+		cancel()
+		if !errors.Is(err, coordinator.ErrWrongType) || errors.Is(err, context.DeadlineExceeded) {
+			t.Errorf("RWMutex(%q).RLock = %v, want ErrWrongType", name, err)
+		}
+		if ok, err := rw.Read().ForceUnlock(ctx); ok || !errors.Is(err, coordinator.ErrWrongType) {
+			t.Errorf("RWMutex(%q).Read().ForceUnlock = %v, %v; want false, ErrWrongType", name, ok, err)
+		}
+	}
+	badUnchanged(t, client, before, "calls on locks named like keys of another type")
+	// X's counter is intact: its next token is higher.
+	mustLock(t, x)
+	if x.Token() <= first {
+		t.Errorf("token after the calls: got %d, want above %d", x.Token(), first)
+	}
+	mustUnlock(t, x)
+}
+
+// TestBadHugeLeaseIsRefused: a lease near math.MaxInt64 used to overflow the conversion to milliseconds
+// and became a 1 ms lease: TryLock succeeded and another owner got the lock at once. It is refused now,
+// and the longest lease accepted, MaxDuration, is what Redis gets.
+func TestBadHugeLeaseIsRefused(t *testing.T) {
+	_, client, c := setup(t)
+	ctx := t.Context()
+	m := c.Mutex(t.Name())
+	if ok, err := m.TryLock(ctx, coordinator.Lease(math.MaxInt64-1)); ok || !errors.Is(err, coordinator.ErrInvalidLease) {
+		t.Fatalf("TryLock(Lease(MaxInt64-1)) = %v, %v; want false, ErrInvalidLease", ok, err)
+	}
+	if n := client.Exists(ctx, t.Name()).Val(); n != 0 {
+		t.Fatalf("a refused TryLock left the lock in Redis")
+	}
+	if ok, err := m.TryLock(ctx, coordinator.Lease(coordinator.MaxDuration)); !ok || err != nil {
+		t.Fatalf("TryLock(Lease(MaxDuration)) = %v, %v; want true, nil", ok, err)
+	}
+	if ttl := client.PTTL(ctx, t.Name()).Val(); ttl < coordinator.MaxDuration-time.Minute {
+		t.Errorf("PTTL with a lease of MaxDuration: got %v, want about %v", ttl, coordinator.MaxDuration)
+	}
+	select {
+	case <-m.Done():
+		t.Fatal("Done of a hold with a lease of MaxDuration is closed")
+	default:
+	}
+	mustUnlock(t, m)
 }

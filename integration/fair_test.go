@@ -584,8 +584,8 @@ func TestFairReentryAndForceUnlock(t *testing.T) {
 		t.Fatalf("HGETALL = %v, want {%s: 3}", fields, m.Owner())
 	}
 	for i := 1; i < len(tokens); i++ {
-		if tokens[i-1] <= 0 || tokens[i] != tokens[i-1]+1 {
-			t.Fatalf("tokens through re-entry %v; want consecutive positive values", tokens)
+		if tokens[i-1] <= 0 || tokens[i] <= tokens[i-1] {
+			t.Fatalf("tokens through re-entry %v; want strictly increasing positive values", tokens)
 		}
 	}
 	other := cB.FairMutex(name)
@@ -880,8 +880,8 @@ func TestFairHandoffAcrossCoordinators(t *testing.T) {
 	if n := scripts.n.Load() - before; n != 0 {
 		t.Errorf("B's coordinator ran %d scripts between A's unlock and B's Lock returning, want 0 (a handoff)", n)
 	}
-	if got, want := b.Token(), tokenA+1; got != want {
-		t.Errorf("B's token: got %d, want %d", got, want)
+	if got := b.Token(); got <= tokenA {
+		t.Errorf("B's token: got %d, want above A's %d", got, tokenA)
 	}
 	ev := semRecv(t, events.Events(), 5*time.Second, "the handed-off event")
 	if ev.Owner != b.Owner() || ev.From != a.Owner() || ev.Token != b.Token() || ev.Name != name {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"sync"
 	"testing"
 	"time"
@@ -429,19 +430,25 @@ func TestRedLockTokensIncrease(t *testing.T) {
 	t.Parallel()
 	nodes := groupStart(t, 3)
 	name := t.Name()
-	// Node 0's counter is far ahead of the others (it served other holders before).
-	if err := nodes.clients[0].Set(t.Context(), redisops.TokenKey(name), 100, 0).Err(); err != nil {
+	// Node 0's counter is far ahead of the others (it served other holders before, or its clock is
+	// ahead: a token is at least the server's clock in microseconds).
+	ahead := time.Now().Add(time.Hour).UnixMicro()
+	if err := nodes.clients[0].Set(t.Context(), redisops.TokenKey(name), ahead, time.Minute).Err(); err != nil {
 		t.Fatal(err)
 	}
 	a := nodes.coords[0].RedLock(nodes.handles(name))
 	mustGroupLock(t, a)
 	first := a.Token()
-	if first != 101 {
-		t.Fatalf("first holder's Token = %d, want 101 (node 0's counter plus one)", first)
+	if first != ahead+1 {
+		t.Fatalf("first holder's Token = %d, want %d (node 0's counter plus one)", first, ahead+1)
 	}
 	for i := range 3 {
 		if v, err := nodes.clients[i].Get(t.Context(), redisops.TokenKey(name)).Int64(); err != nil || v < first {
 			t.Errorf("node %d counter = %d, %v; want raised to at least %d", i, v, err, first)
+		}
+		// A raised counter lives until its server's clock has passed it (an hour here).
+		if ttl := nodes.clients[i].PTTL(t.Context(), redisops.TokenKey(name)).Val(); ttl < 50*time.Minute {
+			t.Errorf("node %d counter PTTL = %v, want about an hour", i, ttl)
 		}
 	}
 	mustGroupUnlock(t, a)
@@ -474,6 +481,7 @@ func TestGroupBadInput(t *testing.T) {
 		{"member twice", c.MultiLock([]*coordinator.Mutex{m, m}), coordinator.ErrInvalidGroup},
 		{"invalid member", c.MultiLock([]*coordinator.Mutex{c.Mutex("")}), coordinator.ErrEmptyName},
 		{"invalid node timeout", c.RedLock([]*coordinator.Mutex{m}, coordinator.WithNodeTimeout(-time.Second)), coordinator.ErrInvalidOption},
+		{"huge node timeout", c.RedLock([]*coordinator.Mutex{m}, coordinator.WithNodeTimeout(math.MaxInt64)), coordinator.ErrInvalidOption},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if err := tc.group.Lock(t.Context()); !errors.Is(err, tc.want) {

@@ -1161,3 +1161,51 @@ func TestRWAbandonedWriterLetsReadersIn(t *testing.T) {
 	rwMustRUnlock(t, second)
 	rwMustRUnlock(t, first)
 }
+
+// TestRWWriteReentryKeepsOuterLease: a write hold with a 10 s lease, re-entered with a 300 ms lease,
+// keeps its 10 s in Redis and locally (the re-entry adds its lease, as Redisson's write lock does);
+// neither the inner lease running out nor the inner Unlock cuts it short. The key's TTL used to become
+// the inner lease, and another owner took the write lock right after it.
+func TestRWWriteReentryKeepsOuterLease(t *testing.T) {
+	_, client, c := setup(t)
+	ctx := t.Context()
+	name := t.Name()
+	outer, inner := 10*time.Second, 300*time.Millisecond
+	rw, other := c.RWMutex(name), c.RWMutex(name)
+	if ok, err := rw.TryLock(ctx, coordinator.Lease(outer)); !ok || err != nil {
+		t.Fatalf("TryLock(Lease(%v)) = %v, %v", outer, ok, err)
+	}
+	if ok, err := rw.TryLock(ctx, coordinator.Lease(inner)); !ok || err != nil {
+		t.Fatalf("re-entrant TryLock(Lease(%v)) = %v, %v", inner, ok, err)
+	}
+	if ttl := client.PTTL(ctx, name).Val(); ttl < outer-time.Second {
+		t.Fatalf("PTTL after the re-entry: got %v, want about %v", ttl, outer+inner)
+	}
+	// Well past the inner lease, the hold stands, in Redis and locally.
+	select {
+	case <-rw.Write().Done():
+		t.Fatal("Done closed when the inner lease ran out; the outer hold has about 10s left")
+	case <-time.After(3 * inner):
+	}
+	if ok, err := other.TryLock(ctx); ok || err != nil {
+		t.Fatalf("another owner's TryLock after the inner lease = %v, %v; want false, nil", ok, err)
+	}
+	// Dropping the inner hold leaves the outer one its time too.
+	rwMustUnlock(t, rw)
+	if ttl := client.PTTL(ctx, name).Val(); ttl < outer-2*time.Second {
+		t.Fatalf("PTTL after the inner Unlock: got %v, want about %v", ttl, outer)
+	}
+	select {
+	case <-rw.Write().Done():
+		t.Fatal("Done closed after the inner Unlock; the outer hold has about 9s left")
+	case <-time.After(3 * inner):
+	}
+	if ok, err := other.TryLock(ctx); ok || err != nil {
+		t.Fatalf("another owner's TryLock after the inner Unlock = %v, %v; want false, nil", ok, err)
+	}
+	rwMustUnlock(t, rw)
+	if ok, err := other.TryLock(ctx); !ok || err != nil {
+		t.Fatalf("another owner's TryLock after the outer Unlock = %v, %v; want true, nil", ok, err)
+	}
+	rwMustUnlock(t, other)
+}

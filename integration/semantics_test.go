@@ -658,8 +658,8 @@ func TestSemRedisLayout(t *testing.T) {
 	// A re-entry is an acquisition too.
 	mustLock(t, m)
 	tok2 := m.Token()
-	if c2 := counter(); tok2 != tok1+1 || c2 != tok2 {
-		t.Fatalf("after the re-entry: Token %d, %s = %d; want both %d", tok2, tokenKey, c2, tok1+1)
+	if c2 := counter(); tok2 <= tok1 || c2 != tok2 {
+		t.Fatalf("after the re-entry: Token %d, %s = %d; want both the same, above %d", tok2, tokenKey, c2, tok1)
 	}
 	if fields := semHGetAll(t, client, name); !maps.Equal(fields, map[string]string{m.Owner(): "2"}) {
 		t.Fatalf("HGETALL after the re-entry = %v, want {%s: 2}", fields, m.Owner())

@@ -53,10 +53,12 @@ type Acquire struct {
 	// Kind is the kind of lock; the zero value is KindPlain.
 	Kind Kind
 	// Wait is how long to wait for the lock: 0 makes one attempt, a positive duration waits up to
-	// that long, and WaitForever waits until the lock is obtained. A negative Wait is an error.
+	// that long, and WaitForever waits until the lock is obtained. A negative Wait, or one above
+	// coordinator.MaxDuration (a year) other than WaitForever, is an error.
 	Wait time.Duration
 	// Lease is the lease of the hold: 0 takes a watchdog hold, renewed for as long as it is held; a
-	// positive lease expires unless released first. A negative Lease is an error.
+	// positive lease expires unless released first. A negative Lease, or one above
+	// coordinator.MaxDuration (a year), is an error.
 	Lease time.Duration
 	// Owner is the owner id of the hold. When empty, the sender actor is the owner, and its holds are
 	// released when it stops. An explicit Owner is not tied to the sender: any actor may use it in

@@ -5,7 +5,8 @@
 //
 //   - the reentrant lock N is a HASH at key N, field owner -> hold count, with a PEXPIRE;
 //   - unlock notices are published on redisson_lock__channel:{N} ("0" = unlocked);
-//   - every acquisition INCRs the fencing token counter redisson_lock_token:{N};
+//   - every acquisition issues a fencing token on the counter redisson_lock_token:{N}, which expires
+//     unless it is kept forever as Redisson's RFencedLock keeps it ([Ops.SetTokenExpiry]);
 //   - releases are retry-safe through the latch redisson_unlock_latch:{N}:<request id>.
 //
 // The fair lock adds Redisson's queue LIST and timeout ZSET, and a HASH of its own,

@@ -162,13 +162,13 @@ func (o *Ops) fairAcquire(ctx context.Context, name, owner string, lease, waitWi
 	reply, syncErr := o.runScript(ctx, o.undoFair(name, owner, lease), fairAcquireScript,
 		[]string{LockKey(name), FairQueueKey(name), FairTimeoutKey(name), TokenKey(name), FairHandoffKey(name)},
 		millis(lease), owner, held, millis(waitWindow), queue, register, waitID, alive,
-		UnlockMessage, o.publish, ChannelName(name))
+		UnlockMessage, o.publish, ChannelName(name), o.tokenMillis())
 	vals, err := reply.Int64Slice()
 	if err == nil {
 		err = syncErr
 	}
 	if err != nil {
-		return Acquired{}, fmt.Errorf("lockwarden: fair acquire %q: %w", name, err)
+		return Acquired{}, fmt.Errorf("lockwarden: fair acquire %q: %w", name, typed(err))
 	}
 	if len(vals) == 3 && vals[0] == 1 {
 		return Acquired{OK: true, HoldCount: vals[1], Token: vals[2]}, nil
@@ -252,7 +252,7 @@ func (o *Ops) fairCancel(ctx context.Context, name, owner string, waitWindow tim
 		[]string{LockKey(name), FairQueueKey(name), FairTimeoutKey(name), FairHandoffKey(name)},
 		owner, millis(waitWindow), UnlockMessage, o.publish, ChannelName(name), unclaimed).Int64()
 	if err != nil {
-		return false, fmt.Errorf("lockwarden: fair cancel %q: %w", name, err)
+		return false, fmt.Errorf("lockwarden: fair cancel %q: %w", name, typed(err))
 	}
 	return n == 1, nil
 }
@@ -303,10 +303,10 @@ func (o *Ops) FairRelease(ctx context.Context, name, owner, requestID string, le
 		[]string{LockKey(name), FairQueueKey(name), FairTimeoutKey(name), UnlockLatchKey(name, requestID),
 			TokenKey(name), FairHandoffKey(name)},
 		millis(lease), owner, UnlockMessage, millis(o.latchExpiry), o.publish, ChannelName(name),
-		nextOwner, nextLease, nextWindow, registered, FairGrantPrefix)
+		nextOwner, nextLease, nextWindow, registered, FairGrantPrefix, o.tokenMillis())
 	vals, err := reply.Slice()
 	if err != nil {
-		return Released{}, fmt.Errorf("lockwarden: fair release %q: %w", name, err)
+		return Released{}, fmt.Errorf("lockwarden: fair release %q: %w", name, typed(err))
 	}
 	if len(vals) != 4 {
 		return Released{}, fmt.Errorf("lockwarden: fair release %q: unexpected reply %v", name, vals)
@@ -338,7 +338,7 @@ func (o *Ops) FairForceUnlock(ctx context.Context, name string) (bool, error) {
 		[]string{LockKey(name), FairQueueKey(name), FairTimeoutKey(name), FairHandoffKey(name)},
 		UnlockMessage, o.publish, ChannelName(name)).Int64()
 	if err != nil {
-		return false, fmt.Errorf("lockwarden: fair force unlock %q: %w", name, err)
+		return false, fmt.Errorf("lockwarden: fair force unlock %q: %w", name, typed(err))
 	}
 	return n == 1, nil
 }

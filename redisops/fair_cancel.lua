@@ -16,6 +16,14 @@
 -- the head and the lock is free, or when O's unclaimed handoff was released, the new head is told at
 -- once instead of waiting out its timeout.
 -- Returns 1 when O was queued or an unclaimed handoff was released, 0 otherwise.
+-- A key of another type than the lock keeps there (another lock's key taken as a lock name, or data
+-- of the application) is refused before anything changes: the script touches only its own data.
+for i, want in pairs({[1] = 'hash', [2] = 'list', [3] = 'zset', [4] = 'hash'}) do
+    local got = redis.call('type', KEYS[i]).ok
+    if got ~= 'none' and got ~= want then
+        return redis.error_reply('WRONGTYPE ' .. KEYS[i] .. ' holds a ' .. got .. ', not a ' .. want)
+    end
+end
 local queue = redis.call('lrange', KEYS[2], 0, -1)
 local pos = 0
 for i = 1, #queue do

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -14,6 +15,12 @@ import (
 // ErrNotHeld is returned when the owner does not hold the lock: it never took it, already released it,
 // or its lease ran out. It is the one translation of a script's "not owner" answer.
 var ErrNotHeld = errors.New("lockwarden: lock not held by this owner")
+
+// ErrWrongType is returned when a key of the lock holds another type of data than the lock keeps there:
+// most likely another lock's internal key, taken as a lock name (a lock named
+// "redisson_lock_token:{X}" is X's token counter), or data of the application. The script then changed
+// nothing.
+var ErrWrongType = errors.New("lockwarden: a key of the lock holds data of another type")
 
 // DefaultLatchExpiry is how long a release answer is kept for retries of the same request. It covers
 // go-redis' own retries of a command whose reply was lost, and keeps the number of latch keys small: a
@@ -60,6 +67,9 @@ type Ops struct {
 	client      redis.Scripter
 	publish     string
 	latchExpiry time.Duration
+	// tokenExpiry is how long a fencing-token counter outlives the clock passing its value; 0 keeps
+	// it forever (see [Ops.SetTokenExpiry]).
+	tokenExpiry time.Duration
 	// sync is the replica-sync safeguard, nil when off (see [Ops.SetReplicaSync]).
 	sync *replicaSync
 }
@@ -77,7 +87,8 @@ func New(client redis.Scripter) *Ops {
 // NewFor returns an Ops that runs scripts through client, a client of the deployment d (see
 // [DeploymentOf]): it publishes with SPUBLISH when d is sharded, and with PUBLISH otherwise.
 func NewFor(client redis.Scripter, d Deployment) *Ops {
-	return &Ops{client: client, publish: publishCommand(d), latchExpiry: DefaultLatchExpiry}
+	return &Ops{client: client, publish: publishCommand(d), latchExpiry: DefaultLatchExpiry,
+		tokenExpiry: DefaultTokenExpiry}
 }
 
 // Acquired is the answer of [Ops.Acquire].
@@ -105,13 +116,13 @@ const UnknownHoldCount = -1
 // is given back and the call returns an error matching [ErrNotSynced].
 func (o *Ops) Acquire(ctx context.Context, name, owner string, lease time.Duration, held int64) (Acquired, error) {
 	reply, syncErr := o.runScript(ctx, o.undoPlain(name, owner, lease), acquireScript,
-		[]string{LockKey(name), TokenKey(name)}, millis(lease), owner, held)
+		[]string{LockKey(name), TokenKey(name)}, millis(lease), owner, held, o.tokenMillis())
 	vals, err := reply.Int64Slice()
 	if err == nil {
 		err = syncErr
 	}
 	if err != nil {
-		return Acquired{}, fmt.Errorf("lockwarden: acquire %q: %w", name, err)
+		return Acquired{}, fmt.Errorf("lockwarden: acquire %q: %w", name, typed(err))
 	}
 	if len(vals) == 3 && vals[0] == 1 {
 		return Acquired{OK: true, HoldCount: vals[1], Token: vals[2]}, nil
@@ -177,10 +188,10 @@ func (o *Ops) Release(ctx context.Context, name, owner, requestID string, lease 
 	reply, syncErr := o.runScript(ctx, o.undoHandoff(name, next), releaseScript,
 		[]string{LockKey(name), ChannelName(name), UnlockLatchKey(name, requestID), TokenKey(name)},
 		millis(lease), owner, UnlockMessage, millis(o.latchExpiry), o.publish,
-		nextOwner, nextLease, onlyIfAlone)
+		nextOwner, nextLease, onlyIfAlone, o.tokenMillis())
 	vals, err := reply.Int64Slice()
 	if err != nil {
-		return Released{}, fmt.Errorf("lockwarden: release %q: %w", name, err)
+		return Released{}, fmt.Errorf("lockwarden: release %q: %w", name, typed(err))
 	}
 	if len(vals) != 2 {
 		return Released{}, fmt.Errorf("lockwarden: release %q: unexpected reply %v", name, vals)
@@ -199,7 +210,7 @@ func (o *Ops) Release(ctx context.Context, name, owner, requestID string, lease 
 func (o *Ops) Renew(ctx context.Context, name, owner string, lease time.Duration) error {
 	n, err := renewScript.Run(ctx, o.client, []string{LockKey(name)}, millis(lease), owner).Int64()
 	if err != nil {
-		return fmt.Errorf("lockwarden: renew %q: %w", name, err)
+		return fmt.Errorf("lockwarden: renew %q: %w", name, typed(err))
 	}
 	if n == 0 {
 		return ErrNotHeld
@@ -213,7 +224,7 @@ func (o *Ops) ForceUnlock(ctx context.Context, name string) (bool, error) {
 	n, err := forceUnlockScript.Run(ctx, o.client,
 		[]string{LockKey(name), ChannelName(name)}, UnlockMessage, o.publish).Int64()
 	if err != nil {
-		return false, fmt.Errorf("lockwarden: force unlock %q: %w", name, err)
+		return false, fmt.Errorf("lockwarden: force unlock %q: %w", name, typed(err))
 	}
 	return n == 1, nil
 }
@@ -232,12 +243,28 @@ type Status struct {
 func (o *Ops) Status(ctx context.Context, name, owner string) (Status, error) {
 	vals, err := statusScript.Run(ctx, o.client, []string{LockKey(name)}, owner).Int64Slice()
 	if err != nil {
-		return Status{}, fmt.Errorf("lockwarden: status %q: %w", name, err)
+		return Status{}, fmt.Errorf("lockwarden: status %q: %w", name, typed(err))
 	}
 	if len(vals) != 3 {
 		return Status{}, fmt.Errorf("lockwarden: status %q: unexpected reply %v", name, vals)
 	}
 	return Status{Locked: vals[0] == 1, HoldCount: vals[1], TTL: ttlFromMillis(vals[2])}, nil
+}
+
+// wrongTypeError is a WRONGTYPE error of Redis that also matches [ErrWrongType].
+type wrongTypeError struct{ err error }
+
+func (e wrongTypeError) Error() string   { return e.err.Error() }
+func (e wrongTypeError) Unwrap() []error { return []error{ErrWrongType, e.err} }
+
+// typed makes a WRONGTYPE error of a script (Redis' own, or the one the scripts answer when they find a
+// key of another type before they change anything) match [ErrWrongType]; other errors pass unchanged.
+func typed(err error) error {
+	var rerr redis.Error
+	if errors.As(err, &rerr) && strings.HasPrefix(rerr.Error(), "WRONGTYPE") {
+		return wrongTypeError{err}
+	}
+	return err
 }
 
 // ttlFromMillis keeps Redis' negative PTTL codes (-1, -2) as they are, so callers can tell "no expiry"

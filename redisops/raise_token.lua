@@ -1,13 +1,32 @@
 -- raise_token.lua: raise the fencing-token counter of the lock N to at least a floor (RedLock).
 -- KEYS[1]  the token counter redisson_lock_token:{N}
 -- ARGV[1]  the floor
+-- ARGV[2]  token expiry in milliseconds, or 0 when the counter is kept forever (see acquire.lua)
 -- A RedLock holder raises the counters of the nodes it took to the highest token it got there, so
 -- that the next holder, whose majority shares a node with this one's, gets a higher token.
 -- Returns the counter's value afterwards.
+-- A key of another type than the lock keeps there (another lock's key taken as a lock name, or data
+-- of the application) is refused before anything changes: the script touches only its own data.
+for i, want in pairs({[1] = 'string'}) do
+    local got = redis.call('type', KEYS[i]).ok
+    if got ~= 'none' and got ~= want then
+        return redis.error_reply('WRONGTYPE ' .. KEYS[i] .. ' holds a ' .. got .. ', not a ' .. want)
+    end
+end
 local floor = tonumber(ARGV[1])
+local expiry = tonumber(ARGV[2])
 local current = tonumber(redis.call('get', KEYS[1]) or '0')
-if current < floor then
-    redis.call('set', KEYS[1], floor)
+if current >= floor then
+    return current
+end
+if expiry == 0 then
+    redis.call('set', KEYS[1], string.format('%d', floor))
     return floor
 end
-return current
+-- A floor from another node may be ahead of this server's clock: the counter keeps it until this clock
+-- has passed it by the expiry, as a token issued here would be kept.
+local t = redis.call('time')
+local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+local keep = expiry + math.max(math.ceil((floor - now) / 1000), 0)
+redis.call('set', KEYS[1], string.format('%d', floor), 'px', string.format('%d', keep))
+return floor

@@ -152,7 +152,7 @@ func readAcquireCall(name, owner string, lease time.Duration, held int64) call {
 func readAcquireReply(name string, cmd *redis.Cmd) (Acquired, error) {
 	vals, err := cmd.Int64Slice()
 	if err != nil {
-		return Acquired{}, fmt.Errorf("lockwarden: read acquire %q: %w", name, err)
+		return Acquired{}, fmt.Errorf("lockwarden: read acquire %q: %w", name, typed(err))
 	}
 	if len(vals) == 2 && vals[0] == 1 {
 		return Acquired{OK: true, HoldCount: vals[1]}, nil
@@ -165,8 +165,9 @@ func readAcquireReply(name string, cmd *redis.Cmd) (Acquired, error) {
 
 // WriteAcquire takes or re-enters the write lock of the read-write lock name for owner with the given
 // lease, and issues a fencing token (re-entry included). It is allowed when the lock is free, or when
-// owner is the writer. The expiry is set to lease, or only raised to it when owner also holds downgraded
-// read holds. When other owners hold the lock, the answer carries its remaining TTL. When owner holds
+// owner is the writer. A first hold sets the expiry to lease; a re-entry adds lease to the expiry left,
+// as Redisson's write lock does, so that a re-entry with a shorter lease never cuts the outer hold (nor
+// owner's downgraded read holds) short. When other owners hold the lock, the answer carries its remaining TTL. When owner holds
 // read holds and is not the writer it returns [ErrUpgrade] and changes nothing.
 //
 // held is owner's write hold count before this call as far as the caller knows, or [UnknownHoldCount];
@@ -192,13 +193,13 @@ func (o *Ops) WriteAcquire(ctx context.Context, name, owner string, lease time.D
 	}
 	reply, syncErr := o.runScript(ctx, o.undoWrite(name, owner, lease), rwWriteAcquireScript,
 		[]string{LockKey(name), TokenKey(name), WriteIntentKey(name)},
-		millis(lease), owner, WriteField(owner), held, intentMillis)
+		millis(lease), owner, WriteField(owner), held, intentMillis, o.tokenMillis())
 	vals, err := reply.Int64Slice()
 	if err == nil {
 		err = syncErr
 	}
 	if err != nil {
-		return Acquired{}, fmt.Errorf("lockwarden: write acquire %q: %w", name, err)
+		return Acquired{}, fmt.Errorf("lockwarden: write acquire %q: %w", name, typed(err))
 	}
 	switch {
 	case len(vals) == 3 && vals[0] == 1:
@@ -217,7 +218,7 @@ func (o *Ops) WriteAcquire(ctx context.Context, name, owner string, lease time.D
 func (o *Ops) ClearWriteIntent(ctx context.Context, name, owner string) (bool, error) {
 	n, err := rwClearIntentScript.Run(ctx, o.client, []string{WriteIntentKey(name)}, owner).Int64()
 	if err != nil {
-		return false, fmt.Errorf("lockwarden: clear write intent %q: %w", name, err)
+		return false, fmt.Errorf("lockwarden: clear write intent %q: %w", name, typed(err))
 	}
 	return n == 1, nil
 }
@@ -256,7 +257,7 @@ func (o *Ops) readReleaseCall(name, owner, requestID string) call {
 func readReleaseReply(name string, cmd *redis.Cmd) (Released, error) {
 	n, err := cmd.Int64()
 	if err != nil {
-		return Released{}, fmt.Errorf("lockwarden: read release %q: %w", name, err)
+		return Released{}, fmt.Errorf("lockwarden: read release %q: %w", name, typed(err))
 	}
 	if n < 0 {
 		return Released{}, ErrNotHeld
@@ -265,7 +266,7 @@ func readReleaseReply(name string, cmd *redis.Cmd) (Released, error) {
 }
 
 // WriteRelease drops one write hold of owner on the read-write lock name. While write holds remain, the
-// expiry is reset to lease (only raised to it when owner also holds read holds). At the last write hold,
+// expiry is raised to lease if it is shorter, never cut: the holds left keep their time. At the last write hold,
 // if owner still holds read holds (a downgrade) the lock switches to read mode with the expiry of its
 // longest read hold; otherwise the lock is deleted. Either way [ReadUnlockMessage] is published on
 // [RWChannelName], which wakes every waiter: after a downgrade, waiting readers may share the lock
@@ -278,7 +279,7 @@ func (o *Ops) WriteRelease(ctx context.Context, name, owner, requestID string, l
 		[]string{LockKey(name), RWChannelName(name), UnlockLatchKey(name, requestID), readTimeoutPrefix(name, owner)},
 		millis(lease), owner, WriteField(owner), ReadUnlockMessage, millis(o.latchExpiry), o.publish).Int64()
 	if err != nil {
-		return Released{}, fmt.Errorf("lockwarden: write release %q: %w", name, err)
+		return Released{}, fmt.Errorf("lockwarden: write release %q: %w", name, typed(err))
 	}
 	if n < 0 {
 		return Released{}, ErrNotHeld
@@ -293,7 +294,7 @@ func (o *Ops) ReadRenew(ctx context.Context, name, owner string, lease time.Dura
 	n, err := rwReadRenewScript.Run(ctx, o.client,
 		[]string{LockKey(name), readTimeoutPrefix(name, owner)}, millis(lease), owner).Int64()
 	if err != nil {
-		return fmt.Errorf("lockwarden: read renew %q: %w", name, err)
+		return fmt.Errorf("lockwarden: read renew %q: %w", name, typed(err))
 	}
 	if n == 0 {
 		return ErrNotHeld
@@ -308,7 +309,7 @@ func (o *Ops) WriteRenew(ctx context.Context, name, owner string, lease time.Dur
 	n, err := rwWriteRenewScript.Run(ctx, o.client,
 		[]string{LockKey(name)}, millis(lease), WriteField(owner)).Int64()
 	if err != nil {
-		return fmt.Errorf("lockwarden: write renew %q: %w", name, err)
+		return fmt.Errorf("lockwarden: write renew %q: %w", name, typed(err))
 	}
 	if n == 0 {
 		return ErrNotHeld
@@ -336,7 +337,7 @@ func (o *Ops) rwForceUnlock(ctx context.Context, name, mode, message string) (bo
 	n, err := rwForceUnlockScript.Run(ctx, o.client,
 		[]string{LockKey(name), RWChannelName(name)}, mode, message, o.publish, allReadersPrefix(name)).Int64()
 	if err != nil {
-		return false, fmt.Errorf("lockwarden: force unlock %s %q: %w", mode, name, err)
+		return false, fmt.Errorf("lockwarden: force unlock %s %q: %w", mode, name, typed(err))
 	}
 	return n == 1, nil
 }
@@ -361,7 +362,7 @@ func (o *Ops) RWStatus(ctx context.Context, name, owner string) (RWStatus, error
 	vals, err := rwStatusScript.Run(ctx, o.client,
 		[]string{LockKey(name), WriteIntentKey(name)}, owner, WriteField(owner)).Slice()
 	if err != nil {
-		return RWStatus{}, fmt.Errorf("lockwarden: rw status %q: %w", name, err)
+		return RWStatus{}, fmt.Errorf("lockwarden: rw status %q: %w", name, typed(err))
 	}
 	if len(vals) == 5 {
 		mode, ok0 := vals[0].(string)

@@ -11,6 +11,14 @@
 --          in the lock's Redis Cluster slot. They are deleted with the hash (for the writer's field
 --          W:write there are none, and deleting absent keys is harmless).
 -- Returns 1 when the lock was deleted, 0 when it was free or in the other mode.
+-- A key of another type than the lock keeps there (another lock's key taken as a lock name, or data
+-- of the application) is refused before anything changes: the script touches only its own data.
+for i, want in pairs({[1] = 'hash'}) do
+    local got = redis.call('type', KEYS[i]).ok
+    if got ~= 'none' and got ~= want then
+        return redis.error_reply('WRONGTYPE ' .. KEYS[i] .. ' holds a ' .. got .. ', not a ' .. want)
+    end
+end
 if redis.call('hget', KEYS[1], 'mode') ~= ARGV[1] then
     return 0
 end
@@ -19,7 +27,11 @@ for i = 1, #fields, 2 do
     local field, count = fields[i], tonumber(fields[i + 1])
     if field ~= 'mode' and count then
         for k = 1, count do
-            redis.call('del', ARGV[4] .. field .. ':rwlock_timeout:' .. k)
+            -- Only a hold's string: a lock may be named like the key.
+            local key = ARGV[4] .. field .. ':rwlock_timeout:' .. k
+            if redis.call('type', key).ok == 'string' then
+                redis.call('del', key)
+            end
         end
     end
 end

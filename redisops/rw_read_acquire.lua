@@ -19,6 +19,14 @@
 -- Returns {1, O's read count} when O now holds a read hold (reads get no fencing token),
 -- {0, pttl} when another owner holds the write lock (pttl is -1 when the key has no expiry),
 -- or {0, intent pttl} (at least 1) when a waiting writer's intent keeps O out.
+-- A key of another type than the lock keeps there (another lock's key taken as a lock name, or data
+-- of the application) is refused before anything changes: the script touches only its own data.
+for i, want in pairs({[1] = 'hash', [3] = 'string'}) do
+    local got = redis.call('type', KEYS[i]).ok
+    if got ~= 'none' and got ~= want then
+        return redis.error_reply('WRONGTYPE ' .. KEYS[i] .. ' holds a ' .. got .. ', not a ' .. want)
+    end
+end
 local lease = tonumber(ARGV[1])
 local expected = tonumber(ARGV[4])
 local state = redis.call('hmget', KEYS[1], 'mode', ARGV[2], ARGV[3])
@@ -37,6 +45,12 @@ if not current and not writer then
     if intent and intent ~= ARGV[2] then
         return {0, math.max(redis.call('pttl', KEYS[3]), 1)}
     end
+end
+-- The hold's own key must be free for a string (a lock may be named like it).
+local holdKey = KEYS[2] .. ':' .. ((current or 0) + 1)
+local holdType = redis.call('type', holdKey).ok
+if holdType ~= 'none' and holdType ~= 'string' then
+    return redis.error_reply('WRONGTYPE ' .. holdKey .. ' holds a ' .. holdType .. ', not a string')
 end
 if not mode then
     redis.call('hset', KEYS[1], 'mode', 'read')

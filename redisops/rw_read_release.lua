@@ -33,6 +33,14 @@
 -- the lock is then freed late, never early.
 -- Returns O's read count left (0 = O holds no read hold any more), or -1 when O holds no read hold.
 -- A retried call with the same request id returns the stored answer instead of releasing twice.
+-- A key of another type than the lock keeps there (another lock's key taken as a lock name, or data
+-- of the application) is refused before anything changes: the script touches only its own data.
+for i, want in pairs({[1] = 'hash', [3] = 'string'}) do
+    local got = redis.call('type', KEYS[i]).ok
+    if got ~= 'none' and got ~= want then
+        return redis.error_reply('WRONGTYPE ' .. KEYS[i] .. ' holds a ' .. got .. ', not a ' .. want)
+    end
+end
 local latched = redis.call('get', KEYS[3])
 if latched then
     return tonumber(string.sub(latched, 1, string.find(latched, ':', 1, true) - 1))
@@ -43,6 +51,11 @@ if not mode or not held then
     return -1
 end
 held = tonumber(held)
+-- The hold's own key is deleted below: it must be a string (a lock may be named like it).
+local holdType = redis.call('type', KEYS[4] .. ':' .. held).ok
+if holdType ~= 'none' and holdType ~= 'string' then
+    return redis.error_reply('WRONGTYPE ' .. KEYS[4] .. ':' .. held .. ' holds a ' .. holdType .. ', not a string')
+end
 local remaining = held - 1
 if remaining > 0 then
     redis.call('hincrby', KEYS[1], ARGV[1], -1)

@@ -11,7 +11,7 @@ if not count then
     return 0
 end
 for k = 1, count do
-    if redis.call('exists', KEYS[2] .. ':' .. k) == 0 then
+    if redis.call('type', KEYS[2] .. ':' .. k).ok ~= 'string' then
         return 0
     end
 end

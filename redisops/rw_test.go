@@ -379,17 +379,18 @@ func TestWriteReentryAndTokens(t *testing.T) {
 	checkHash(t, c, redisops.LockKey(name), map[string]string{"mode": "write", "W:write": "1"})
 	checkPTTL(t, c, redisops.LockKey(name), lease)
 
-	// Re-entry bumps the count, issues a new token and resets the lease.
+	// Re-entry bumps the count, issues a new token and adds its lease to the time left (Redisson's
+	// pttl + lease), so a shorter inner lease never cuts the outer hold.
 	got = mustWrite(t, ops, name, "W", longLease)
 	if want := (redisops.Acquired{OK: true, HoldCount: 2, Token: 2}); got != want {
 		t.Errorf("re-entrant WriteAcquire: got %+v, want %+v", got, want)
 	}
-	checkPTTL(t, c, redisops.LockKey(name), longLease)
-	got = mustWrite(t, ops, name, "W", lease)
+	checkPTTL(t, c, redisops.LockKey(name), lease+longLease)
+	got = mustWrite(t, ops, name, "W", shortLease)
 	if want := (redisops.Acquired{OK: true, HoldCount: 3, Token: 3}); got != want {
 		t.Errorf("re-entrant WriteAcquire: got %+v, want %+v", got, want)
 	}
-	checkPTTL(t, c, redisops.LockKey(name), lease)
+	checkPTTL(t, c, redisops.LockKey(name), lease+longLease+shortLease)
 
 	// Reads by the writer answer token 0 and leave the counter alone.
 	if got := mustRead(t, ops, name, "W", longLease); got != (redisops.Acquired{OK: true, HoldCount: 1}) {
@@ -397,12 +398,12 @@ func TestWriteReentryAndTokens(t *testing.T) {
 	}
 	checkToken(t, c, name, 3)
 
-	// With downgraded read holds, a shorter write lease does not cut the expiry below them.
+	// With downgraded read holds, a shorter write lease does not cut the expiry below them either.
 	got = mustWrite(t, ops, name, "W", shortLease)
 	if want := (redisops.Acquired{OK: true, HoldCount: 4, Token: 4}); got != want {
 		t.Errorf("re-entrant WriteAcquire with read holds: got %+v, want %+v", got, want)
 	}
-	checkPTTL(t, c, redisops.LockKey(name), longLease)
+	checkPTTL(t, c, redisops.LockKey(name), lease+longLease+2*shortLease)
 	checkHash(t, c, redisops.LockKey(name), map[string]string{"mode": "write", "W:write": "4", "W": "1"})
 	checkToken(t, c, name, 4)
 }
@@ -686,9 +687,10 @@ func TestWriteRelease(t *testing.T) {
 		mustWrite(t, ops, name, "W", longLease)
 		mustWrite(t, ops, name, "W", longLease)
 
+		// The hold left keeps its time: the release's shorter lease does not cut it.
 		mustWriteRelease(t, ops, name, "W", "r1", 1)
 		checkHash(t, c, redisops.LockKey(name), map[string]string{"mode": "write", "W:write": "1"})
-		checkPTTL(t, c, redisops.LockKey(name), lease)
+		checkPTTL(t, c, redisops.LockKey(name), 2*longLease)
 		expectNoMessage(t, c, ps, channel)
 
 		mustWriteRelease(t, ops, name, "W", "r2", 0)
@@ -1131,8 +1133,9 @@ func TestRWStatus(t *testing.T) {
 		{"read, other reader", readLocked, "B", "read", 1, 0, lease},
 		{"read, non-holder", readLocked, "C", "read", 0, 0, lease},
 		{"read, empty owner", readLocked, "", "read", 0, 0, lease},
-		{"write, writer", writeLocked, "W", "write", 1, 2, lease},
-		{"write, other owner", writeLocked, "B", "write", 0, 0, lease},
+		// The write re-entry added its lease to the time left.
+		{"write, writer", writeLocked, "W", "write", 1, 2, 2 * lease},
+		{"write, other owner", writeLocked, "B", "write", 0, 0, 2 * lease},
 		{"no expiry", noExpiry, "A", "read", 1, 0, -1},
 	}
 	for _, tt := range tests {

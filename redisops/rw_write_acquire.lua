@@ -11,7 +11,10 @@
 --          When O's count is already above it, this call is a retry of one whose reply was lost:
 --          it answers without taking a second hold.
 -- ARGV[5]  write intent expiry in milliseconds, or 0 to leave no intent
--- Allowed when mode is absent, or when mode is write and O is the writer (re-entry). An owner that
+-- ARGV[6]  token expiry in milliseconds, or 0 to keep the counter forever (see issueToken below)
+-- Allowed when mode is absent, or when mode is write and O is the writer (re-entry). A first hold sets
+-- the expiry to the lease; a re-entry adds the lease to the expiry left (Redisson: pttl + lease), so the
+-- outer hold keeps the time it had. An owner that
 -- holds read holds and is not the writer is refused without any change: it would wait for itself.
 -- When O is refused because other owners hold the lock in read mode and ARGV[5] > 0, the intent is set
 -- to O with that expiry, or its expiry refreshed when it already holds O; an intent of another owner is
@@ -21,6 +24,32 @@
 -- Returns {1, O's write count, token} when O now holds the write lock,
 -- {0, pttl} when other owners hold the lock (pttl is -1 when the key has no expiry),
 -- or {-1} when O holds read holds and is not the writer (an upgrade).
+-- A key of another type than the lock keeps there (another lock's key taken as a lock name, or data
+-- of the application) is refused before anything changes: the script touches only its own data.
+for i, want in pairs({[1] = 'hash', [2] = 'string', [3] = 'string'}) do
+    local got = redis.call('type', KEYS[i]).ok
+    if got ~= 'none' and got ~= want then
+        return redis.error_reply('WRONGTYPE ' .. KEYS[i] .. ' holds a ' .. got .. ', not a ' .. want)
+    end
+end
+-- Issues a fencing token on the counter KEYS[2] (see token.go). With a token expiry of 0 the counter is
+-- INCRed and kept forever (Redisson's RFencedLock). Otherwise the token is the larger of the counter
+-- plus one and the server's clock in microseconds, and the counter keeps it until the clock has passed
+-- it by the expiry, so that a name leaves no key behind, and a token issued after the counter expired
+-- (from the clock) is still above every earlier one.
+local function issueToken(expiry)
+    if expiry == 0 then
+        local token = redis.call('incr', KEYS[2])
+        redis.call('persist', KEYS[2])
+        return token
+    end
+    local t = redis.call('time')
+    local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+    local token = math.max(tonumber(redis.call('get', KEYS[2]) or '0') + 1, now)
+    local keep = expiry + math.ceil((token - now) / 1000)
+    redis.call('set', KEYS[2], string.format('%d', token), 'px', string.format('%d', keep))
+    return token
+end
 local expected = tonumber(ARGV[4])
 local state = redis.call('hmget', KEYS[1], 'mode', ARGV[3], ARGV[2])
 local mode, current, reads = state[1], state[2], state[3]
@@ -52,17 +81,18 @@ elseif mode then
 end
 local count = 1
 if current then
+    -- A re-entry adds its lease to the time left, as Redisson's write lock does: a shorter inner lease
+    -- must not cut the outer hold (nor O's downgraded read holds) short.
     count = redis.call('hincrby', KEYS[1], ARGV[3], 1)
-else
-    redis.call('hset', KEYS[1], 'mode', 'write', ARGV[3], 1)
-end
-if reads then
-    -- O's own downgraded read holds: keep the expiry at least as long as they need.
-    if redis.call('pttl', KEYS[1]) < tonumber(ARGV[1]) then
+    local left = redis.call('pttl', KEYS[1])
+    if left > 0 then
+        redis.call('pexpire', KEYS[1], left + tonumber(ARGV[1]))
+    elseif left ~= -1 then
         redis.call('pexpire', KEYS[1], ARGV[1])
     end
 else
+    redis.call('hset', KEYS[1], 'mode', 'write', ARGV[3], 1)
     redis.call('pexpire', KEYS[1], ARGV[1])
 end
 clearIntent()
-return {1, count, redis.call('incr', KEYS[2])}
+return {1, count, issueToken(tonumber(ARGV[6]))}

@@ -9,14 +9,22 @@
 -- ARGV[4]  message published when the lock becomes free ("1": wakes every waiter)
 -- ARGV[5]  latch expiry in milliseconds
 -- ARGV[6]  publish command ("publish", or "spublish" for sharded pub/sub)
--- While write holds remain, the expiry is reset to the lease (raised to it only, when O also holds
--- downgraded read holds). At the last write hold: when O holds read holds (a downgrade) the mode
+-- While write holds remain, the expiry is raised to the lease if it is shorter, never cut: the holds
+-- left keep the time they have (a re-entry added its lease to it, see rw_write_acquire.lua). At the last write hold: when O holds read holds (a downgrade) the mode
 -- becomes read and the hash's expiry the longest of O's timeout keys, and the message is published
 -- too, because waiting readers may now share the lock (Redisson publishes nothing there, and its
 -- readers wait for their retry timer); otherwise (or when those read holds have all run out) the hash
 -- is deleted and the message published.
 -- Returns O's write count left (0 = released), or -1 when O is not the writer.
 -- A retried call with the same request id returns the stored answer instead of releasing twice.
+-- A key of another type than the lock keeps there (another lock's key taken as a lock name, or data
+-- of the application) is refused before anything changes: the script touches only its own data.
+for i, want in pairs({[1] = 'hash', [3] = 'string'}) do
+    local got = redis.call('type', KEYS[i]).ok
+    if got ~= 'none' and got ~= want then
+        return redis.error_reply('WRONGTYPE ' .. KEYS[i] .. ' holds a ' .. got .. ', not a ' .. want)
+    end
+end
 local latched = redis.call('get', KEYS[3])
 if latched then
     return tonumber(string.sub(latched, 1, string.find(latched, ':', 1, true) - 1))
@@ -29,7 +37,9 @@ end
 local remaining = tonumber(held) - 1
 if remaining > 0 then
     redis.call('hincrby', KEYS[1], ARGV[3], -1)
-    if not reads or redis.call('pttl', KEYS[1]) < tonumber(ARGV[1]) then
+    -- Raised only: the holds left (an outer hold with a longer lease, downgraded read holds) keep
+    -- the time they have.
+    if redis.call('pttl', KEYS[1]) < tonumber(ARGV[1]) then
         redis.call('pexpire', KEYS[1], ARGV[1])
     end
 else

@@ -4,6 +4,7 @@ import (
 	"context"
 	_ "embed"
 	"fmt"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 )
@@ -15,12 +16,47 @@ var (
 	raiseTokenScript = redis.NewScript(raiseTokenSource)
 )
 
+// DefaultTokenExpiry is how long a fencing-token counter is kept past the moment the server's clock
+// reaches its value, by default: as long as the unlock latch ([DefaultLatchExpiry]), so that a name that
+// was locked and released leaves no key behind once its latch has expired.
+const DefaultTokenExpiry = DefaultLatchExpiry
+
+// SetTokenExpiry sets how fencing tokens are issued on the counter [TokenKey] of every lock. It is not
+// safe to call while o is in use; call it right after [New].
+//
+// With d > 0 (the default, [DefaultTokenExpiry]), a token is the larger of the counter plus one and the
+// Redis server's clock in microseconds (TIME), and the counter keeps that value until the clock has
+// passed it by d, then expires. A name that is no longer locked so leaves no key behind, and tokens
+// still strictly increase per name across acquisitions: the counter runs ahead of the clock only by
+// the few tokens issued within one microsecond (or a RedLock floor, [Ops.RaiseToken]), and lives until
+// the clock has passed it, so a token issued after it expired, taken from the clock, is above every
+// earlier one. This holds as long as the Redis server's clock does not step back by more than d (a
+// clock that steps back further, or a failover to a replica whose clock is behind by more, can issue a
+// token below an earlier one). Tokens are large numbers (about 1.7e15).
+//
+// With d = 0 the counter is INCRed and kept forever, as Redisson's RFencedLock does: tokens are small
+// and sequential (1, 2, 3, ...), and Redisson clients that use RFencedLock on the same names share them,
+// at the cost of one key per name ever locked. All clients of one name must use the same mode: a
+// counter that expires under an INCRing client starts again from 1. A negative d counts as 0.
+func (o *Ops) SetTokenExpiry(d time.Duration) {
+	o.tokenExpiry = max(d, 0)
+}
+
+// tokenMillis is the token expiry the scripts take: whole milliseconds, 0 for a persistent counter.
+func (o *Ops) tokenMillis() int64 {
+	if o.tokenExpiry <= 0 {
+		return 0
+	}
+	return millis(o.tokenExpiry)
+}
+
 // RaiseToken makes the fencing-token counter of the lock name at least floor, and returns its value
-// afterwards. It never lowers the counter.
+// afterwards. It never lowers the counter. A counter that expires ([Ops.SetTokenExpiry]) keeps a floor
+// ahead of this server's clock (from another node) until the clock has passed it by the expiry.
 func (o *Ops) RaiseToken(ctx context.Context, name string, floor int64) (int64, error) {
-	n, err := raiseTokenScript.Run(ctx, o.client, []string{TokenKey(name)}, floor).Int64()
+	n, err := raiseTokenScript.Run(ctx, o.client, []string{TokenKey(name)}, floor, o.tokenMillis()).Int64()
 	if err != nil {
-		return 0, fmt.Errorf("lockwarden: raise token %q: %w", name, err)
+		return 0, fmt.Errorf("lockwarden: raise token %q: %w", name, typed(err))
 	}
 	return n, nil
 }

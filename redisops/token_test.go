@@ -1,7 +1,11 @@
 package redisops_test
 
 import (
+	"fmt"
 	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
 
 	"github.com/lockwarden/lockwarden/redisops"
 )
@@ -30,5 +34,142 @@ func TestRaiseToken(t *testing.T) {
 	}
 	if v, err := c.Get(t.Context(), key).Int64(); err != nil || v != 9 {
 		t.Errorf("GET %s = %d, %v; want 9", key, v, err)
+	}
+}
+
+// TestExpiringTokensIncrease: with the default, expiring counter, every path that issues a token
+// (acquire, re-entry, local handoff, fair acquire, fair handoff to a registered waiter, write acquire)
+// issues one above every earlier token of the name, the counter always has an expiry, and a token
+// issued after the counter expired is still above them all.
+func TestExpiringTokensIncrease(t *testing.T) {
+	t.Parallel()
+	ops, c := setupExpiringTokens(t)
+	ops.SetTokenExpiry(300 * time.Millisecond)
+	ctx := t.Context()
+	name := t.Name()
+	key := redisops.TokenKey(name)
+	var last int64
+	check := func(what string, token int64) {
+		t.Helper()
+		if token <= last {
+			t.Fatalf("%s: token %d, want above %d", what, token, last)
+		}
+		last = token
+		ttl, err := c.PTTL(ctx, key).Result()
+		if err != nil || ttl <= 0 || ttl > time.Second {
+			t.Fatalf("%s: PTTL of the counter = %v, %v; want an expiry of about 300ms", what, ttl, err)
+		}
+	}
+	for round := range 2 {
+		check("acquire", mustAcquire(t, ops, name, "A", lease).Token)
+		check("re-entry", mustAcquire(t, ops, name, "A", lease).Token)
+		if _, err := ops.Release(ctx, name, "A", fmt.Sprint("r1-", round), lease, nil); err != nil {
+			t.Fatal(err)
+		}
+		rel, err := ops.Release(ctx, name, "A", fmt.Sprint("r2-", round), lease, &redisops.Handoff{Owner: "B", Lease: lease})
+		if err != nil || !rel.HandedOff {
+			t.Fatalf("Release with handoff = %+v, %v", rel, err)
+		}
+		check("handoff", rel.Token)
+		if _, err := ops.Release(ctx, name, "B", fmt.Sprint("r3-", round), lease, nil); err != nil {
+			t.Fatal(err)
+		}
+		got, err := ops.WriteAcquire(ctx, name, "W", lease, 0, 0)
+		if err != nil || !got.OK {
+			t.Fatalf("WriteAcquire = %+v, %v", got, err)
+		}
+		check("write acquire", got.Token)
+		if _, err := ops.WriteRelease(ctx, name, "W", fmt.Sprint("r4-", round), lease); err != nil {
+			t.Fatal(err)
+		}
+		got, err = ops.FairAcquire(ctx, name, "F", lease, lease, 0, true)
+		if err != nil || !got.OK {
+			t.Fatalf("FairAcquire = %+v, %v", got, err)
+		}
+		check("fair acquire", got.Token)
+		ps := subscribe(t, c, redisops.FairChannelName(name, "G"))
+		if got, err := ops.FairWait(ctx, name, "G", lease, 2*lease, 0, "w1"); err != nil || got.OK {
+			t.Fatalf("FairWait = %+v, %v; want queued", got, err)
+		}
+		rel, err = ops.FairRelease(ctx, name, "F", fmt.Sprint("r5-", round), lease, nil)
+		if err != nil || !rel.Registered {
+			t.Fatalf("FairRelease = %+v, %v; want a handoff to the registered waiter", rel, err)
+		}
+		check("fair handoff", rel.Token)
+		// The grant notice carries the token in digits, as ParseFairGrant reads it.
+		if token, waitID, ok := redisops.ParseFairGrant(nextMessage(t, ps)); !ok || token != rel.Token || waitID != "w1" {
+			t.Fatalf("grant notice = %d, %q, %v; want %d, w1", token, waitID, ok, rel.Token)
+		}
+		if _, err := ops.FairRelease(ctx, name, "G", fmt.Sprint("r6-", round), lease, nil); err != nil {
+			t.Fatal(err)
+		}
+		// The counter expires; the next round's tokens, taken from the clock, are still higher.
+		waitGone(t, c, key, 5*time.Second)
+	}
+}
+
+// waitGone waits until key no longer exists, polling, and fails the test after within.
+func waitGone(t *testing.T, c *redis.Client, key string, within time.Duration) {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for c.Exists(t.Context(), key).Val() != 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s still exists after %v", key, within)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// TestRaiseTokenExpiring: a RedLock floor ahead of this server's clock (another node's) is kept until
+// the clock has passed it, so the next token is above it even after the counter's usual expiry.
+func TestRaiseTokenExpiring(t *testing.T) {
+	t.Parallel()
+	ops, c := setupExpiringTokens(t)
+	ops.SetTokenExpiry(200 * time.Millisecond)
+	ctx := t.Context()
+	name := t.Name()
+	floor := time.Now().Add(2 * time.Second).UnixMicro() // a node whose clock is 2 s ahead
+	if got, err := ops.RaiseToken(ctx, name, floor); err != nil || got != floor {
+		t.Fatalf("RaiseToken(%d) = %d, %v", floor, got, err)
+	}
+	if ttl := c.PTTL(ctx, redisops.TokenKey(name)).Val(); ttl < time.Second || ttl > 3*time.Second {
+		t.Fatalf("PTTL of a counter raised 2s ahead of the clock = %v, want about 2.2s", ttl)
+	}
+	if got := mustAcquire(t, ops, name, "A", lease); got.Token <= floor {
+		t.Fatalf("token after the raise: got %d, want above %d", got.Token, floor)
+	}
+	// A lower floor changes nothing.
+	if got, err := ops.RaiseToken(ctx, name, 5); err != nil || got <= floor {
+		t.Fatalf("RaiseToken(5) = %d, %v; want the counter, above %d", got, err, floor)
+	}
+}
+
+// TestNamesLeaveNoTokenKeys: with expiring counters, 1,000 names locked and released leave no token
+// counter behind once the expiry has passed (the unlock latches expire on their own clock).
+func TestNamesLeaveNoTokenKeys(t *testing.T) {
+	t.Parallel()
+	ops, c := setupExpiringTokens(t)
+	ops.SetTokenExpiry(300 * time.Millisecond)
+	ctx := t.Context()
+	for i := range 1000 {
+		name := fmt.Sprintf("%s:%d", t.Name(), i)
+		mustAcquire(t, ops, name, "A", lease)
+		if _, err := ops.Release(ctx, name, "A", "r", lease, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		keys, err := c.Keys(ctx, redisops.TokenKey(t.Name()+":*")).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(keys) == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d token counters left, e.g. %s", len(keys), keys[0])
+		}
+		time.Sleep(50 * time.Millisecond)
 	}
 }
