@@ -92,13 +92,16 @@ type Acquire struct {
 
 	// queued is set once the command waited in the actor's queue; attempts counts its Redis attempts;
 	// resynced is set once an attempt was retried because the master's replicas changed; lastSent is
-	// when its latest attempt was sent; waitID names a fair waiter's wait in its handoff registration
+	// when its latest attempt that Redis answered with a refusal was sent; waitID names a fair waiter's wait in its handoff registration
 	// and in the grant notice.
 	queued   bool
 	attempts int
 	resynced bool
 	lastSent time.Time
 	waitID   string
+	// watermark is the highest Acquired.Watermark of a fair waiter's refused attempts: a grant notice
+	// whose token is not above it is older than an attempt that did not find the lock granted to it.
+	watermark int64
 }
 
 // Release drops one hold of the lock Name by Owner.

@@ -520,7 +520,6 @@ func (a *lockActor) attempt(m *Acquire) (bool, time.Duration, error) {
 		m.waitID = a.env.NewRequestID()
 	}
 	sent := time.Now()
-	m.lastSent = sent
 	// An answer that comes after the lease is worthless (see lateGrant): bound the call by it (go-redis
 	// honours the deadline when the client has ContextTimeoutEnabled).
 	ctx, cancel := context.WithTimeout(a.redisContext(), m.Lease)
@@ -602,6 +601,9 @@ func (a *lockActor) settleAttempt(m *Acquire, sent time.Time, res redisops.Acqui
 	a.backoff.Reset()
 	a.noteRedisError(m, nil)
 	if !res.OK {
+		// A fair grant notice whose token is above the watermark was sent after this call ran, so
+		// after it was sent: its hold's lease started no earlier than sent (see onFairGrant).
+		m.watermark, m.lastSent = max(m.watermark, res.Watermark), sent
 		if _, had := a.holds[k]; had {
 			// A re-entry found the lock taken by someone else: our hold was lost.
 			a.lose(k, "taken by another owner")
@@ -1218,6 +1220,13 @@ func (a *lockActor) onFairGrant(channel string, token int64, waitID string) {
 		return
 	}
 	w := a.queue[i]
+	if token <= w.watermark {
+		// The grant is older than an attempt of w's that was refused: the hold it gave has lapsed
+		// (and the lock may have had other owners since), or w got it by an attempt and gave it back.
+		// A notice held up on its way (a stalled connection, a busy actor) must not grant it again.
+		a.tryWaiter(func(x *Acquire) bool { return x == w })
+		return
+	}
 	if len(a.holds) > 0 && !a.holdsGone() {
 		// The lock was free in Redis for the grant, so no other local hold can be left there.
 		a.log().Warn("a fair grant notice while local holds remain in Redis; ignored", "owner", w.Owner)
@@ -1236,9 +1245,10 @@ func (a *lockActor) onFairGrant(channel string, token int64, waitID string) {
 		return
 	}
 	if time.Until(w.lastSent.Add(w.Lease)) < w.Lease/2 {
-		// The grant came after w's latest attempt was sent, which bounds the lease's start from below;
-		// when that attempt is too old to leave a useful lease, an attempt now finds the hold (as a
-		// retry) and gives a fresh lower bound.
+		// The grant came after w's latest refused attempt ran (its token is above that attempt's
+		// watermark), so after it was sent, which bounds the lease's start from below; when that
+		// attempt is too old to leave a useful lease, an attempt now finds the hold (as a retry) and
+		// gives a fresh lower bound.
 		a.tryWaiter(func(x *Acquire) bool { return x == w })
 		return
 	}

@@ -1383,3 +1383,43 @@ func TestFairLeaveRetriedAfterAFault(t *testing.T) {
 	fairExpectQueue(t, client, name)
 	mustUnlock(t, holder)
 }
+
+// TestFairStaleGrantNoticeOfTheCurrentWait: a grant notice for the waiter's current wait, but older
+// than an attempt of the waiter that Redis refused (a notice held up on a stalled connection or behind
+// a busy actor, whose hold lapsed and went to others meanwhile), does not make the waiter a holder.
+// Its token is not above the watermark of that refusal. Before, the waiter took it as a grant counted
+// from its latest attempt, and entered while another owner held the lock.
+func TestFairStaleGrantNoticeOfTheCurrentWait(t *testing.T) {
+	t.Parallel()
+	sc := newFairScene(t)
+	client, name, h, x, errc := sc.client, sc.name, sc.h, sc.x, sc.waiting
+	reg, err := client.HGet(t.Context(), redisops.FairHandoffKey(name), x.Owner()).Result()
+	if err != nil {
+		t.Fatalf("x's handoff registration: %v", err)
+	}
+	parts := strings.SplitN(reg, ":", 3) // lease:window:wait id (the id has colons of its own)
+	if len(parts) != 3 {
+		t.Fatalf("x's handoff registration %q: want lease:window:wait id", reg)
+	}
+	waitID := parts[2]
+	// h's own token: issued before x's refused attempts ran.
+	stale := h.Token()
+	channel := redisops.FairChannelName(name, x.Owner())
+	if err := client.Publish(t.Context(), channel, fmt.Sprintf("%s%d:%s", redisops.FairGrantPrefix, stale, waitID)).Err(); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-errc:
+		t.Fatalf("Lock returned %v on a stale grant notice of its own wait, while %s holds the lock (%s)", err, h.Owner(), fairState(t, client, name))
+	case <-time.After(500 * time.Millisecond): // a bound on what must not happen
+	}
+	mustUnlock(t, h)
+	if err := semRecv(t, errc, 5*time.Second, "x's Lock after the unlock"); err != nil {
+		t.Fatalf("x's Lock: %v", err)
+	}
+	if x.Token() <= stale {
+		t.Errorf("x's token %d is not above h's %d", x.Token(), stale)
+	}
+	mustUnlock(t, x)
+	fairExpectFree(t, client, name)
+}

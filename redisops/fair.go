@@ -173,8 +173,8 @@ func (o *Ops) fairAcquire(ctx context.Context, name, owner string, lease, waitWi
 	if len(vals) == 3 && vals[0] == 1 {
 		return Acquired{OK: true, HoldCount: vals[1], Token: vals[2]}, nil
 	}
-	if len(vals) == 2 && vals[0] == 0 {
-		return Acquired{TTL: ttlFromMillis(vals[1])}, nil
+	if len(vals) == 3 && vals[0] == 0 {
+		return Acquired{TTL: ttlFromMillis(vals[1]), Watermark: vals[2]}, nil
 	}
 	return Acquired{}, fmt.Errorf("lockwarden: fair acquire %q: unexpected reply %v", name, vals)
 }

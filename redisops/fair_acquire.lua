@@ -26,9 +26,11 @@
 -- ARGV[10] publish command ("publish", or "spublish" for sharded pub/sub)
 -- ARGV[11] the unlock channel redisson_lock__channel:{N}; the head waiter W is told on <channel>:W
 -- ARGV[12] token expiry in milliseconds, or 0 to keep the counter forever (see issueToken below)
--- Returns {1, holdCount, token} when O now holds the lock, or {0, ttl} when it does not: ttl is how
--- long O should wait at most before it tries again, in milliseconds, at least 1 (-1 only for a single
--- attempt on a lock without expiry, as acquire.lua answers): the lock's PTTL while it is held.
+-- Returns {1, holdCount, token} when O now holds the lock, or {0, ttl, watermark} when it does not: ttl
+-- is how long O should wait at most before it tries again, in milliseconds, at least 1 (-1 only for a
+-- single attempt on a lock without expiry, as acquire.lua answers): the lock's PTTL while it is held.
+-- watermark is at least every fencing token issued on N so far, and below every token issued later:
+-- a grant notice whose token is not above it was sent before this call ran, and is stale.
 -- The clock is the server's (TIME), so clients with skewed clocks agree on the scores.
 -- A key of another type than the lock keeps there (another lock's key taken as a lock name, or data
 -- of the application) is refused before anything changes: the script touches only its own data.
@@ -58,6 +60,15 @@ local function issueToken(expiry)
 end
 local t = redis.call('time')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+-- The watermark of a refusal (see Returns): the counter, and with expiring tokens also the clock, which
+-- every expired counter's tokens are below.
+local function watermark()
+    local counter = tonumber(redis.call('get', KEYS[4]) or '0')
+    if tonumber(ARGV[12]) == 0 then
+        return counter
+    end
+    return math.max(counter, tonumber(t[1]) * 1000000 + tonumber(t[2]))
+end
 local window = tonumber(ARGV[4])
 
 -- Purge the waiters at the head whose window has passed (or that have no score at all).
@@ -129,11 +140,11 @@ end
 if ARGV[5] ~= '1' then
     if locked then
         if pttl == -1 then
-            return {0, -1}
+            return {0, -1, watermark()}
         end
-        return {0, math.max(pttl, 1)}
+        return {0, math.max(pttl, 1), watermark()}
     end
-    return {0, math.max(tonumber(redis.call('zscore', KEYS[3], head)) - now, 1)}
+    return {0, math.max(tonumber(redis.call('zscore', KEYS[3], head)) - now, 1), watermark()}
 end
 
 -- Already queued: keep O's place and score.
@@ -176,7 +187,7 @@ if score then
         redis.call('zadd', KEYS[3], score, ARGV[2])
     end
     register(score)
-    return {0, retryHint(score - window - now)}
+    return {0, retryHint(score - window - now), watermark()}
 end
 
 -- Append O. A waiter that keeps its place alive gets one window from now: its deadline says when it
@@ -196,4 +207,4 @@ end
 redis.call('zadd', KEYS[3], now + ttl + window, ARGV[2])
 redis.call('rpush', KEYS[2], ARGV[2])
 register(now + ttl + window)
-return {0, retryHint(ttl)}
+return {0, retryHint(ttl), watermark()}

@@ -101,6 +101,10 @@ type Acquired struct {
 	Token int64
 	// TTL is the remaining lease of the current holder when not OK; -1 when the key has no expiry.
 	TTL time.Duration
+	// Watermark, when not OK (fair locks only), is at least every fencing token issued on the lock
+	// before the call ran, and below every token issued after it: a fair grant notice whose token is
+	// not above it is older than the call (see [Ops.FairWait]).
+	Watermark int64
 }
 
 // UnknownHoldCount tells [Ops.Acquire] that the caller does not know the owner's hold count, as when an
