@@ -96,7 +96,8 @@ local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local since = tonumber(redis.call('GET', KEYS[7]) or '0')
 if now > since then redis.call('SET', KEYS[4], now, 'NX') end
 redis.call('HINCRBY', KEYS[6], 'entries:' .. ARGV[7], 1)
-local me = {hold = ARGV[1], mode = ARGV[2], token = tonumber(ARGV[3]), acq = tonumber(ARGV[4]),
+-- Tokens stay strings in the JSON: cjson writes numbers with 14 digits, and tokens have 16.
+local me = {hold = ARGV[1], mode = ARGV[2], token = ARGV[3], acq = tonumber(ARGV[4]),
 	child = ARGV[5], entered = now}
 local others = {}
 local inside = redis.call('HGETALL', KEYS[1])
@@ -112,11 +113,11 @@ if #others > 0 then
 	redis.call('HINCRBY', KEYS[6], 'overlap', 1)
 	redis.call('RPUSH', KEYS[5], cjson.encode({type = 'overlap', name = ARGV[6], at = now, entrant = me, others = others}))
 end
-if ARGV[2] == 'w' and me.token > 0 then
+if ARGV[2] == 'w' and tonumber(me.token) > 0 then
 	local raw = redis.call('GET', KEYS[2])
-	local mx = {token = 0, acq = 0}
+	local mx = {token = '0', acq = 0}
 	if raw then mx = cjson.decode(raw) end
-	if me.token <= mx.token then
+	if tonumber(me.token) <= tonumber(mx.token) then
 		redis.call('HINCRBY', KEYS[6], 'regression', 1)
 		redis.call('RPUSH', KEYS[5], cjson.encode({type = 'regression', name = ARGV[6], at = now, entrant = me, max = mx}))
 	else

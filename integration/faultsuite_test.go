@@ -596,7 +596,7 @@ type fsRecord struct {
 type fsEntry struct {
 	Hold  string `json:"hold"`
 	Mode  string `json:"mode"`
-	Token int64  `json:"token"`
+	Token int64  `json:"token,string"`
 	Acq   int64  `json:"acq"`
 	Child string `json:"child"`
 }
