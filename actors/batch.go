@@ -113,6 +113,9 @@ func (a *lockActor) send() {
 	a.batch = nil
 	b.sent, b.done = time.Now(), make(chan struct{})
 	a.running = append(a.running, b)
+	if len(a.running) == 1 {
+		a.inflight.Store(b.sent.UnixNano()) // the callers' tickets watch the oldest unanswered call
+	}
 	ctx, self, root := a.redisContext(), a.self, a.root
 	a.spawn(func() {
 		b.calls.Exec(ctx)
@@ -140,6 +143,11 @@ func (a *lockActor) settleUpTo(last *readBatch) bool {
 		b := a.running[0]
 		a.running = a.running[1:]
 		<-b.done
+		if len(a.running) > 0 {
+			a.inflight.Store(a.running[0].sent.UnixNano())
+		} else {
+			a.inflight.Store(0)
+		}
 		for _, settle := range b.settle {
 			settle(b.sent)
 		}

@@ -50,6 +50,8 @@ type hold struct {
 	// Unlock sends it again, so that the release latch answers it if the failed one took effect after
 	// all. A hold with a failed release is no longer renewed.
 	retryID string
+	// shared marks an owner id that other processes may use too: Redis may count their holds as well.
+	shared bool
 }
 
 func newHold(expires time.Time) *hold {
@@ -306,7 +308,6 @@ func (a *lockActor) keepWriteIntent() {
 	a.intentOwner, a.intentSent = w.Owner, time.Now()
 	if _, err := a.env.Ops.SetWriteIntent(a.redisContext(), a.name, w.Owner, writeIntent); err != nil {
 		a.log().Warn("leaving the write intent failed; retrying", "owner", w.Owner, "err", err)
-		a.intentSent = time.Time{}
 		a.intent.arm(a.sched, a.self, a.backoff.NextBackOff(), func(g uint64) any { return intentTick{g} })
 		return
 	}
@@ -643,16 +644,32 @@ var ErrNoAnswer = errors.New("lockwarden: Redis did not answer")
 const NoAnswerAfter = 200 * time.Millisecond
 
 // giveBackLate undoes one hold of k that a late answer granted (count is the owner's hold count after
-// it). A re-entry keeps the earlier holds, which their own deadline covers; a first hold is released
-// whole. A failure is only logged: nothing renews the hold, so it ends with its lease.
+// it). A first hold is released whole; a failure is only logged, since nothing renews it and it ends
+// with its lease. A re-entry keeps the earlier holds: its release resets the expiry to their lease (the
+// late re-entry may have cut it to its own), and when it fails the count in Redis is unknown, so the
+// hold is lost rather than renewed with one hold too many.
 func (a *lockActor) giveBackLate(k holdKey, lease time.Duration, count int64) {
+	h := a.holds[k]
+	if h != nil && count == 1 {
+		a.lose(k, "lease ran out before a re-entry")
+		h = nil
+	}
+	if h != nil {
+		lease = h.lease
+	}
 	ctx, cancel := a.env.stopContext()
 	defer cancel()
-	if _, err := a.proto.release(ctx, k, a.env.NewRequestID(), lease, nil); err != nil && !errors.Is(err, redisops.ErrNotHeld) {
+	_, err := a.proto.release(ctx, k, a.env.NewRequestID(), lease, nil)
+	switch {
+	case err == nil:
+		if h != nil {
+			h.count = count - 1
+		}
+	case h != nil:
+		a.log().Warn("giving back a late re-entry failed; the hold is given up", "owner", k.owner, "err", err)
+		a.lose(k, "giving back a late re-entry failed")
+	case !errors.Is(err, redisops.ErrNotHeld):
 		a.log().Warn("giving back a late grant failed; its lease will expire", "owner", k.owner, "err", err)
-	}
-	if h := a.holds[k]; h != nil && count > 1 {
-		h.count = count - 1
 	}
 }
 
@@ -689,6 +706,7 @@ func (a *lockActor) grant(m *Acquire, count, token int64, sent time.Time) {
 	reentry := h.count > 0
 	h.count, h.token, h.lease = count, token, m.Lease
 	h.watchdog = h.watchdog || m.Watchdog
+	h.shared = m.SharedOwner
 	h.retryID = "" // Redis' count is known again
 	switch {
 	case reentry && m.Kind == KindWrite:
@@ -954,16 +972,25 @@ func (a *lockActor) settleRelease(m *Release, h *hold, lease time.Duration, next
 			m.Ticket.deliver(Outcome{Reason: messages.ReasonRedis, Err: err})
 			return
 		}
-		// Whether the release took effect is unknown. The hold is no longer renewed, whatever
-		// happens next (as in Redisson), so that the lock frees itself within its lease even if the
-		// caller never retries; an Unlock called again sends the same request.
-		h.watchdog = false
+		// Whether the release took effect is unknown. When it was the last hold, the hold is no
+		// longer renewed, whatever happens next (as in Redisson), so that the lock frees itself within
+		// its lease even if the caller never retries. An inner hold's failure leaves the outer holds
+		// renewed. An Unlock called again sends the same request.
+		if h.count <= 1 {
+			h.watchdog = false
+		}
 		h.retryID = requestID
 		m.Ticket.deliver(Outcome{Reason: messages.ReasonRedis, Err: &UnlockError{Expires: h.expires, Err: err}})
 		return
 	}
 	if h != nil {
 		h.retryID = ""
+		if rel.Remaining > 0 && h.count <= 1 && !h.shared {
+			// Redis counts holds of this owner that the actor does not know of: re-entries whose
+			// replies were lost although they took effect. They are given back now, or the last Unlock
+			// would leave the lock held (and renewed) with nobody to release it.
+			rel.Remaining = a.releaseStray(k, lease, rel.Remaining)
+		}
 	}
 	// The caller is answered before the event goes out: events and metrics are not on its path.
 	if rel.Remaining > 0 {
@@ -992,7 +1019,7 @@ func (a *lockActor) settleRelease(m *Release, h *hold, lease time.Duration, next
 		a.queue = slices.DeleteFunc(a.queue, func(w *Acquire) bool { return w == nextCmd })
 		a.refuse(nextCmd, Outcome{Reason: messages.ReasonNotSynced, Err: rel.NotSynced})
 	}
-	if !rel.HandedOff {
+	if !rel.HandedOff || nextCmd == nil {
 		// The unlock notice, our own included, wakes the head waiter, so that waiters in other
 		// processes race on equal terms. A read-write lock lets local waiters that were only kept out
 		// by the released hold (writers behind local readers) try now; a fair lock lets the waiter at
@@ -1001,6 +1028,10 @@ func (a *lockActor) settleRelease(m *Release, h *hold, lease time.Duration, next
 		m.Ticket.deliver(Outcome{})
 		released()
 		switch {
+		case rel.HandedOff:
+			// A retried release whose first try handed the lock to a local waiter (its latch says
+			// so): that waiter's attempt finds the hold as its own lost reply.
+			a.tryHead()
 		case a.family == familyRW:
 			a.tryHead()
 		case rel.Registered:
@@ -1028,6 +1059,25 @@ func (a *lockActor) settleRelease(m *Release, h *hold, lease time.Duration, next
 	a.grant(nextCmd, 1, rel.Token, sent)
 	m.Ticket.deliver(Outcome{})
 	a.tryHead()
+}
+
+// releaseStray releases the holds of k that Redis counts beyond the actor's (remaining of them), and
+// returns how many are left. When a release fails, the count is unknown: the actor drops the hold all
+// the same (Done closes, renewal stops), and what is left in Redis expires with its lease.
+func (a *lockActor) releaseStray(k holdKey, lease time.Duration, remaining int64) int64 {
+	ctx, cancel := context.WithTimeout(a.redisContext(), a.env.StopReleaseTimeout)
+	defer cancel()
+	for remaining > 0 {
+		rel, err := a.proto.release(ctx, k, a.env.NewRequestID(), lease, nil)
+		if err != nil {
+			if !errors.Is(err, redisops.ErrNotHeld) {
+				a.log().Warn("releasing holds whose replies were lost failed; they expire with their lease", "owner", k.owner, "err", err)
+			}
+			return 0
+		}
+		remaining = rel.Remaining
+	}
+	return 0
 }
 
 // UnlockError is the error of a release that failed on a Redis error (a cut connection, a server

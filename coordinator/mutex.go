@@ -81,7 +81,8 @@ func (c *Coordinator) Mutex(name string, opts ...MutexOption) *Mutex {
 // Every waiter takes a place in a queue in Redis (redisson_lock_queue:{name}) when it starts to wait,
 // with a deadline in a sorted set (redisson_lock_timeout:{name}), and is woken on a channel of its own
 // when it reaches the head. A waiter that gives up leaves the queue: a TryLock whose [Wait] runs out
-// returns only once it has left; a call whose ctx ends returns at once, and the waiter leaves right
+// returns once it has left (or, when Redis does not answer, after the stop release timeout at most,
+// and the waiter leaves in the background); a call whose ctx ends returns at once, and the waiter leaves right
 // after. A live waiter keeps its place alive; a waiter whose process died is purged by the other
 // clients one wait window after it stopped ([WithFairWaitWindow], 5 minutes by default), however many
 // dead waiters stand ahead. TryLock
@@ -243,7 +244,11 @@ func (m *Mutex) acquire(ctx context.Context, lease time.Duration, wait bool, win
 		if (m.kind == actors.KindFair || m.kind == actors.KindWrite) && leaveCtx != nil {
 			// TryLock's wait ran out: leave the Redis queue (fair) or withdraw the write intent
 			// before answering, so that an immediate TryLock anywhere finds no trace of this waiter.
-			m.c.awaitAbandon(leaveCtx, err)
+			// The leave is waited for at most the stop release timeout (a paused or partitioned
+			// Redis): past it, it finishes in the background and the caller is not kept waiting.
+			leave, cancel := context.WithTimeout(leaveCtx, m.c.opts.stopReleaseTimeout)
+			m.c.awaitAbandon(leave, err)
+			cancel()
 		}
 		last := cmd.Ticket.LastError()
 		if d := cmd.Ticket.Unanswered(); last == nil && d >= actors.NoAnswerAfter {

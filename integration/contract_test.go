@@ -10,6 +10,7 @@ import (
 
 	"github.com/lockwarden/lockwarden/coordinator"
 	"github.com/lockwarden/lockwarden/integration/redistest"
+	"github.com/lockwarden/lockwarden/messages"
 	"github.com/lockwarden/lockwarden/redisops"
 )
 
@@ -294,5 +295,163 @@ func TestContractWriterBehindLocalReaderSetsIntent(t *testing.T) {
 	}
 	if err := writer.Unlock(t.Context()); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// contractWaitEvent waits for an event of type typ on sub, for at most within.
+func contractWaitEvent(t *testing.T, sub *coordinator.Subscription, typ messages.EventType, within time.Duration) messages.Event {
+	t.Helper()
+	deadline := time.After(within)
+	for {
+		select {
+		case ev := <-sub.Events():
+			if ev.Type == typ {
+				return ev
+			}
+		case <-deadline:
+			t.Fatalf("no %v event within %v", typ, within)
+		}
+	}
+}
+
+// TestContractRetriedUnlockAfterLostHandoffReply: a release that handed the lock to a local waiter took
+// effect, but its reply was lost. The retried Unlock gets the latched answer (handed off) and the waiter
+// gets the hold at once: no actor failure, and no wait for a fallback timer.
+func TestContractRetriedUnlockAfterLostHandoffReply(t *testing.T) {
+	srv := redistest.Start(t)
+	client := redis.NewClient(&redis.Options{Addr: srv.Addr(), ReadTimeout: 300 * time.Millisecond, MaxRetries: -1})
+	t.Cleanup(func() { _ = client.Close() })
+	c := newCoordinator(t, client)
+	name := "contract-handoff-retry"
+	sub := c.Subscribe(coordinator.ForLock(name), 64)
+	a, b := c.Mutex(name), c.Mutex(name)
+	mustLock(t, a)
+	mustUnlock(t, a) // loads the release script
+	mustLock(t, a)
+	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
+	defer cancel()
+	berr := lockAsync(ctx, b)
+	contractWaitEvent(t, sub, messages.EventWaitStarted, 5*time.Second)
+
+	srv.Pause()
+	err := a.Unlock(t.Context())
+	srv.Resume()
+	var ue *coordinator.UnlockError
+	if !errors.As(err, &ue) {
+		t.Fatalf("Unlock while paused = %v, want an *UnlockError", err)
+	}
+	// The release runs once Redis is back: b's owner holds the lock in Redis.
+	direct := srv.Client(t)
+	deadline := time.Now().Add(5 * time.Second)
+	for direct.HExists(t.Context(), name, b.Owner()).Val() == false {
+		if time.Now().After(deadline) {
+			t.Fatalf("the paused release did not hand the lock to b: %v", direct.HGetAll(t.Context(), name).Val())
+		}
+		time.Sleep(5 * time.Millisecond) // polls Redis for the state the test waits on
+	}
+	if err := a.Unlock(t.Context()); err != nil {
+		t.Fatalf("the retried Unlock = %v, want nil (the latch says the release took effect)", err)
+	}
+	select {
+	case err := <-berr:
+		if err != nil {
+			t.Fatalf("b.Lock = %v", err)
+		}
+	case <-time.After(2 * time.Second):
+		t.Fatal("b did not get the hold within 2s of the retried Unlock (the fallback timer is 10s)")
+	}
+	mustUnlock(t, b)
+}
+
+// TestContractLateReentryKeepsOuterHold: a re-entry with a short lease whose grant comes back late is
+// given back, and the outer watchdog hold keeps its lease in Redis: another owner cannot get in while
+// the holder's Done is open.
+func TestContractLateReentryKeepsOuterHold(t *testing.T) {
+	srv := redistest.Start(t)
+	client := redis.NewClient(&redis.Options{Addr: srv.Addr(), ReadTimeout: 10 * time.Second, MaxRetries: -1})
+	t.Cleanup(func() { _ = client.Close() })
+	c1 := newCoordinator(t, client)
+	c2 := newCoordinator(t, srv.Client(t))
+	name := "contract-late-reentry"
+	a := c1.Mutex(name)
+	mustLock(t, a)
+	srv.Pause()
+	res := make(chan error, 1)
+	go func() {
+		_, err := a.TryLock(t.Context(), coordinator.Lease(300*time.Millisecond))
+		res <- err
+	}()
+	time.Sleep(time.Second) // the fault's length: longer than the re-entry's lease
+	srv.Resume()
+	if err := <-res; !errors.Is(err, coordinator.ErrGrantTooLate) {
+		t.Fatalf("late re-entry = %v, want ErrGrantTooLate", err)
+	}
+	if ttl := client.PTTL(t.Context(), name).Val(); ttl < 10*time.Second {
+		t.Fatalf("the outer watchdog hold has %v left in Redis after the late re-entry was given back", ttl)
+	}
+	if ok, err := c2.Mutex(name).TryLock(t.Context()); ok || err != nil {
+		t.Fatalf("another owner's TryLock = %v, %v while the holder's Done is open", ok, err)
+	}
+	if n := holdCount(t, a); n != 1 {
+		t.Fatalf("hold count after the late re-entry = %d, want 1", n)
+	}
+	mustUnlock(t, a)
+}
+
+// TestContractFailedInnerUnlockKeepsOuterRenewal: an inner Unlock that fails leaves the outer hold
+// renewed by the watchdog; only the last hold's failed release stops renewal.
+func TestContractFailedInnerUnlockKeepsOuterRenewal(t *testing.T) {
+	const watchdog = time.Second
+	srv := redistest.Start(t)
+	px, cut := faultProxiedClient(t, srv)
+	c := newCoordinator(t, cut, coordinator.WithWatchdogTimeout(watchdog))
+	m := c.Mutex("contract-inner-unlock")
+	mustLock(t, m)
+	mustLock(t, m)
+	px.Disable()
+	if err := m.Unlock(t.Context()); err == nil {
+		t.Fatal("Unlock over a cut connection succeeded")
+	}
+	px.Enable()
+	faultWaitPing(t, cut, 5*time.Second)
+	mustUnlock(t, m) // the retried inner release: one hold left
+	select {
+	case <-m.Done():
+		t.Fatal("the outer hold was lost after a failed inner Unlock: the watchdog stopped renewing it")
+	case <-time.After(4 * watchdog): // a bound on what must not happen
+	}
+	mustUnlock(t, m)
+}
+
+// TestContractReadWaitWhileRedisPaused: a read or write TryLock with a wait, while Redis does not answer
+// for the whole wait, reports that (ErrNoAnswer), not (false, nil).
+func TestContractReadWaitWhileRedisPaused(t *testing.T) {
+	for _, kind := range []string{"read", "write"} {
+		t.Run(kind, func(t *testing.T) {
+			srv := redistest.Start(t)
+			client := redis.NewClient(&redis.Options{Addr: srv.Addr(), ReadTimeout: 10 * time.Second, MaxRetries: -1})
+			t.Cleanup(func() { _ = client.Close() })
+			c := newCoordinator(t, client)
+			name := "contract-read-paused-" + kind
+			side := func(rw *coordinator.RWMutex) *coordinator.Mutex {
+				if kind == "write" {
+					return rw.Write()
+				}
+				return rw.Read()
+			}
+			warm := side(c.RWMutex(name))
+			if err := warm.Lock(t.Context()); err != nil {
+				t.Fatal(err)
+			}
+			if err := warm.Unlock(t.Context()); err != nil {
+				t.Fatal(err)
+			}
+			srv.Pause()
+			ok, err := side(c.RWMutex(name)).TryLock(t.Context(), coordinator.Wait(time.Second))
+			srv.Resume()
+			if ok || !errors.Is(err, coordinator.ErrNotObtained) || !errors.Is(err, coordinator.ErrNoAnswer) {
+				t.Fatalf("TryLock(Wait) while Redis is paused = %v, %v; want false, ErrNotObtained and ErrNoAnswer", ok, err)
+			}
+		})
 	}
 }

@@ -1209,3 +1209,32 @@ func TestRWWriteReentryKeepsOuterLease(t *testing.T) {
 	}
 	rwMustUnlock(t, other)
 }
+
+// TestRWWriteReentriesDoNotPileUpTheLease: write re-entries add their lease to the time left (as
+// Redisson's write lock does), but the watchdog's renewal sets the expiry back to one lease, so a writer
+// that dies frees the lock within about one watchdog timeout, however often it re-entered.
+func TestRWWriteReentriesDoNotPileUpTheLease(t *testing.T) {
+	const watchdog = 3 * time.Second
+	_, client, c := setup(t, coordinator.WithWatchdogTimeout(watchdog))
+	name := "rw-write-reentries"
+	sub := c.Subscribe(coordinator.ForLock(name), 256)
+	w := c.RWMutex(name).Write()
+	if err := w.Lock(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	for range 20 {
+		if err := w.Lock(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		if err := w.Unlock(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	contractWaitEvent(t, sub, messages.EventRenewed, 2*watchdog)
+	if ttl := client.PTTL(t.Context(), name).Val(); ttl > watchdog {
+		t.Fatalf("PTTL after a renewal = %v, want at most the watchdog timeout %v", ttl, watchdog)
+	}
+	if err := w.Unlock(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+}

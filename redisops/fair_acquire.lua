@@ -93,7 +93,9 @@ if current then
     local expected = tonumber(ARGV[3])
     if expected >= 0 and current > expected then
         redis.call('pexpire', KEYS[1], ARGV[1])
-        return {1, current, tonumber(redis.call('get', KEYS[4]) or '0')}
+        -- The counter of an expiring token may be gone by now (it outlives its token by 10 s, a hold
+        -- lasts longer): then a fresh token, above every earlier one, rather than 0.
+        return {1, current, tonumber(redis.call('get', KEYS[4])) or issueToken(tonumber(ARGV[12]))}
     end
     local count = redis.call('hincrby', KEYS[1], ARGV[2], 1)
     redis.call('pexpire', KEYS[1], ARGV[1])

@@ -302,12 +302,13 @@ func (o *Ops) ReadRenew(ctx context.Context, name, owner string, lease time.Dura
 	return nil
 }
 
-// WriteRenew raises the expiry of the read-write lock name to lease, if it is shorter, while owner is
-// the writer. It returns [ErrNotHeld] when owner no longer holds the write lock, which means the hold is
-// lost.
+// WriteRenew sets the expiry of the read-write lock name to lease while owner is the writer, so that the
+// time write re-entries added does not pile up; when owner also holds read holds (a downgrade), it only
+// raises the expiry to lease. It returns [ErrNotHeld] when owner no longer holds the write lock, which
+// means the hold is lost.
 func (o *Ops) WriteRenew(ctx context.Context, name, owner string, lease time.Duration) error {
 	n, err := rwWriteRenewScript.Run(ctx, o.client,
-		[]string{LockKey(name)}, millis(lease), WriteField(owner)).Int64()
+		[]string{LockKey(name)}, millis(lease), WriteField(owner), owner).Int64()
 	if err != nil {
 		return fmt.Errorf("lockwarden: write renew %q: %w", name, typed(err))
 	}

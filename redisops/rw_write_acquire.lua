@@ -65,7 +65,9 @@ if current then
     current = tonumber(current)
     if expected >= 0 and current > expected then
         clearIntent()
-        return {1, current, tonumber(redis.call('get', KEYS[2]) or '0')}
+        -- The counter of an expiring token may be gone by now (it outlives its token by 10 s, a hold
+        -- lasts longer): then a fresh token, above every earlier one, rather than 0.
+        return {1, current, tonumber(redis.call('get', KEYS[2])) or issueToken(tonumber(ARGV[6]))}
     end
 elseif reads then
     return {-1}

@@ -173,3 +173,31 @@ func TestNamesLeaveNoTokenKeys(t *testing.T) {
 		time.Sleep(50 * time.Millisecond)
 	}
 }
+
+// TestRetryAfterCounterExpiryIssuesAToken: the retry of an acquisition whose reply was lost finds the
+// hold; when the expiring counter is gone by then (a hold outlives its token's counter), it answers a
+// fresh token above the first, never 0.
+func TestRetryAfterCounterExpiryIssuesAToken(t *testing.T) {
+	ops, c := setupExpiringTokens(t)
+	ops.SetTokenExpiry(200 * time.Millisecond)
+	name := t.Name()
+	first, err := ops.Acquire(t.Context(), name, "A", 5*time.Second, 0)
+	if err != nil || !first.OK {
+		t.Fatalf("Acquire: %+v %v", first, err)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for c.Exists(t.Context(), redisops.TokenKey(name)).Val() == 1 {
+		if time.Now().After(deadline) {
+			t.Fatal("the token counter did not expire")
+		}
+		time.Sleep(20 * time.Millisecond) // polls Redis for the state the test waits on
+	}
+	// The reply of the first call was lost: the caller still knows of no hold (held 0) and tries again.
+	retry, err := ops.Acquire(t.Context(), name, "A", 5*time.Second, 0)
+	if err != nil || !retry.OK || retry.HoldCount != 1 {
+		t.Fatalf("retry = %+v, %v; want the same hold", retry, err)
+	}
+	if retry.Token < first.Token {
+		t.Fatalf("the retry answered token %d, below the hold's %d", retry.Token, first.Token)
+	}
+}
