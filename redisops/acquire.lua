@@ -6,7 +6,7 @@
 -- ARGV[3]  the hold count O had before this acquisition as far as the caller knows, or -1 if unknown.
 --          When O's count is already above it, this call is a retry of one whose reply was lost:
 --          it answers without taking a second hold.
--- ARGV[4]  token expiry in milliseconds, or 0 to keep the counter forever (see issueToken below)
+-- ARGV[4]  token expiry in milliseconds, or 0 to keep the counter forever (see issue_token.lua)
 -- Returns {1, holdCount, token} when O now holds the lock,
 -- or {0, pttl} when another owner holds it (pttl is -1 when the key has no expiry).
 -- A key of another type than the lock keeps there (another lock's key taken as a lock name, or data
@@ -17,24 +17,6 @@ for i, want in pairs({[1] = 'hash', [2] = 'string'}) do
         return redis.error_reply('WRONGTYPE ' .. KEYS[i] .. ' holds a ' .. got .. ', not a ' .. want)
     end
 end
--- Issues a fencing token on the counter KEYS[2] (see token.go). With a token expiry of 0 the counter is
--- INCRed and kept forever (Redisson's RFencedLock). Otherwise the token is the larger of the counter
--- plus one and the server's clock in microseconds, and the counter keeps it until the clock has passed
--- it by the expiry, so that a name leaves no key behind, and a token issued after the counter expired
--- (from the clock) is still above every earlier one.
-local function issueToken(expiry)
-    if expiry == 0 then
-        local token = redis.call('incr', KEYS[2])
-        redis.call('persist', KEYS[2])
-        return token
-    end
-    local t = redis.call('time')
-    local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
-    local token = math.max(tonumber(redis.call('get', KEYS[2]) or '0') + 1, now)
-    local keep = expiry + math.ceil((token - now) / 1000)
-    redis.call('set', KEYS[2], string.format('%d', token), 'px', string.format('%d', keep))
-    return token
-end
 local expected = tonumber(ARGV[3])
 local current = redis.call('hget', KEYS[1], ARGV[2])
 if current then
@@ -43,11 +25,11 @@ if current then
         redis.call('pexpire', KEYS[1], ARGV[1])
         -- The counter of an expiring token may be gone by now (it outlives its token by 10 s, a hold
         -- lasts longer): then a fresh token, above every earlier one, rather than 0.
-        return {1, current, tonumber(redis.call('get', KEYS[2])) or issueToken(tonumber(ARGV[4]))}
+        return {1, current, tonumber(redis.call('get', KEYS[2])) or issueToken(KEYS[2], tonumber(ARGV[4]))}
     end
 elseif redis.call('exists', KEYS[1]) == 1 then
     return {0, redis.call('pttl', KEYS[1])}
 end
 local count = redis.call('hincrby', KEYS[1], ARGV[2], 1)
 redis.call('pexpire', KEYS[1], ARGV[1])
-return {1, count, issueToken(tonumber(ARGV[4]))}
+return {1, count, issueToken(KEYS[2], tonumber(ARGV[4]))}

@@ -27,8 +27,8 @@ var (
 	//go:embed fair_refresh.lua
 	fairRefreshSource string
 
-	fairAcquireScript     = redis.NewScript(fairAcquireSource)
-	fairReleaseScript     = redis.NewScript(fairReleaseSource)
+	fairAcquireScript     = redis.NewScript(withTokens(fairAcquireSource))
+	fairReleaseScript     = redis.NewScript(withTokens(fairReleaseSource))
 	fairCancelScript      = redis.NewScript(fairCancelSource)
 	fairForceUnlockScript = redis.NewScript(fairForceUnlockSource)
 	fairRefreshScript     = redis.NewScript(fairRefreshSource)

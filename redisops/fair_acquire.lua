@@ -25,7 +25,7 @@
 -- ARGV[9]  message that tells a waiter it is at the head of the queue and the lock is free ("0")
 -- ARGV[10] publish command ("publish", or "spublish" for sharded pub/sub)
 -- ARGV[11] the unlock channel redisson_lock__channel:{N}; the head waiter W is told on <channel>:W
--- ARGV[12] token expiry in milliseconds, or 0 to keep the counter forever (see issueToken below)
+-- ARGV[12] token expiry in milliseconds, or 0 to keep the counter forever (see issue_token.lua)
 -- Returns {1, holdCount, token} when O now holds the lock, or {0, ttl, watermark} when it does not: ttl
 -- is how long O should wait at most before it tries again, in milliseconds, at least 1 (-1 only for a
 -- single attempt on a lock without expiry, as acquire.lua answers): the lock's PTTL while it is held.
@@ -39,24 +39,6 @@ for i, want in pairs({[1] = 'hash', [2] = 'list', [3] = 'zset', [4] = 'string', 
     if got ~= 'none' and got ~= want then
         return redis.error_reply('WRONGTYPE ' .. KEYS[i] .. ' holds a ' .. got .. ', not a ' .. want)
     end
-end
--- Issues a fencing token on the counter KEYS[4] (see token.go). With a token expiry of 0 the counter is
--- INCRed and kept forever (Redisson's RFencedLock). Otherwise the token is the larger of the counter
--- plus one and the server's clock in microseconds, and the counter keeps it until the clock has passed
--- it by the expiry, so that a name leaves no key behind, and a token issued after the counter expired
--- (from the clock) is still above every earlier one.
-local function issueToken(expiry)
-    if expiry == 0 then
-        local token = redis.call('incr', KEYS[4])
-        redis.call('persist', KEYS[4])
-        return token
-    end
-    local t = redis.call('time')
-    local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
-    local token = math.max(tonumber(redis.call('get', KEYS[4]) or '0') + 1, now)
-    local keep = expiry + math.ceil((token - now) / 1000)
-    redis.call('set', KEYS[4], string.format('%d', token), 'px', string.format('%d', keep))
-    return token
 end
 local t = redis.call('time')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
@@ -95,11 +77,11 @@ if current then
         redis.call('pexpire', KEYS[1], ARGV[1])
         -- The counter of an expiring token may be gone by now (it outlives its token by 10 s, a hold
         -- lasts longer): then a fresh token, above every earlier one, rather than 0.
-        return {1, current, tonumber(redis.call('get', KEYS[4])) or issueToken(tonumber(ARGV[12]))}
+        return {1, current, tonumber(redis.call('get', KEYS[4])) or issueToken(KEYS[4], tonumber(ARGV[12]))}
     end
     local count = redis.call('hincrby', KEYS[1], ARGV[2], 1)
     redis.call('pexpire', KEYS[1], ARGV[1])
-    return {1, count, issueToken(tonumber(ARGV[12]))}
+    return {1, count, issueToken(KEYS[4], tonumber(ARGV[12]))}
 end
 
 local locked = redis.call('exists', KEYS[1]) == 1
@@ -125,7 +107,7 @@ if not locked and (not head or head == ARGV[2]) then
     end
     redis.call('hset', KEYS[1], ARGV[2], 1)
     redis.call('pexpire', KEYS[1], ARGV[1])
-    return {1, 1, issueToken(tonumber(ARGV[12]))}
+    return {1, 1, issueToken(KEYS[4], tonumber(ARGV[12]))}
 end
 
 local pttl = redis.call('pttl', KEYS[1])

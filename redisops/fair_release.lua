@@ -24,7 +24,7 @@
 --          timeouts; that waiter is told on its channel with ARGV[11] followed by "<token>:<wait id>".
 --          "0" ignores the registrations.
 -- ARGV[11] the prefix of the message that tells a registered waiter it now holds the lock
--- ARGV[12]  token expiry in milliseconds, or 0 to keep the counter forever (see issueToken below)
+-- ARGV[12]  token expiry in milliseconds, or 0 to keep the counter forever (see issue_token.lua)
 -- When the lock becomes free and the head is the next owner or a registered waiter, it takes the lock
 -- exactly as if it had won fair_acquire.lua: it leaves the queue, the timeouts and the registrations
 -- (and, when it had a timeout, every remaining score moves back one window, but not below now + that
@@ -46,24 +46,6 @@ for i, want in pairs({[1] = 'hash', [2] = 'list', [3] = 'zset', [4] = 'string', 
     if got ~= 'none' and got ~= want then
         return redis.error_reply('WRONGTYPE ' .. KEYS[i] .. ' holds a ' .. got .. ', not a ' .. want)
     end
-end
--- Issues a fencing token on the counter KEYS[5] (see token.go). With a token expiry of 0 the counter is
--- INCRed and kept forever (Redisson's RFencedLock). Otherwise the token is the larger of the counter
--- plus one and the server's clock in microseconds, and the counter keeps it until the clock has passed
--- it by the expiry, so that a name leaves no key behind, and a token issued after the counter expired
--- (from the clock) is still above every earlier one.
-local function issueToken(expiry)
-    if expiry == 0 then
-        local token = redis.call('incr', KEYS[5])
-        redis.call('persist', KEYS[5])
-        return token
-    end
-    local t = redis.call('time')
-    local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
-    local token = math.max(tonumber(redis.call('get', KEYS[5]) or '0') + 1, now)
-    local keep = expiry + math.ceil((token - now) / 1000)
-    redis.call('set', KEYS[5], string.format('%d', token), 'px', string.format('%d', keep))
-    return token
 end
 local latched = redis.call('get', KEYS[4])
 if latched then
@@ -139,7 +121,7 @@ else
         end
         redis.call('hset', KEYS[1], next, 1)
         redis.call('pexpire', KEYS[1], lease)
-        token = issueToken(tonumber(ARGV[12]))
+        token = issueToken(KEYS[5], tonumber(ARGV[12]))
         if registered == 1 then
             redis.call(ARGV[5], ARGV[6] .. ':' .. next, ARGV[11] .. string.format('%d', token) .. ':' .. waitID)
         end

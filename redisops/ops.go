@@ -39,8 +39,8 @@ var (
 	//go:embed status.lua
 	statusSource string
 
-	acquireScript     = redis.NewScript(acquireSource)
-	releaseScript     = redis.NewScript(releaseSource)
+	acquireScript     = redis.NewScript(withTokens(acquireSource))
+	releaseScript     = redis.NewScript(withTokens(releaseSource))
 	renewScript       = redis.NewScript(renewSource)
 	forceUnlockScript = redis.NewScript(forceUnlockSource)
 	statusScript      = redis.NewScript(statusSource)

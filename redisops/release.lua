@@ -14,7 +14,7 @@
 -- ARGV[8]  "1" when the caller's budget of handoffs in a row is spent: then the lock is handed off
 --          only if no other client listens on the channel (the caller's own subscription is the one
 --          allowed), so that waiters in other processes get their turn
--- ARGV[9]  token expiry in milliseconds, or 0 to keep the counter forever (see issueToken below)
+-- ARGV[9]  token expiry in milliseconds, or 0 to keep the counter forever (see issue_token.lua)
 -- Returns {remaining, token}: remaining is O's hold count left (0 = released), or -1 when O holds
 -- nothing. token is the next owner's fencing token when the lock was handed off, else 0.
 -- A retried call with the same request id returns the stored answer instead of releasing twice.
@@ -25,24 +25,6 @@ for i, want in pairs({[1] = 'hash', [3] = 'string', [4] = 'string'}) do
     if got ~= 'none' and got ~= want then
         return redis.error_reply('WRONGTYPE ' .. KEYS[i] .. ' holds a ' .. got .. ', not a ' .. want)
     end
-end
--- Issues a fencing token on the counter KEYS[4] (see token.go). With a token expiry of 0 the counter is
--- INCRed and kept forever (Redisson's RFencedLock). Otherwise the token is the larger of the counter
--- plus one and the server's clock in microseconds, and the counter keeps it until the clock has passed
--- it by the expiry, so that a name leaves no key behind, and a token issued after the counter expired
--- (from the clock) is still above every earlier one.
-local function issueToken(expiry)
-    if expiry == 0 then
-        local token = redis.call('incr', KEYS[4])
-        redis.call('persist', KEYS[4])
-        return token
-    end
-    local t = redis.call('time')
-    local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
-    local token = math.max(tonumber(redis.call('get', KEYS[4]) or '0') + 1, now)
-    local keep = expiry + math.ceil((token - now) / 1000)
-    redis.call('set', KEYS[4], string.format('%d', token), 'px', string.format('%d', keep))
-    return token
 end
 local latched = redis.call('get', KEYS[3])
 if latched then
@@ -63,7 +45,7 @@ elseif ARGV[6] ~= '' and (ARGV[8] ~= '1' or tonumber(redis.call('pubsub',
     redis.call('del', KEYS[1])
     redis.call('hset', KEYS[1], ARGV[6], 1)
     redis.call('pexpire', KEYS[1], ARGV[7])
-    token = issueToken(tonumber(ARGV[9]))
+    token = issueToken(KEYS[4], tonumber(ARGV[9]))
 else
     redis.call('del', KEYS[1])
     redis.call(ARGV[5], KEYS[2], ARGV[3])

@@ -60,7 +60,7 @@ var (
 	rwClearIntentSource string
 
 	rwReadAcquireScript  = redis.NewScript(rwReadAcquireSource)
-	rwWriteAcquireScript = redis.NewScript(rwWriteAcquireSource)
+	rwWriteAcquireScript = redis.NewScript(withTokens(rwWriteAcquireSource))
 	rwReadReleaseScript  = redis.NewScript(rwReadReleaseSource)
 	rwWriteReleaseScript = redis.NewScript(rwWriteReleaseSource)
 	rwReadRenewScript    = redis.NewScript(rwReadRenewSource)

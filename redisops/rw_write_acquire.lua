@@ -11,7 +11,7 @@
 --          When O's count is already above it, this call is a retry of one whose reply was lost:
 --          it answers without taking a second hold.
 -- ARGV[5]  write intent expiry in milliseconds, or 0 to leave no intent
--- ARGV[6]  token expiry in milliseconds, or 0 to keep the counter forever (see issueToken below)
+-- ARGV[6]  token expiry in milliseconds, or 0 to keep the counter forever (see issue_token.lua)
 -- Allowed when mode is absent, or when mode is write and O is the writer (re-entry). A first hold sets
 -- the expiry to the lease; a re-entry adds the lease to the expiry left (Redisson: pttl + lease), so the
 -- outer hold keeps the time it had. An owner that
@@ -32,24 +32,6 @@ for i, want in pairs({[1] = 'hash', [2] = 'string', [3] = 'string'}) do
         return redis.error_reply('WRONGTYPE ' .. KEYS[i] .. ' holds a ' .. got .. ', not a ' .. want)
     end
 end
--- Issues a fencing token on the counter KEYS[2] (see token.go). With a token expiry of 0 the counter is
--- INCRed and kept forever (Redisson's RFencedLock). Otherwise the token is the larger of the counter
--- plus one and the server's clock in microseconds, and the counter keeps it until the clock has passed
--- it by the expiry, so that a name leaves no key behind, and a token issued after the counter expired
--- (from the clock) is still above every earlier one.
-local function issueToken(expiry)
-    if expiry == 0 then
-        local token = redis.call('incr', KEYS[2])
-        redis.call('persist', KEYS[2])
-        return token
-    end
-    local t = redis.call('time')
-    local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
-    local token = math.max(tonumber(redis.call('get', KEYS[2]) or '0') + 1, now)
-    local keep = expiry + math.ceil((token - now) / 1000)
-    redis.call('set', KEYS[2], string.format('%d', token), 'px', string.format('%d', keep))
-    return token
-end
 local expected = tonumber(ARGV[4])
 local state = redis.call('hmget', KEYS[1], 'mode', ARGV[3], ARGV[2])
 local mode, current, reads = state[1], state[2], state[3]
@@ -67,7 +49,7 @@ if current then
         clearIntent()
         -- The counter of an expiring token may be gone by now (it outlives its token by 10 s, a hold
         -- lasts longer): then a fresh token, above every earlier one, rather than 0.
-        return {1, current, tonumber(redis.call('get', KEYS[2])) or issueToken(tonumber(ARGV[6]))}
+        return {1, current, tonumber(redis.call('get', KEYS[2])) or issueToken(KEYS[2], tonumber(ARGV[6]))}
     end
 elseif reads then
     return {-1}
@@ -97,4 +79,4 @@ else
     redis.call('pexpire', KEYS[1], ARGV[1])
 end
 clearIntent()
-return {1, count, issueToken(tonumber(ARGV[6]))}
+return {1, count, issueToken(KEYS[2], tonumber(ARGV[6]))}
