@@ -6,16 +6,14 @@
 -- ARGV[3]  the hold count O had before this acquisition as far as the caller knows, or -1 if unknown.
 --          When O's count is already above it, this call is a retry of one whose reply was lost:
 --          it answers without taking a second hold.
--- ARGV[4]  token expiry in milliseconds, or 0 to keep the counter forever (see issue_token.lua)
+-- ARGV[4]  token expiry in milliseconds, or 0 to keep the counter forever (see issueToken in lib.lua)
 -- Returns {1, holdCount, token} when O now holds the lock,
 -- or {0, pttl} when another owner holds it (pttl is -1 when the key has no expiry).
 -- A key of another type than the lock keeps there (another lock's key taken as a lock name, or data
 -- of the application) is refused before anything changes: the script touches only its own data.
-for i, want in pairs({[1] = 'hash', [2] = 'string'}) do
-    local got = redis.call('type', KEYS[i]).ok
-    if got ~= 'none' and got ~= want then
-        return redis.error_reply('WRONGTYPE ' .. KEYS[i] .. ' holds a ' .. got .. ', not a ' .. want)
-    end
+local wrong = wrongType({[1] = 'hash', [2] = 'string'})
+if wrong then
+    return wrong
 end
 local expected = tonumber(ARGV[3])
 local current = redis.call('hget', KEYS[1], ARGV[2])

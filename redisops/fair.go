@@ -27,10 +27,10 @@ var (
 	//go:embed fair_refresh.lua
 	fairRefreshSource string
 
-	fairAcquireScript     = redis.NewScript(withTokens(fairAcquireSource))
-	fairReleaseScript     = redis.NewScript(withTokens(fairReleaseSource))
-	fairCancelScript      = redis.NewScript(fairCancelSource)
-	fairForceUnlockScript = redis.NewScript(fairForceUnlockSource)
+	fairAcquireScript     = redis.NewScript(withLib(fairAcquireSource))
+	fairReleaseScript     = redis.NewScript(withLib(fairReleaseSource))
+	fairCancelScript      = redis.NewScript(withLib(fairCancelSource))
+	fairForceUnlockScript = redis.NewScript(withLib(fairForceUnlockSource))
 	fairRefreshScript     = redis.NewScript(fairRefreshSource)
 )
 

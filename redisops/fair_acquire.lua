@@ -25,7 +25,7 @@
 -- ARGV[9]  message that tells a waiter it is at the head of the queue and the lock is free ("0")
 -- ARGV[10] publish command ("publish", or "spublish" for sharded pub/sub)
 -- ARGV[11] the unlock channel redisson_lock__channel:{N}; the head waiter W is told on <channel>:W
--- ARGV[12] token expiry in milliseconds, or 0 to keep the counter forever (see issue_token.lua)
+-- ARGV[12] token expiry in milliseconds, or 0 to keep the counter forever (see issueToken in lib.lua)
 -- Returns {1, holdCount, token} when O now holds the lock, or {0, ttl, watermark} when it does not: ttl
 -- is how long O should wait at most before it tries again, in milliseconds, at least 1 (-1 only for a
 -- single attempt on a lock without expiry, as acquire.lua answers): the lock's PTTL while it is held.
@@ -34,11 +34,9 @@
 -- The clock is the server's (TIME), so clients with skewed clocks agree on the scores.
 -- A key of another type than the lock keeps there (another lock's key taken as a lock name, or data
 -- of the application) is refused before anything changes: the script touches only its own data.
-for i, want in pairs({[1] = 'hash', [2] = 'list', [3] = 'zset', [4] = 'string', [5] = 'hash'}) do
-    local got = redis.call('type', KEYS[i]).ok
-    if got ~= 'none' and got ~= want then
-        return redis.error_reply('WRONGTYPE ' .. KEYS[i] .. ' holds a ' .. got .. ', not a ' .. want)
-    end
+local wrong = wrongType({[1] = 'hash', [2] = 'list', [3] = 'zset', [4] = 'string', [5] = 'hash'})
+if wrong then
+    return wrong
 end
 local t = redis.call('time')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)

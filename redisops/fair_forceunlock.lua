@@ -10,11 +10,9 @@
 -- Purge the waiters at the head whose window has passed (server clock), so the live head is told.
 -- A key of another type than the lock keeps there (another lock's key taken as a lock name, or data
 -- of the application) is refused before anything changes: the script touches only its own data.
-for i, want in pairs({[1] = 'hash', [2] = 'list', [3] = 'zset', [4] = 'hash'}) do
-    local got = redis.call('type', KEYS[i]).ok
-    if got ~= 'none' and got ~= want then
-        return redis.error_reply('WRONGTYPE ' .. KEYS[i] .. ' holds a ' .. got .. ', not a ' .. want)
-    end
+local wrong = wrongType({[1] = 'hash', [2] = 'list', [3] = 'zset', [4] = 'hash'})
+if wrong then
+    return wrong
 end
 local t = redis.call('time')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)

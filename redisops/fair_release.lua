@@ -24,7 +24,7 @@
 --          timeouts; that waiter is told on its channel with ARGV[11] followed by "<token>:<wait id>".
 --          "0" ignores the registrations.
 -- ARGV[11] the prefix of the message that tells a registered waiter it now holds the lock
--- ARGV[12]  token expiry in milliseconds, or 0 to keep the counter forever (see issue_token.lua)
+-- ARGV[12]  token expiry in milliseconds, or 0 to keep the counter forever (see issueToken in lib.lua)
 -- When the lock becomes free and the head is the next owner or a registered waiter, it takes the lock
 -- exactly as if it had won fair_acquire.lua: it leaves the queue, the timeouts and the registrations
 -- (and, when it had a timeout, every remaining score moves back one window, but not below now + that
@@ -41,11 +41,9 @@
 -- "remaining:token", answer next "".)
 -- A key of another type than the lock keeps there (another lock's key taken as a lock name, or data
 -- of the application) is refused before anything changes: the script touches only its own data.
-for i, want in pairs({[1] = 'hash', [2] = 'list', [3] = 'zset', [4] = 'string', [5] = 'string', [6] = 'hash'}) do
-    local got = redis.call('type', KEYS[i]).ok
-    if got ~= 'none' and got ~= want then
-        return redis.error_reply('WRONGTYPE ' .. KEYS[i] .. ' holds a ' .. got .. ', not a ' .. want)
-    end
+local wrong = wrongType({[1] = 'hash', [2] = 'list', [3] = 'zset', [4] = 'string', [5] = 'string', [6] = 'hash'})
+if wrong then
+    return wrong
 end
 local latched = redis.call('get', KEYS[4])
 if latched then

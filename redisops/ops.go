@@ -39,10 +39,10 @@ var (
 	//go:embed status.lua
 	statusSource string
 
-	acquireScript     = redis.NewScript(withTokens(acquireSource))
-	releaseScript     = redis.NewScript(withTokens(releaseSource))
+	acquireScript     = redis.NewScript(withLib(acquireSource))
+	releaseScript     = redis.NewScript(withLib(releaseSource))
 	renewScript       = redis.NewScript(renewSource)
-	forceUnlockScript = redis.NewScript(forceUnlockSource)
+	forceUnlockScript = redis.NewScript(withLib(forceUnlockSource))
 	statusScript      = redis.NewScript(statusSource)
 )
 

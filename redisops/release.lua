@@ -14,17 +14,15 @@
 -- ARGV[8]  "1" when the caller's budget of handoffs in a row is spent: then the lock is handed off
 --          only if no other client listens on the channel (the caller's own subscription is the one
 --          allowed), so that waiters in other processes get their turn
--- ARGV[9]  token expiry in milliseconds, or 0 to keep the counter forever (see issue_token.lua)
+-- ARGV[9]  token expiry in milliseconds, or 0 to keep the counter forever (see issueToken in lib.lua)
 -- Returns {remaining, token}: remaining is O's hold count left (0 = released), or -1 when O holds
 -- nothing. token is the next owner's fencing token when the lock was handed off, else 0.
 -- A retried call with the same request id returns the stored answer instead of releasing twice.
 -- A key of another type than the lock keeps there (another lock's key taken as a lock name, or data
 -- of the application) is refused before anything changes: the script touches only its own data.
-for i, want in pairs({[1] = 'hash', [3] = 'string', [4] = 'string'}) do
-    local got = redis.call('type', KEYS[i]).ok
-    if got ~= 'none' and got ~= want then
-        return redis.error_reply('WRONGTYPE ' .. KEYS[i] .. ' holds a ' .. got .. ', not a ' .. want)
-    end
+local wrong = wrongType({[1] = 'hash', [3] = 'string', [4] = 'string'})
+if wrong then
+    return wrong
 end
 local latched = redis.call('get', KEYS[3])
 if latched then

@@ -59,13 +59,13 @@ var (
 	//go:embed rw_clear_intent.lua
 	rwClearIntentSource string
 
-	rwReadAcquireScript  = redis.NewScript(rwReadAcquireSource)
-	rwWriteAcquireScript = redis.NewScript(withTokens(rwWriteAcquireSource))
-	rwReadReleaseScript  = redis.NewScript(rwReadReleaseSource)
-	rwWriteReleaseScript = redis.NewScript(rwWriteReleaseSource)
+	rwReadAcquireScript  = redis.NewScript(withLib(rwReadAcquireSource))
+	rwWriteAcquireScript = redis.NewScript(withLib(rwWriteAcquireSource))
+	rwReadReleaseScript  = redis.NewScript(withLib(rwReadReleaseSource))
+	rwWriteReleaseScript = redis.NewScript(withLib(rwWriteReleaseSource))
 	rwReadRenewScript    = redis.NewScript(rwReadRenewSource)
 	rwWriteRenewScript   = redis.NewScript(rwWriteRenewSource)
-	rwForceUnlockScript  = redis.NewScript(rwForceUnlockSource)
+	rwForceUnlockScript  = redis.NewScript(withLib(rwForceUnlockSource))
 	rwStatusScript       = redis.NewScript(rwStatusSource)
 	rwClearIntentScript  = redis.NewScript(rwClearIntentSource)
 )

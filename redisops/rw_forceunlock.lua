@@ -13,11 +13,9 @@
 -- Returns 1 when the lock was deleted, 0 when it was free or in the other mode.
 -- A key of another type than the lock keeps there (another lock's key taken as a lock name, or data
 -- of the application) is refused before anything changes: the script touches only its own data.
-for i, want in pairs({[1] = 'hash'}) do
-    local got = redis.call('type', KEYS[i]).ok
-    if got ~= 'none' and got ~= want then
-        return redis.error_reply('WRONGTYPE ' .. KEYS[i] .. ' holds a ' .. got .. ', not a ' .. want)
-    end
+local wrong = wrongType({[1] = 'hash'})
+if wrong then
+    return wrong
 end
 if redis.call('hget', KEYS[1], 'mode') ~= ARGV[1] then
     return 0

@@ -21,11 +21,9 @@
 -- or {0, intent pttl} (at least 1) when a waiting writer's intent keeps O out.
 -- A key of another type than the lock keeps there (another lock's key taken as a lock name, or data
 -- of the application) is refused before anything changes: the script touches only its own data.
-for i, want in pairs({[1] = 'hash', [3] = 'string'}) do
-    local got = redis.call('type', KEYS[i]).ok
-    if got ~= 'none' and got ~= want then
-        return redis.error_reply('WRONGTYPE ' .. KEYS[i] .. ' holds a ' .. got .. ', not a ' .. want)
-    end
+local wrong = wrongType({[1] = 'hash', [3] = 'string'})
+if wrong then
+    return wrong
 end
 local lease = tonumber(ARGV[1])
 local expected = tonumber(ARGV[4])

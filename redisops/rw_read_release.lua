@@ -35,11 +35,9 @@
 -- A retried call with the same request id returns the stored answer instead of releasing twice.
 -- A key of another type than the lock keeps there (another lock's key taken as a lock name, or data
 -- of the application) is refused before anything changes: the script touches only its own data.
-for i, want in pairs({[1] = 'hash', [3] = 'string'}) do
-    local got = redis.call('type', KEYS[i]).ok
-    if got ~= 'none' and got ~= want then
-        return redis.error_reply('WRONGTYPE ' .. KEYS[i] .. ' holds a ' .. got .. ', not a ' .. want)
-    end
+local wrong = wrongType({[1] = 'hash', [3] = 'string'})
+if wrong then
+    return wrong
 end
 local latched = redis.call('get', KEYS[3])
 if latched then

@@ -11,7 +11,7 @@
 --          When O's count is already above it, this call is a retry of one whose reply was lost:
 --          it answers without taking a second hold.
 -- ARGV[5]  write intent expiry in milliseconds, or 0 to leave no intent
--- ARGV[6]  token expiry in milliseconds, or 0 to keep the counter forever (see issue_token.lua)
+-- ARGV[6]  token expiry in milliseconds, or 0 to keep the counter forever (see issueToken in lib.lua)
 -- Allowed when mode is absent, or when mode is write and O is the writer (re-entry). A first hold sets
 -- the expiry to the lease; a re-entry adds the lease to the expiry left (Redisson: pttl + lease), so the
 -- outer hold keeps the time it had. An owner that
@@ -26,11 +26,9 @@
 -- or {-1} when O holds read holds and is not the writer (an upgrade).
 -- A key of another type than the lock keeps there (another lock's key taken as a lock name, or data
 -- of the application) is refused before anything changes: the script touches only its own data.
-for i, want in pairs({[1] = 'hash', [2] = 'string', [3] = 'string'}) do
-    local got = redis.call('type', KEYS[i]).ok
-    if got ~= 'none' and got ~= want then
-        return redis.error_reply('WRONGTYPE ' .. KEYS[i] .. ' holds a ' .. got .. ', not a ' .. want)
-    end
+local wrong = wrongType({[1] = 'hash', [2] = 'string', [3] = 'string'})
+if wrong then
+    return wrong
 end
 local expected = tonumber(ARGV[4])
 local state = redis.call('hmget', KEYS[1], 'mode', ARGV[3], ARGV[2])

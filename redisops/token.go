@@ -12,10 +12,8 @@ import (
 var (
 	//go:embed raise_token.lua
 	raiseTokenSource string
-	//go:embed issue_token.lua
-	issueTokenSource string
 
-	raiseTokenScript = redis.NewScript(raiseTokenSource)
+	raiseTokenScript = redis.NewScript(withLib(raiseTokenSource))
 )
 
 // DefaultTokenExpiry is how long a fencing-token counter is kept past the moment the server's clock
@@ -62,7 +60,3 @@ func (o *Ops) RaiseToken(ctx context.Context, name string, floor int64) (int64, 
 	}
 	return n, nil
 }
-
-// withTokens returns the script source with issueToken (issue_token.lua) defined ahead of it: one
-// definition for every script that issues a fencing token.
-func withTokens(source string) string { return issueTokenSource + source }

@@ -1,6 +1,20 @@
--- issue_token.lua: the function that issues a fencing token, prepended to every script that issues one
--- (acquire.lua, release.lua, fair_acquire.lua, fair_release.lua, rw_write_acquire.lua; see withTokens
--- in token.go).
+-- lib.lua: functions that the scripts share, prepended to each of them when it is loaded (withLib in
+-- scripts.go), so that each is defined once.
+
+-- wrongType(want) returns a WRONGTYPE error reply for the first KEYS[i] that holds a type other than
+-- want[i] (a table index -> type name), or nil when every one is absent or of its type. A script
+-- returns that reply before it changes anything: a key of another type (another lock's key taken as a
+-- lock name, or data of the application) is never touched.
+local function wrongType(want)
+    for i, w in pairs(want) do
+        local got = redis.call('type', KEYS[i]).ok
+        if got ~= 'none' and got ~= w then
+            return redis.error_reply('WRONGTYPE ' .. KEYS[i] .. ' holds a ' .. got .. ', not a ' .. w)
+        end
+    end
+    return nil
+end
+
 -- issueToken(key, expiry) issues a token on the counter key (redisson_lock_token:{N}). With a token
 -- expiry of 0 the counter is INCRed and kept forever (Redisson's RFencedLock). Otherwise the token is the
 -- larger of the counter plus one and the server's clock in microseconds, and the counter keeps it until
