@@ -198,7 +198,8 @@ func (c *Coordinator) ID() string { return c.id }
 // members releasing, the pub/sub connections closing, the event journal writing what is queued) shares
 // one deadline: [WithStopReleaseTimeout] from the moment Close is called. So when Redis is unreachable,
 // Close returns within about the stop release timeout, and no later than the end of a Redis call an
-// actor had already started when Close was called (a renewal is bounded by the hold's expiry). The
+// actor had already started when Close was called (a renewal is bounded by the hold's expiry, an
+// acquisition attempt by its lease). The
 // pub/sub connections that are still closing at the deadline (a reconnect stuck in a network
 // partition) finish closing in the background.
 //
