@@ -455,3 +455,54 @@ func TestContractReadWaitWhileRedisPaused(t *testing.T) {
 		})
 	}
 }
+
+// TestContractTokenAfterLostHoldLeftInRedis: a hold whose Done closed while Redis still kept it (a
+// renewal took effect although its answer was lost, so the key outlived the lease the holder knew of)
+// is cleared before the owner's next acquisition; when that clearing fails too (the connection is cut
+// at that moment), the next acquisition that gets through finds the dead hold, takes it over, and must
+// still get a fencing token above the dead hold's. It got the same token: the acquire scripts took the
+// dead hold for the owner's own lost reply and answered the counter, the dead hold's token. The fault
+// suite saw it on proxied children: "got token T, not above T".
+func TestContractTokenAfterLostHoldLeftInRedis(t *testing.T) {
+	for _, kind := range []string{fsPlain, fsFair, fsRW} {
+		t.Run(kind, func(t *testing.T) {
+			srv := redistest.Start(t)
+			px, cut := faultProxiedClient(t, srv)
+			direct := srv.Client(t)
+			c := newCoordinator(t, cut)
+			name := "contract-dead-hold-token-" + kind
+			var m *coordinator.Mutex
+			switch kind {
+			case fsPlain:
+				m = c.Mutex(name)
+			case fsFair:
+				m = c.FairMutex(name)
+			default:
+				m = c.RWMutex(name).Write()
+			}
+			ctx := t.Context()
+			if ok, err := m.TryLock(ctx, coordinator.Lease(300*time.Millisecond)); !ok || err != nil {
+				t.Fatalf("TryLock = %v, %v", ok, err)
+			}
+			first := m.Token()
+			// A renewal that took effect although its answer was lost: Redis keeps the hold.
+			if err := direct.PExpire(ctx, name, 10*time.Second).Err(); err != nil {
+				t.Fatal(err)
+			}
+			waitFor(t, m.Done(), 2*time.Second, "Done of the hold whose lease ran out")
+			// The next Lock's clearing of the dead hold fails; its later attempt gets through.
+			px.Disable()
+			heal := time.AfterFunc(300*time.Millisecond, px.Enable)
+			defer heal.Stop()
+			lctx, cancel := context.WithTimeout(ctx, 8*time.Second)
+			defer cancel()
+			if err := m.Lock(lctx); err != nil {
+				t.Fatalf("Lock after the connection came back: %v", err)
+			}
+			if got := m.Token(); got <= first {
+				t.Fatalf("token %d after a hold with token %d was lost: not above it (a token issued twice)", got, first)
+			}
+			mustUnlock(t, m)
+		})
+	}
+}

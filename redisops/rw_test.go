@@ -409,7 +409,8 @@ func TestWriteReentryAndTokens(t *testing.T) {
 }
 
 // TestRWAcquireRetryIsIdempotent replays acquisitions whose reply was lost: with the hold count the
-// caller knew, the replay must not take a second hold, set a second timeout key, nor issue a token.
+// caller knew, the replay must not take a second hold nor set a second timeout key. A write replay
+// answers a fresh token (see TestAcquireRetryIsIdempotent).
 func TestRWAcquireRetryIsIdempotent(t *testing.T) {
 	t.Parallel()
 	ops, c := setup(t)
@@ -442,13 +443,13 @@ func TestRWAcquireRetryIsIdempotent(t *testing.T) {
 			t.Fatalf("first WriteAcquire = %+v, %v", first, err)
 		}
 		replay, err := ops.WriteAcquire(t.Context(), name, "W", lease, 0, 0)
-		if err != nil || replay != first {
-			t.Fatalf("replayed WriteAcquire = %+v, %v; want the first answer %+v", replay, err, first)
+		if want := (redisops.Acquired{OK: true, HoldCount: 1, Token: 2}); err != nil || replay != want {
+			t.Fatalf("replayed WriteAcquire = %+v, %v; want the same hold with a fresh token, %+v", replay, err, want)
 		}
-		checkToken(t, c, name, 1)
+		checkToken(t, c, name, 2)
 		reentry, err := ops.WriteAcquire(t.Context(), name, "W", lease, 1, 0)
-		if err != nil || reentry != (redisops.Acquired{OK: true, HoldCount: 2, Token: 2}) {
-			t.Fatalf("write re-entry = %+v, %v; want count 2, token 2", reentry, err)
+		if err != nil || reentry != (redisops.Acquired{OK: true, HoldCount: 2, Token: 3}) {
+			t.Fatalf("write re-entry = %+v, %v; want count 2, token 3", reentry, err)
 		}
 		checkHash(t, c, redisops.LockKey(name), map[string]string{"mode": "write", "W:write": "2"})
 	})

@@ -9,7 +9,7 @@
 -- ARGV[3]  O's write field O:write
 -- ARGV[4]  O's write count before this acquisition as far as the caller knows, or -1 if unknown.
 --          When O's count is already above it, this call is a retry of one whose reply was lost:
---          it answers without taking a second hold.
+--          it answers without taking a second hold, with a fresh token.
 -- ARGV[5]  write intent expiry in milliseconds, or 0 to leave no intent
 -- ARGV[6]  token expiry in milliseconds, or 0 to keep the counter forever (see issueToken below)
 -- Allowed when mode is absent, or when mode is write and O is the writer (re-entry). A first hold sets
@@ -65,9 +65,12 @@ if current then
     current = tonumber(current)
     if expected >= 0 and current > expected then
         clearIntent()
-        -- The counter of an expiring token may be gone by now (it outlives its token by 10 s, a hold
-        -- lasts longer): then a fresh token, above every earlier one, rather than 0.
-        return {1, current, tonumber(redis.call('get', KEYS[2])) or issueToken(tonumber(ARGV[6]))}
+        -- A fresh token, never the counter's value: the hold found may also be a dead one of the
+        -- owner's, lost to the caller (its Done closed) while Redis kept it (a renewal that took
+        -- effect although its answer was lost), which the caller failed to clear; answering the
+        -- counter gave it that hold's token a second time. The token of a lost reply was never seen,
+        -- so a fresh one costs nothing but a gap.
+        return {1, current, issueToken(tonumber(ARGV[6]))}
     end
 elseif reads then
     return {-1}
