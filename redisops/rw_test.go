@@ -442,10 +442,16 @@ func TestRWAcquireRetryIsIdempotent(t *testing.T) {
 		if err != nil || first != (redisops.Acquired{OK: true, HoldCount: 1, Token: 1}) {
 			t.Fatalf("first WriteAcquire = %+v, %v", first, err)
 		}
+		// The hold found has little time left (a dead hold of the owner's that it failed to clear):
+		// the replay gives it the lease back, which its caller counts on.
+		if err := c.PExpire(t.Context(), redisops.LockKey(name), 50*time.Millisecond).Err(); err != nil {
+			t.Fatal(err)
+		}
 		replay, err := ops.WriteAcquire(t.Context(), name, "W", lease, 0, 0)
 		if want := (redisops.Acquired{OK: true, HoldCount: 1, Token: 2}); err != nil || replay != want {
 			t.Fatalf("replayed WriteAcquire = %+v, %v; want the same hold with a fresh token, %+v", replay, err, want)
 		}
+		checkPTTL(t, c, redisops.LockKey(name), lease)
 		checkToken(t, c, name, 2)
 		reentry, err := ops.WriteAcquire(t.Context(), name, "W", lease, 1, 0)
 		if err != nil || reentry != (redisops.Acquired{OK: true, HoldCount: 2, Token: 3}) {
