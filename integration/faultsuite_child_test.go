@@ -80,6 +80,7 @@ func fsReadyKey(p string) string         { return p + "ready" }
 func fsReportKey(p string) string        { return p + "report" }
 func fsStopKey(p, child string) string   { return p + "stop:" + child }
 func fsLogKey(p string) string           { return p + "log" }
+func fsLeftKey(p string) string          { return p + "left" }
 
 // fsEnter records that a hold enters its critical section. It flags as an overlap every conflicting
 // hold already inside (any hold for a writer; a writer for a reader), and as a regression a write
@@ -93,6 +94,12 @@ func fsLogKey(p string) string           { return p + "log" }
 // ARGV[1] hold id, ARGV[2] mode (w or r), ARGV[3] token, ARGV[4] time Lock returned (ms), ARGV[5]
 // child id, ARGV[6] lock name, ARGV[7] kind.
 var fsEnter = redis.NewScript(`
+local prev = redis.call('HGET', KEYS[1], ARGV[1])
+if prev then
+	-- A call that go-redis ran again (its reply was lost): the hold entered already, and must not
+	-- overlap with itself nor count its token twice.
+	return cjson.decode(prev).c
+end
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local since = tonumber(redis.call('GET', KEYS[7]) or '0')
@@ -126,8 +133,9 @@ if ARGV[2] == 'w' and tonumber(me.token) > 0 then
 		redis.call('SET', KEYS[2], cjson.encode({token = me.token, acq = me.acq, hold = me.hold}))
 	end
 end
-redis.call('HSET', KEYS[1], ARGV[1], cjson.encode(me))
 local c = tonumber(redis.call('GET', KEYS[3]) or '0')
+me.c = c
+redis.call('HSET', KEYS[1], ARGV[1], cjson.encode(me))
 redis.call('RPUSH', KEYS[8], cjson.encode({ev = 'in', name = ARGV[6], hold = ARGV[1], mode = ARGV[2],
 	token = ARGV[3], acq = tonumber(ARGV[4]), t = now, c = c}))
 return c
@@ -137,13 +145,20 @@ return c
 // still has the value it read on entry (else an update was lost) and increments it. It returns 1 when
 // another hold entered while this one was inside (the parent then wants the hold's outcome).
 //
-// KEYS[1] inside hash, KEYS[2] counter, KEYS[3] events list, KEYS[4] stats hash, KEYS[5] log.
+// KEYS[1] inside hash, KEYS[2] counter, KEYS[3] events list, KEYS[4] stats hash, KEYS[5] log, KEYS[6]
+// the holds that left (hold id -> what the call returned), so that a call run again answers the same.
 // ARGV[1] hold id, ARGV[2] mode, ARGV[3] counter value read on entry, ARGV[4] lock name, ARGV[5] time
 // Lock returned (ms), ARGV[6] when the holder saw Done close (ms), 0 if it did not.
 var fsLeave = redis.NewScript(`
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local raw = redis.call('HGET', KEYS[1], ARGV[1])
+if not raw then
+	-- A call that go-redis ran again (its reply was lost): the hold left already, and must not
+	-- increment the counter twice. (Only a hold inside at its process's kill is taken off by the
+	-- parent, and it never leaves.)
+	return tonumber(redis.call('HGET', KEYS[6], ARGV[1]) or '0')
+end
 redis.call('HDEL', KEYS[1], ARGV[1])
 local flagged = 0
 if raw and cjson.decode(raw).overlapped then flagged = 1 end
@@ -161,6 +176,7 @@ else
 	redis.call('RPUSH', KEYS[5], cjson.encode({ev = 'out', name = ARGV[4], hold = ARGV[1], mode = ARGV[2],
 		acq = tonumber(ARGV[5]), t = now, done = tonumber(ARGV[6])}))
 end
+redis.call('HSET', KEYS[6], ARGV[1], flagged)
 return flagged
 `)
 
@@ -406,7 +422,7 @@ func (ch *fsChild) critical(m *coordinator.Mutex, nm fsName, mode, kind, hold st
 	}
 	work.Stop()
 	flagged, err := fsLeave.Run(bg, ch.w,
-		[]string{fsInsideKey(p, name), fsCounterKey(p, name), fsEventsKey(p), fsStatsKey(p), fsLogKey(p)},
+		[]string{fsInsideKey(p, name), fsCounterKey(p, name), fsEventsKey(p), fsStatsKey(p), fsLogKey(p), fsLeftKey(p)},
 		hold, mode, c0, name, acq, doneAt).Int64()
 	if err != nil {
 		ch.violation("witness", name, hold, "leave: "+err.Error())
