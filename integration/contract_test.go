@@ -513,9 +513,10 @@ func TestContractTokenAfterLostHoldLeftInRedis(t *testing.T) {
 // owner may get the lock while Done is open. The write lock's script answered the dead hold without
 // setting its expiry, so it ran out after the 1 s left and another owner took the write lock under a
 // holder whose Done was open (the fault suite: "c3/9/13 entered while c1/9/17 was inside, and its Done
-// had not closed first", c1/9/17's Unlock then said not held).
+// had not closed first", c1/9/17's Unlock then said not held). The read lock's script did the same
+// with the read hold's key and the hash, and a writer got in under the reader.
 func TestContractTakenOverDeadHoldGetsItsLease(t *testing.T) {
-	for _, kind := range []string{fsPlain, fsFair, fsRW} {
+	for _, kind := range []string{fsPlain, fsFair, fsRW, "read"} {
 		t.Run(kind, func(t *testing.T) {
 			srv := redistest.Start(t)
 			px, cut := faultProxiedClient(t, srv)
@@ -534,17 +535,27 @@ func TestContractTakenOverDeadHoldGetsItsLease(t *testing.T) {
 				}
 			}
 			m, other := handle(c), handle(c2)
+			keys := []string{name}
+			if kind == "read" {
+				// A read hold, and a writer that must not get in while it lasts.
+				m = c.RWMutex(name).Read()
+				keys = append(keys, redisops.ReadTimeoutKey(name, m.Owner(), 1))
+			}
 			ctx := t.Context()
 			if ok, err := m.TryLock(ctx, coordinator.Lease(300*time.Millisecond)); !ok || err != nil {
 				t.Fatalf("TryLock = %v, %v", ok, err)
 			}
 			// A renewal that took effect although its answer was lost: Redis keeps the hold.
-			if err := direct.PExpire(ctx, name, 10*time.Second).Err(); err != nil {
-				t.Fatal(err)
+			for _, k := range keys {
+				if err := direct.PExpire(ctx, k, 10*time.Second).Err(); err != nil {
+					t.Fatal(err)
+				}
 			}
 			waitFor(t, m.Done(), 2*time.Second, "Done of the hold whose lease ran out")
-			if err := direct.PExpire(ctx, name, time.Second).Err(); err != nil {
-				t.Fatal(err)
+			for _, k := range keys {
+				if err := direct.PExpire(ctx, k, time.Second).Err(); err != nil {
+					t.Fatal(err)
+				}
 			}
 			// The next Lock's clearing of the dead hold fails; its later attempt gets through.
 			px.Disable()

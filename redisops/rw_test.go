@@ -425,6 +425,18 @@ func TestRWAcquireRetryIsIdempotent(t *testing.T) {
 		}
 		checkHash(t, c, redisops.LockKey(name), map[string]string{"mode": "read", "A": "1"})
 		checkGone(t, c, redisops.ReadTimeoutKey(name, "A", 2))
+		// The hold found has little time left (a dead hold of the owner's that it failed to clear):
+		// a replay gives it the lease back, which its caller counts on.
+		for _, k := range []string{redisops.LockKey(name), redisops.ReadTimeoutKey(name, "A", 1)} {
+			if err := c.PExpire(t.Context(), k, 50*time.Millisecond).Err(); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if got, err := ops.ReadAcquire(t.Context(), name, "A", lease, 0); err != nil || got != (redisops.Acquired{OK: true, HoldCount: 1}) {
+			t.Fatalf("ReadAcquire replay = %+v, %v; want count 1", got, err)
+		}
+		checkPTTL(t, c, redisops.LockKey(name), lease)
+		checkPTTL(t, c, redisops.ReadTimeoutKey(name, "A", 1), lease)
 		got, err := ops.ReadAcquire(t.Context(), name, "A", lease, 1)
 		if err != nil || got.HoldCount != 2 {
 			t.Fatalf("read re-entry = %+v, %v; want count 2", got, err)
