@@ -1344,9 +1344,10 @@ func (a *lockActor) holdsGone() bool {
 
 // clearLost frees what may be left in Redis of the hold of k that was lost: the local estimate of its
 // lease ran out a little before Redis drops it (the drift margin), or a renewal took effect although
-// its answer was lost or came too late. The owner's next acquisition must not find that dead hold, which
-// the acquire script would take for the owner's own lost reply and answer with the dead hold's
-// fencing token. Each release checks the owner, so another owner's hold is never touched.
+// its answer was lost or came too late. The owner's next acquisition should not find that dead hold,
+// which the acquire script takes for the owner's own lost reply and takes over (with a fresh fencing
+// token: it answered the dead hold's token when this clearing failed). Each release checks the owner,
+// so another owner's hold is never touched.
 func (a *lockActor) clearLost(k holdKey) {
 	n := a.lost[k]
 	delete(a.lost, k)

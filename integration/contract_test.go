@@ -455,3 +455,127 @@ func TestContractReadWaitWhileRedisPaused(t *testing.T) {
 		})
 	}
 }
+
+// TestContractTokenAfterLostHoldLeftInRedis: a hold whose Done closed while Redis still kept it (a
+// renewal took effect although its answer was lost, so the key outlived the lease the holder knew of)
+// is cleared before the owner's next acquisition; when that clearing fails too (the connection is cut
+// at that moment), the next acquisition that gets through finds the dead hold, takes it over, and must
+// still get a fencing token above the dead hold's. It got the same token: the acquire scripts took the
+// dead hold for the owner's own lost reply and answered the counter, the dead hold's token. The fault
+// suite saw it on proxied children: "got token T, not above T".
+func TestContractTokenAfterLostHoldLeftInRedis(t *testing.T) {
+	for _, kind := range []string{fsPlain, fsFair, fsRW} {
+		t.Run(kind, func(t *testing.T) {
+			srv := redistest.Start(t)
+			px, cut := faultProxiedClient(t, srv)
+			direct := srv.Client(t)
+			c := newCoordinator(t, cut)
+			name := "contract-dead-hold-token-" + kind
+			var m *coordinator.Mutex
+			switch kind {
+			case fsPlain:
+				m = c.Mutex(name)
+			case fsFair:
+				m = c.FairMutex(name)
+			default:
+				m = c.RWMutex(name).Write()
+			}
+			ctx := t.Context()
+			if ok, err := m.TryLock(ctx, coordinator.Lease(300*time.Millisecond)); !ok || err != nil {
+				t.Fatalf("TryLock = %v, %v", ok, err)
+			}
+			first := m.Token()
+			// A renewal that took effect although its answer was lost: Redis keeps the hold.
+			if err := direct.PExpire(ctx, name, 10*time.Second).Err(); err != nil {
+				t.Fatal(err)
+			}
+			waitFor(t, m.Done(), 2*time.Second, "Done of the hold whose lease ran out")
+			// The next Lock's clearing of the dead hold fails; its later attempt gets through.
+			px.Disable()
+			heal := time.AfterFunc(300*time.Millisecond, px.Enable)
+			defer heal.Stop()
+			lctx, cancel := context.WithTimeout(ctx, 8*time.Second)
+			defer cancel()
+			if err := m.Lock(lctx); err != nil {
+				t.Fatalf("Lock after the connection came back: %v", err)
+			}
+			if got := m.Token(); got <= first {
+				t.Fatalf("token %d after a hold with token %d was lost: not above it (a token issued twice)", got, first)
+			}
+			mustUnlock(t, m)
+		})
+	}
+}
+
+// TestContractTakenOverDeadHoldGetsItsLease: as in TestContractTokenAfterLostHoldLeftInRedis, the
+// owner's next Lock takes over a dead hold of its own that Redis kept (with 1 s left) because clearing
+// it failed. Lock reports a hold valid for a full lease, so Redis must keep it that long: no other
+// owner may get the lock while Done is open. The write lock's script answered the dead hold without
+// setting its expiry, so it ran out after the 1 s left and another owner took the write lock under a
+// holder whose Done was open (the fault suite: "c3/9/13 entered while c1/9/17 was inside, and its Done
+// had not closed first", c1/9/17's Unlock then said not held). The read lock's script did the same
+// with the read hold's key and the hash, and a writer got in under the reader.
+func TestContractTakenOverDeadHoldGetsItsLease(t *testing.T) {
+	for _, kind := range []string{fsPlain, fsFair, fsRW, "read"} {
+		t.Run(kind, func(t *testing.T) {
+			srv := redistest.Start(t)
+			px, cut := faultProxiedClient(t, srv)
+			direct := srv.Client(t)
+			c := newCoordinator(t, cut, coordinator.WithWatchdogTimeout(6*time.Second))
+			c2 := newCoordinator(t, direct)
+			name := "contract-dead-hold-lease-" + kind
+			handle := func(c *coordinator.Coordinator) *coordinator.Mutex {
+				switch kind {
+				case fsPlain:
+					return c.Mutex(name)
+				case fsFair:
+					return c.FairMutex(name)
+				default:
+					return c.RWMutex(name).Write()
+				}
+			}
+			m, other := handle(c), handle(c2)
+			keys := []string{name}
+			if kind == "read" {
+				// A read hold, and a writer that must not get in while it lasts.
+				m = c.RWMutex(name).Read()
+				keys = append(keys, redisops.ReadTimeoutKey(name, m.Owner(), 1))
+			}
+			ctx := t.Context()
+			if ok, err := m.TryLock(ctx, coordinator.Lease(300*time.Millisecond)); !ok || err != nil {
+				t.Fatalf("TryLock = %v, %v", ok, err)
+			}
+			// A renewal that took effect although its answer was lost: Redis keeps the hold.
+			for _, k := range keys {
+				if err := direct.PExpire(ctx, k, 10*time.Second).Err(); err != nil {
+					t.Fatal(err)
+				}
+			}
+			waitFor(t, m.Done(), 2*time.Second, "Done of the hold whose lease ran out")
+			for _, k := range keys {
+				if err := direct.PExpire(ctx, k, time.Second).Err(); err != nil {
+					t.Fatal(err)
+				}
+			}
+			// The next Lock's clearing of the dead hold fails; its later attempt gets through.
+			px.Disable()
+			heal := time.AfterFunc(200*time.Millisecond, px.Enable)
+			defer heal.Stop()
+			lctx, cancel := context.WithTimeout(ctx, 8*time.Second)
+			defer cancel()
+			if err := m.Lock(lctx); err != nil {
+				t.Fatalf("Lock after the connection came back: %v", err)
+			}
+			// The watchdog's first renewal is 2 s away: the hold must last on its own until then.
+			if ok, err := other.TryLock(ctx, coordinator.Wait(1500*time.Millisecond)); ok || err != nil {
+				select {
+				case <-m.Done():
+					t.Fatalf("another owner got the lock (%v, %v) after the holder's Done closed: the hold lasted less than its lease", ok, err)
+				default:
+					t.Fatalf("another owner got the lock (%v, %v) while the holder's Done was open", ok, err)
+				}
+			}
+			mustUnlock(t, m)
+		})
+	}
+}

@@ -79,6 +79,8 @@ func fsFlaggedKey(p string) string       { return p + "flagged" }
 func fsReadyKey(p string) string         { return p + "ready" }
 func fsReportKey(p string) string        { return p + "report" }
 func fsStopKey(p, child string) string   { return p + "stop:" + child }
+func fsLogKey(p string) string           { return p + "log" }
+func fsLeftKey(p string) string          { return p + "left" }
 
 // fsEnter records that a hold enters its critical section. It flags as an overlap every conflicting
 // hold already inside (any hold for a writer; a writer for a reader), and as a regression a write
@@ -87,10 +89,17 @@ func fsStopKey(p, child string) string   { return p + "stop:" + child }
 //
 // KEYS[1] inside hash (hold id -> JSON), KEYS[2] highest token (JSON {token, acq}), KEYS[3] counter,
 // KEYS[4] time of the first entry after KEYS[7], KEYS[5] events list, KEYS[6] stats hash, KEYS[7] the
-// end of the latest fault (ms), set by the parent.
+// end of the latest fault (ms), set by the parent, KEYS[8] the log of entries and leaves (for the
+// parent's report on a violation).
 // ARGV[1] hold id, ARGV[2] mode (w or r), ARGV[3] token, ARGV[4] time Lock returned (ms), ARGV[5]
 // child id, ARGV[6] lock name, ARGV[7] kind.
 var fsEnter = redis.NewScript(`
+local prev = redis.call('HGET', KEYS[1], ARGV[1])
+if prev then
+	-- A call that go-redis ran again (its reply was lost): the hold entered already, and must not
+	-- overlap with itself nor count its token twice.
+	return cjson.decode(prev).c
+end
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local since = tonumber(redis.call('GET', KEYS[7]) or '0')
@@ -121,22 +130,35 @@ if ARGV[2] == 'w' and tonumber(me.token) > 0 then
 		redis.call('HINCRBY', KEYS[6], 'regression', 1)
 		redis.call('RPUSH', KEYS[5], cjson.encode({type = 'regression', name = ARGV[6], at = now, entrant = me, max = mx}))
 	else
-		redis.call('SET', KEYS[2], cjson.encode({token = me.token, acq = me.acq}))
+		redis.call('SET', KEYS[2], cjson.encode({token = me.token, acq = me.acq, hold = me.hold}))
 	end
 end
+local c = tonumber(redis.call('GET', KEYS[3]) or '0')
+me.c = c
 redis.call('HSET', KEYS[1], ARGV[1], cjson.encode(me))
-return tonumber(redis.call('GET', KEYS[3]) or '0')
+redis.call('RPUSH', KEYS[8], cjson.encode({ev = 'in', name = ARGV[6], hold = ARGV[1], mode = ARGV[2],
+	token = ARGV[3], acq = tonumber(ARGV[4]), t = now, c = c}))
+return c
 `)
 
 // fsLeave records that a hold leaves its critical section. A writer checks that the shared counter
 // still has the value it read on entry (else an update was lost) and increments it. It returns 1 when
 // another hold entered while this one was inside (the parent then wants the hold's outcome).
 //
-// KEYS[1] inside hash, KEYS[2] counter, KEYS[3] events list, KEYS[4] stats hash.
+// KEYS[1] inside hash, KEYS[2] counter, KEYS[3] events list, KEYS[4] stats hash, KEYS[5] log, KEYS[6]
+// the holds that left (hold id -> what the call returned), so that a call run again answers the same.
 // ARGV[1] hold id, ARGV[2] mode, ARGV[3] counter value read on entry, ARGV[4] lock name, ARGV[5] time
-// Lock returned (ms).
+// Lock returned (ms), ARGV[6] when the holder saw Done close (ms), 0 if it did not.
 var fsLeave = redis.NewScript(`
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local raw = redis.call('HGET', KEYS[1], ARGV[1])
+if not raw then
+	-- A call that go-redis ran again (its reply was lost): the hold left already, and must not
+	-- increment the counter twice. (Only a hold inside at its process's kill is taken off by the
+	-- parent, and it never leaves.)
+	return tonumber(redis.call('HGET', KEYS[6], ARGV[1]) or '0')
+end
 redis.call('HDEL', KEYS[1], ARGV[1])
 local flagged = 0
 if raw and cjson.decode(raw).overlapped then flagged = 1 end
@@ -148,7 +170,13 @@ if ARGV[2] == 'w' then
 			acq = tonumber(ARGV[5]), want = tonumber(ARGV[3]), got = c}))
 	end
 	redis.call('SET', KEYS[2], c + 1)
+	redis.call('RPUSH', KEYS[5], cjson.encode({ev = 'out', name = ARGV[4], hold = ARGV[1], mode = ARGV[2],
+		acq = tonumber(ARGV[5]), t = now, c = c, done = tonumber(ARGV[6])}))
+else
+	redis.call('RPUSH', KEYS[5], cjson.encode({ev = 'out', name = ARGV[4], hold = ARGV[1], mode = ARGV[2],
+		acq = tonumber(ARGV[5]), t = now, done = tonumber(ARGV[6])}))
 end
+redis.call('HSET', KEYS[6], ARGV[1], flagged)
 return flagged
 `)
 
@@ -159,6 +187,22 @@ type fsOutcome struct {
 	DoneAt int64 `json:"done_at"`
 	// Unlock is what Unlock returned: "ok", "notheld" or the error.
 	Unlock string `json:"unlock"`
+}
+
+// fsLogEntry is an entry of the witness's log: a hold entering ("in") or leaving ("out") its critical
+// section, on the witness's clock, with the counter it read (and, leaving, incremented); or what its
+// Unlock returned ("unlock", on the child's clock).
+type fsLogEntry struct {
+	Ev     string `json:"ev"`
+	Name   string `json:"name"`
+	Hold   string `json:"hold"`
+	Mode   string `json:"mode,omitempty"`
+	Token  string `json:"token,omitempty"`
+	Acq    int64  `json:"acq,omitempty"`
+	T      int64  `json:"t"`
+	C      *int64 `json:"c,omitempty"`
+	Done   int64  `json:"done,omitempty"`
+	Unlock string `json:"unlock,omitempty"`
 }
 
 // fsViolation is a failed check made by a child, pushed to the events list.
@@ -358,7 +402,7 @@ func (ch *fsChild) critical(m *coordinator.Mutex, nm fsName, mode, kind, hold st
 	acq := returned.UnixMilli()
 	c0, err := fsEnter.Run(bg, ch.w,
 		[]string{fsInsideKey(p, name), fsMaxTokKey(p, name), fsCounterKey(p, name), fsFirstKey(p, name), fsEventsKey(p), fsStatsKey(p),
-			fsSinceKey(p, name)},
+			fsSinceKey(p, name), fsLogKey(p)},
 		hold, mode, token, acq, ch.cfg.ID, name, kind).Int64()
 	if err != nil {
 		ch.violation("witness", name, hold, "enter: "+err.Error())
@@ -378,8 +422,8 @@ func (ch *fsChild) critical(m *coordinator.Mutex, nm fsName, mode, kind, hold st
 	}
 	work.Stop()
 	flagged, err := fsLeave.Run(bg, ch.w,
-		[]string{fsInsideKey(p, name), fsCounterKey(p, name), fsEventsKey(p), fsStatsKey(p)},
-		hold, mode, c0, name, acq).Int64()
+		[]string{fsInsideKey(p, name), fsCounterKey(p, name), fsEventsKey(p), fsStatsKey(p), fsLogKey(p), fsLeftKey(p)},
+		hold, mode, c0, name, acq, doneAt).Int64()
 	if err != nil {
 		ch.violation("witness", name, hold, "leave: "+err.Error())
 	}
@@ -419,6 +463,8 @@ func (ch *fsChild) critical(m *coordinator.Mutex, nm fsName, mode, kind, hold st
 		}
 		leak.Stop()
 	}
+	ulog, _ := json.Marshal(fsLogEntry{Ev: "unlock", Name: name, Hold: hold, T: time.Now().UnixMilli(), Done: doneAt, Unlock: unlock})
+	_ = ch.w.RPush(bg, fsLogKey(p), ulog).Err()
 	if flagged == 1 {
 		js, _ := json.Marshal(fsOutcome{DoneAt: doneAt, Unlock: unlock})
 		_ = ch.w.HSet(bg, fsFlaggedKey(p), hold, js).Err()

@@ -11,7 +11,7 @@
 -- ARGV[2]  owner id O
 -- ARGV[3]  the hold count O had before this acquisition as far as the caller knows, or -1 if unknown.
 --          When O's count is already above it, this call is a retry of one whose reply was lost:
---          it answers without taking a second hold.
+--          it answers without taking a second hold, with a fresh token.
 -- ARGV[4]  wait window in milliseconds: how long a queued waiter may stay silent before it is purged
 -- ARGV[5]  "1" to queue O when the lock is not obtained, "0" for a single attempt that leaves no trace
 -- ARGV[6]  "1" to register O, when it queues, for a handoff with lease ARGV[1] (and window ARGV[4]);
@@ -73,9 +73,12 @@ if current then
     local expected = tonumber(ARGV[3])
     if expected >= 0 and current > expected then
         redis.call('pexpire', KEYS[1], ARGV[1])
-        -- The counter of an expiring token may be gone by now (it outlives its token by 10 s, a hold
-        -- lasts longer): then a fresh token, above every earlier one, rather than 0.
-        return {1, current, tonumber(redis.call('get', KEYS[4])) or issueToken(KEYS[4], tonumber(ARGV[12]))}
+        -- A fresh token, never the counter's value: the hold found may also be a dead one of the
+        -- owner's, lost to the caller (its Done closed) while Redis kept it (a renewal that took
+        -- effect although its answer was lost), which the caller failed to clear; answering the
+        -- counter gave it that hold's token a second time. The token of a lost reply was never seen,
+        -- so a fresh one costs nothing but a gap.
+        return {1, current, issueToken(KEYS[4], tonumber(ARGV[12]))}
     end
     local count = redis.call('hincrby', KEYS[1], ARGV[2], 1)
     redis.call('pexpire', KEYS[1], ARGV[1])

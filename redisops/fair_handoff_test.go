@@ -110,9 +110,10 @@ func TestFairWaitHandoff(t *testing.T) {
 		}
 		expectNoMessage(t, c, psC, redisops.FairChannelName(name, "C"))
 
-		// B's own attempt after the grant (it missed the notice) finds its hold.
+		// B's own attempt after the grant (it missed the notice) finds its hold, with a fresh token
+		// (the notice's was never used).
 		again, err := ops.FairWait(t.Context(), name, "B", bLease, handoffWindow, 0, "w-B")
-		if want := (redisops.Acquired{OK: true, HoldCount: 1, Token: got.Token}); err != nil || again != want {
+		if want := (redisops.Acquired{OK: true, HoldCount: 1, Token: got.Token + 1}); err != nil || again != want {
 			t.Fatalf("FairWait by B after the grant = %+v, %v; want %+v", again, err, want)
 		}
 		checkHash(t, c, redisops.LockKey(name), map[string]string{"B": "1"})
@@ -125,7 +126,7 @@ func TestFairWaitHandoff(t *testing.T) {
 
 		// B's release hands the lock on to C.
 		next := fairReleaseWith(t, ops, name, "B", "r2", nil)
-		if want := (redisops.Released{Registered: true, Token: got.Token + 1, Next: "C"}); next != want {
+		if want := (redisops.Released{Registered: true, Token: again.Token + 1, Next: "C"}); next != want {
 			t.Errorf("B's FairRelease: got %+v, want %+v", next, want)
 		}
 		checkFairQueue(t, c, name)

@@ -114,7 +114,9 @@ const UnknownHoldCount = -1
 // Acquire takes or re-enters the lock name for owner with the given lease. held is the hold count the
 // owner had before this call as far as the caller knows, or [UnknownHoldCount]. With a known count the
 // call is retry-safe: when go-redis retries it after a lost reply, the retry finds the owner's count
-// already above held and takes no second hold.
+// already above held and takes no second hold. It answers a fresh fencing token for that hold: the
+// hold found may also be a dead one of the owner's that the caller had counted as lost, whose token
+// must not be handed out again.
 //
 // With the replica-sync safeguard on ([Ops.SetReplicaSync]), a hold that too few replicas acknowledge
 // is given back and the call returns an error matching [ErrNotSynced].

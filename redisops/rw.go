@@ -171,7 +171,7 @@ func readAcquireReply(name string, cmd *redis.Cmd) (Acquired, error) {
 // read holds and is not the writer it returns [ErrUpgrade] and changes nothing.
 //
 // held is owner's write hold count before this call as far as the caller knows, or [UnknownHoldCount];
-// with a known count the call is retry-safe like [Ops.Acquire], and a replay returns the current token.
+// with a known count the call is retry-safe like [Ops.Acquire], and a replay returns a fresh token.
 //
 // intent, when above 0, leaves a write intent when owner is refused because other owners hold the lock
 // in read mode: [WriteIntentKey] is set to owner with an expiry of intent, or its expiry refreshed to

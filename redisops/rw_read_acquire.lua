@@ -9,7 +9,8 @@
 -- ARGV[3]  O's write field O:write
 -- ARGV[4]  O's read count before this acquisition as far as the caller knows, or -1 if unknown.
 --          When O's count is already above it, this call is a retry of one whose reply was lost:
---          it answers without taking a second hold.
+--          it answers without taking a second hold, and raises that hold's expiry (and the hash's)
+--          to at least the lease.
 -- Allowed when mode is absent or read, or when mode is write and O is the writer (a downgrade).
 -- A new reader (O holds no read hold and is not the writer) is refused while the write intent holds
 -- another owner's id, whether the lock is free or read-locked, so that a stream of readers cannot starve
@@ -32,6 +33,19 @@ local mode, current, writer = state[1], state[2], state[3]
 if current then
     current = tonumber(current)
     if expected >= 0 and current > expected then
+        -- The caller counts the hold valid for a lease from when it sent this call, so the hold's key
+        -- and the hash keep at least that long (raised, never cut). The hold found may be a dead one
+        -- of the owner's, lost to the caller while Redis kept it (a renewal that took effect although
+        -- its answer was lost), which the caller failed to clear, with little time left: answered as
+        -- it was, it ran out under a holder told it had a full lease, and a writer got in.
+        local holdKey = KEYS[2] .. ':' .. current
+        local holdType = redis.call('type', holdKey).ok
+        if (holdType == 'none' or holdType == 'string') and redis.call('pttl', holdKey) < lease then
+            redis.call('set', holdKey, 1, 'px', lease)
+        end
+        if redis.call('pttl', KEYS[1]) < lease then
+            redis.call('pexpire', KEYS[1], lease)
+        end
         return {1, current}
     end
 end

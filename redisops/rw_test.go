@@ -409,7 +409,8 @@ func TestWriteReentryAndTokens(t *testing.T) {
 }
 
 // TestRWAcquireRetryIsIdempotent replays acquisitions whose reply was lost: with the hold count the
-// caller knew, the replay must not take a second hold, set a second timeout key, nor issue a token.
+// caller knew, the replay must not take a second hold nor set a second timeout key. A write replay
+// answers a fresh token (see TestAcquireRetryIsIdempotent).
 func TestRWAcquireRetryIsIdempotent(t *testing.T) {
 	t.Parallel()
 	ops, c := setup(t)
@@ -424,6 +425,18 @@ func TestRWAcquireRetryIsIdempotent(t *testing.T) {
 		}
 		checkHash(t, c, redisops.LockKey(name), map[string]string{"mode": "read", "A": "1"})
 		checkGone(t, c, redisops.ReadTimeoutKey(name, "A", 2))
+		// The hold found has little time left (a dead hold of the owner's that it failed to clear):
+		// a replay gives it the lease back, which its caller counts on.
+		for _, k := range []string{redisops.LockKey(name), redisops.ReadTimeoutKey(name, "A", 1)} {
+			if err := c.PExpire(t.Context(), k, 50*time.Millisecond).Err(); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if got, err := ops.ReadAcquire(t.Context(), name, "A", lease, 0); err != nil || got != (redisops.Acquired{OK: true, HoldCount: 1}) {
+			t.Fatalf("ReadAcquire replay = %+v, %v; want count 1", got, err)
+		}
+		checkPTTL(t, c, redisops.LockKey(name), lease)
+		checkPTTL(t, c, redisops.ReadTimeoutKey(name, "A", 1), lease)
 		got, err := ops.ReadAcquire(t.Context(), name, "A", lease, 1)
 		if err != nil || got.HoldCount != 2 {
 			t.Fatalf("read re-entry = %+v, %v; want count 2", got, err)
@@ -441,14 +454,20 @@ func TestRWAcquireRetryIsIdempotent(t *testing.T) {
 		if err != nil || first != (redisops.Acquired{OK: true, HoldCount: 1, Token: 1}) {
 			t.Fatalf("first WriteAcquire = %+v, %v", first, err)
 		}
-		replay, err := ops.WriteAcquire(t.Context(), name, "W", lease, 0, 0)
-		if err != nil || replay != first {
-			t.Fatalf("replayed WriteAcquire = %+v, %v; want the first answer %+v", replay, err, first)
+		// The hold found has little time left (a dead hold of the owner's that it failed to clear):
+		// the replay gives it the lease back, which its caller counts on.
+		if err := c.PExpire(t.Context(), redisops.LockKey(name), 50*time.Millisecond).Err(); err != nil {
+			t.Fatal(err)
 		}
-		checkToken(t, c, name, 1)
+		replay, err := ops.WriteAcquire(t.Context(), name, "W", lease, 0, 0)
+		if want := (redisops.Acquired{OK: true, HoldCount: 1, Token: 2}); err != nil || replay != want {
+			t.Fatalf("replayed WriteAcquire = %+v, %v; want the same hold with a fresh token, %+v", replay, err, want)
+		}
+		checkPTTL(t, c, redisops.LockKey(name), lease)
+		checkToken(t, c, name, 2)
 		reentry, err := ops.WriteAcquire(t.Context(), name, "W", lease, 1, 0)
-		if err != nil || reentry != (redisops.Acquired{OK: true, HoldCount: 2, Token: 2}) {
-			t.Fatalf("write re-entry = %+v, %v; want count 2, token 2", reentry, err)
+		if err != nil || reentry != (redisops.Acquired{OK: true, HoldCount: 2, Token: 3}) {
+			t.Fatalf("write re-entry = %+v, %v; want count 2, token 3", reentry, err)
 		}
 		checkHash(t, c, redisops.LockKey(name), map[string]string{"mode": "write", "W:write": "2"})
 	})

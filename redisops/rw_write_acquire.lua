@@ -9,12 +9,12 @@
 -- ARGV[3]  O's write field O:write
 -- ARGV[4]  O's write count before this acquisition as far as the caller knows, or -1 if unknown.
 --          When O's count is already above it, this call is a retry of one whose reply was lost:
---          it answers without taking a second hold.
+--          it answers without taking a second hold, with a fresh token.
 -- ARGV[5]  write intent expiry in milliseconds, or 0 to leave no intent
 -- ARGV[6]  token expiry in milliseconds, or 0 to keep the counter forever (see issueToken in lib.lua)
 -- Allowed when mode is absent, or when mode is write and O is the writer (re-entry). A first hold sets
 -- the expiry to the lease; a re-entry adds the lease to the expiry left (Redisson: pttl + lease), so the
--- outer hold keeps the time it had. An owner that
+-- outer hold keeps the time it had; a retry (see ARGV[4]) raises it to at least the lease. An owner that
 -- holds read holds and is not the writer is refused without any change: it would wait for itself.
 -- When O is refused because other owners hold the lock in read mode and ARGV[5] > 0, the intent is set
 -- to O with that expiry, or its expiry refreshed when it already holds O; an intent of another owner is
@@ -45,9 +45,20 @@ if current then
     current = tonumber(current)
     if expected >= 0 and current > expected then
         clearIntent()
-        -- The counter of an expiring token may be gone by now (it outlives its token by 10 s, a hold
-        -- lasts longer): then a fresh token, above every earlier one, rather than 0.
-        return {1, current, tonumber(redis.call('get', KEYS[2])) or issueToken(KEYS[2], tonumber(ARGV[6]))}
+        -- The caller counts the hold valid for a lease from when it sent this call, so the expiry is
+        -- raised to at least the lease (never cut: a retried re-entry added its lease already). The
+        -- hold found may be a dead one of the owner's with little time left (see below): answered as
+        -- it was, it ran out under a holder told it had a full lease.
+        local left = redis.call('pttl', KEYS[1])
+        if left >= 0 and left < tonumber(ARGV[1]) then
+            redis.call('pexpire', KEYS[1], ARGV[1])
+        end
+        -- A fresh token, never the counter's value: the hold found may also be a dead one of the
+        -- owner's, lost to the caller (its Done closed) while Redis kept it (a renewal that took
+        -- effect although its answer was lost), which the caller failed to clear; answering the
+        -- counter gave it that hold's token a second time. The token of a lost reply was never seen,
+        -- so a fresh one costs nothing but a gap.
+        return {1, current, issueToken(KEYS[2], tonumber(ARGV[6]))}
     end
 elseif reads then
     return {-1}
