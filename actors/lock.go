@@ -524,9 +524,13 @@ func (a *lockActor) attempt(m *Acquire) (bool, time.Duration, error) {
 	// An answer that comes after the lease is worthless (see lateGrant): bound the call by it (go-redis
 	// honours the deadline when the client has ContextTimeoutEnabled).
 	ctx, cancel := context.WithTimeout(a.redisContext(), m.Lease)
-	a.inflight.Store(sent.UnixNano())
+	if len(a.running) == 0 { // else the oldest running batch is the oldest unanswered call
+		a.inflight.Store(sent.UnixNano())
+	}
 	res, err := a.proto.acquire(ctx, m, a.knownHeld(m), m.Wait)
-	a.inflight.Store(0)
+	if len(a.running) == 0 {
+		a.inflight.Store(0)
+	}
 	cancel()
 	acquireEvent(m, sent, res.OK, err)
 	return a.settleAttempt(m, sent, res, err)
@@ -709,12 +713,11 @@ func (a *lockActor) grant(m *Acquire, count, token int64, sent time.Time) {
 	h.shared = m.SharedOwner
 	h.retryID = "" // Redis' count is known again
 	switch {
-	case reentry && m.Kind == KindWrite:
-		// A write re-entry adds its lease to the expiry left in Redis (rw_write_acquire.lua), which is
-		// no earlier than the estimate.
-		h.extend(h.expires, m.Lease)
-	case reentry && m.Kind == KindRead && sent.Add(m.Lease).Before(h.expires):
-		// A read re-entry only raises the hash's expiry, and the earlier read holds keep theirs.
+	case reentry && (m.Kind == KindWrite || m.Kind == KindRead) && validUntil(sent, m.Lease).Before(h.expires):
+		// A read or write re-entry never cuts the expiry in Redis: a read re-entry raises the hash's
+		// expiry to its lease, a write re-entry adds its lease to what is left (rw_write_acquire.lua),
+		// but a retried one whose first try's addition a renewal has reset since adds nothing. So the
+		// estimate is only ever raised, to this call's own validity.
 	default:
 		h.extend(sent, m.Lease)
 	}
@@ -972,13 +975,18 @@ func (a *lockActor) settleRelease(m *Release, h *hold, lease time.Duration, next
 			m.Ticket.deliver(Outcome{Reason: messages.ReasonRedis, Err: err})
 			return
 		}
-		// Whether the release took effect is unknown. When it was the last hold, the hold is no
-		// longer renewed, whatever happens next (as in Redisson), so that the lock frees itself within
-		// its lease even if the caller never retries. An inner hold's failure leaves the outer holds
-		// renewed. An Unlock called again sends the same request.
-		if h.count <= 1 {
-			h.watchdog = false
+		// Whether the release took effect is unknown. As in Redisson, the Unlock counts as done for
+		// the holder all the same. An inner hold's failure leaves the outer holds held and renewed;
+		// if it never took effect, the last Unlock finds the hold left over and gives it back
+		// (releaseStray). When it was the last hold, the hold is no longer renewed, whatever happens
+		// next, so that the lock frees itself within its lease even if the caller never retries; an
+		// Unlock called again then sends the same request.
+		if h.count > 1 {
+			h.count--
+			m.Ticket.deliver(Outcome{Reason: messages.ReasonRedis, Err: &UnlockError{Err: err}})
+			return
 		}
+		h.watchdog = false
 		h.retryID = requestID
 		m.Ticket.deliver(Outcome{Reason: messages.ReasonRedis, Err: &UnlockError{Expires: h.expires, Err: err}})
 		return
@@ -1081,17 +1089,24 @@ func (a *lockActor) releaseStray(k holdKey, lease time.Duration, remaining int64
 }
 
 // UnlockError is the error of a release that failed on a Redis error (a cut connection, a server
-// restarting): whether it took effect is unknown. The hold is no longer renewed, so the lock frees
-// itself by Expires at the latest even if the release is never retried; a later Unlock of the same
-// owner sends the same request again, and the release latch makes it safe to retry.
+// restarting): whether it took effect is unknown. The Unlock counts as done for the holder, as in
+// Redisson. For the last hold, the hold is no longer renewed, so the lock frees itself by Expires at
+// the latest even if the release is never retried; a later Unlock of the same owner sends the same
+// request again, and the release latch makes it safe to retry. For an inner hold (Expires is zero),
+// the outer holds stay held and renewed, and the last Unlock gives back what the failed one may have
+// left in Redis.
 type UnlockError struct {
-	// Expires is when the hold's lease runs out, unless a retried Unlock frees it earlier.
+	// Expires is when the hold's lease runs out, unless a retried Unlock frees it earlier; zero for an
+	// inner hold.
 	Expires time.Time
 	// Err is the Redis error.
 	Err error
 }
 
 func (e *UnlockError) Error() string {
+	if e.Expires.IsZero() {
+		return fmt.Sprintf("lockwarden: unlock of an inner hold failed; it counts as released, and the outer holds stay held: %v", e.Err)
+	}
 	return fmt.Sprintf("lockwarden: unlock failed, the hold is no longer renewed and expires by %s unless Unlock is retried: %v",
 		e.Expires.Format(time.RFC3339Nano), e.Err)
 }

@@ -334,10 +334,12 @@ func outcomeError(o actors.Outcome) error {
 // the answer arrives, it returns ctx.Err(), and the release may still take effect.
 //
 // A release that fails on a Redis error (a cut connection, a restarting server) returns an
-// [*UnlockError] wrapping it: whether it took effect is unknown, so the hold is no longer renewed and
-// the lock frees itself when its lease runs out (Done closes then), even if Unlock is never called
-// again. Calling Unlock again retries the same release safely: if the failed one took effect after
-// all, Redis answers what it did, and no second hold is taken away.
+// [*UnlockError] wrapping it: whether it took effect is unknown, and the Unlock counts as done all the
+// same (as in Redisson). When it was the last hold, the hold is no longer renewed and the lock frees
+// itself when its lease runs out (Done closes then), even if Unlock is never called again; calling
+// Unlock again retries the same release safely: if the failed one took effect after all, Redis answers
+// what it did, and no second hold is taken away. When it was an inner hold of a re-entered lock, the
+// outer holds stay held and renewed, and the last Unlock gives back whatever the failed one left.
 func (m *Mutex) Unlock(ctx context.Context) (err error) {
 	if err := m.usable(ctx); err != nil {
 		return err
