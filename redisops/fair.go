@@ -31,7 +31,7 @@ var (
 	fairReleaseScript     = redis.NewScript(withLib(fairReleaseSource))
 	fairCancelScript      = redis.NewScript(withLib(fairCancelSource))
 	fairForceUnlockScript = redis.NewScript(withLib(fairForceUnlockSource))
-	fairRefreshScript     = redis.NewScript(fairRefreshSource)
+	fairRefreshScript     = redis.NewScript(withLib(fairRefreshSource))
 )
 
 // FairScripts returns the scripts of the fair lock, so that tests and warm-up code can load them all.

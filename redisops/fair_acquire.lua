@@ -52,19 +52,7 @@ end
 local window = tonumber(ARGV[4])
 
 -- Purge the waiters at the head whose window has passed (or that have no score at all).
-while true do
-    local head = redis.call('lindex', KEYS[2], 0)
-    if not head then
-        break
-    end
-    local score = redis.call('zscore', KEYS[3], head)
-    if score and tonumber(score) > now then
-        break
-    end
-    redis.call('lpop', KEYS[2])
-    redis.call('zrem', KEYS[3], head)
-    redis.call('hdel', KEYS[5], head)
-end
+purgeLapsed(KEYS[2], KEYS[3], KEYS[5], now)
 
 -- Retry of a call that took the lock, or re-entry.
 local current = redis.call('hget', KEYS[1], ARGV[2])

@@ -17,19 +17,7 @@
 -- A deadline is never lowered, so a waiter keeps whatever Redisson's arithmetic gave it.
 local t = redis.call('time')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-while true do
-    local head = redis.call('lindex', KEYS[2], 0)
-    if not head then
-        break
-    end
-    local score = redis.call('zscore', KEYS[3], head)
-    if score and tonumber(score) > now then
-        break
-    end
-    redis.call('lpop', KEYS[2])
-    redis.call('zrem', KEYS[3], head)
-    redis.call('hdel', KEYS[4], head)
-end
+purgeLapsed(KEYS[2], KEYS[3], KEYS[4], now)
 local head = redis.call('lindex', KEYS[2], 0)
 local free = redis.call('exists', KEYS[1]) == 0
 if head and free then

@@ -58,19 +58,7 @@ end
 -- Purge the waiters at the head whose window has passed (server clock), so the live head is told.
 local t = redis.call('time')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-while true do
-    local head = redis.call('lindex', KEYS[2], 0)
-    if not head then
-        break
-    end
-    local score = redis.call('zscore', KEYS[3], head)
-    if score and tonumber(score) > now then
-        break
-    end
-    redis.call('lpop', KEYS[2])
-    redis.call('zrem', KEYS[3], head)
-    redis.call('hdel', KEYS[6], head)
-end
+purgeLapsed(KEYS[2], KEYS[3], KEYS[6], now)
 
 local held = redis.call('hget', KEYS[1], ARGV[2])
 if not held then

@@ -33,3 +33,23 @@ local function issueToken(key, expiry)
     redis.call('set', key, string.format('%d', token), 'px', string.format('%d', keep))
     return token
 end
+
+-- purgeLapsed(queue, timeouts, handoffs, now) pops from the head of a fair lock's queue (LIST queue,
+-- ZSET timeouts of owner -> deadline in ms) every waiter whose deadline has passed at now (server ms),
+-- or that has no deadline at all, with its handoff registration (HASH handoffs): Redisson's purge of
+-- waiters that stopped waiting.
+local function purgeLapsed(queue, timeouts, handoffs, now)
+    while true do
+        local head = redis.call('lindex', queue, 0)
+        if not head then
+            return
+        end
+        local score = redis.call('zscore', timeouts, head)
+        if score and tonumber(score) > now then
+            return
+        end
+        redis.call('lpop', queue)
+        redis.call('zrem', timeouts, head)
+        redis.call('hdel', handoffs, head)
+    end
+end
