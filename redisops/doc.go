@@ -17,8 +17,8 @@
 // key a script touches is passed in KEYS, and the keys of one lock share the hash tag {N}, so the scripts
 // also run on Redis Cluster. A script checks the type of every key before it changes anything, and
 // answers WRONGTYPE ([ErrWrongType]) when one holds another type. The functions the scripts share
-// (wrongType, issueToken, purgeLapsed) are defined once, in lib.lua, and prepended to each script
-// when it is loaded.
+// (wrongType, issueToken, purgeLapsed, shiftDeadlines) are defined once, in lib.lua, and prepended to
+// each script when it is loaded.
 //
 // # Replica sync
 //

@@ -85,14 +85,7 @@ if not locked and (not head or head == ARGV[2]) then
     if redis.call('zrem', KEYS[3], ARGV[2]) == 1 then
         -- Every remaining deadline moves back one window, as in Redisson, but never below
         -- now + window: a deadline that a live waiter keeps fresh (ARGV[8]) is about that far ahead.
-        local waiters = redis.call('zrange', KEYS[3], 0, -1, 'withscores')
-        for i = 1, #waiters, 2 do
-            local score = tonumber(waiters[i + 1])
-            local moved = math.max(score - window, math.min(score, now + window))
-            if moved ~= score then
-                redis.call('zadd', KEYS[3], moved, waiters[i])
-            end
-        end
+        shiftDeadlines(KEYS[3], window, now)
     end
     redis.call('hset', KEYS[1], ARGV[2], 1)
     redis.call('pexpire', KEYS[1], ARGV[1])

@@ -96,14 +96,7 @@ else
         redis.call('hdel', KEYS[6], next)
         if redis.call('zrem', KEYS[3], next) == 1 then
             -- As in fair_acquire.lua: one window back, but never below now + window.
-            local waiters = redis.call('zrange', KEYS[3], 0, -1, 'withscores')
-            for i = 1, #waiters, 2 do
-                local score = tonumber(waiters[i + 1])
-                local moved = math.max(score - window, math.min(score, now + window))
-                if moved ~= score then
-                    redis.call('zadd', KEYS[3], moved, waiters[i])
-                end
-            end
+            shiftDeadlines(KEYS[3], window, now)
         end
         redis.call('hset', KEYS[1], next, 1)
         redis.call('pexpire', KEYS[1], lease)

@@ -53,3 +53,17 @@ local function purgeLapsed(queue, timeouts, handoffs, now)
         redis.call('hdel', handoffs, head)
     end
 end
+
+-- shiftDeadlines(timeouts, window, now) moves every deadline of a fair lock's waiters (ZSET timeouts
+-- of owner -> deadline in ms) back one window, as Redisson does when a waiter takes the lock, but never
+-- below now + window (server ms): a deadline that a live waiter keeps fresh is about that far ahead.
+local function shiftDeadlines(timeouts, window, now)
+    local waiters = redis.call('zrange', timeouts, 0, -1, 'withscores')
+    for i = 1, #waiters, 2 do
+        local score = tonumber(waiters[i + 1])
+        local moved = math.max(score - window, math.min(score, now + window))
+        if moved ~= score then
+            redis.call('zadd', timeouts, moved, waiters[i])
+        end
+    end
+end
