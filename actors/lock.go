@@ -39,11 +39,11 @@ type hold struct {
 	lease     time.Duration
 	watchdog  bool
 	// expires is a conservative estimate of when Redis drops the lock unless it is renewed: the time
-	// the last acquire or renewal was sent, plus its lease.
+	// the last acquire or renewal was sent, plus its lease, less the drift allowance (validUntil).
 	expires time.Time
 	done    chan struct{}
 	// deadline closes done at expires even while the actor is blocked in a slow Redis call, so the
-	// holder learns of the loss no later than Redis drops the lock.
+	// holder learns of the loss before Redis can drop the lock.
 	deadline  *time.Timer
 	closeOnce sync.Once
 	// retryID is the request id of the owner's last release that failed on a Redis error: the next
