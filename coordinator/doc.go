@@ -27,7 +27,8 @@
 //
 // After every acquisition the coordinator waits (WAIT) for the master's replicas to acknowledge it, and
 // gives the hold back with [ErrNotSynced] when too few do, so that a failover cannot hand the lock to a
-// second owner ([WithReplicaSync], on by default when the master has replicas).
+// second owner ([WithReplicaSync], on by default when the master has replicas: a majority of them
+// within 1s).
 //
 // # Waiting and the watchdog
 //

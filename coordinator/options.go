@@ -18,10 +18,16 @@ const (
 	DefaultMaxHandoffs        = 8
 	DefaultStopReleaseTimeout = 2 * time.Second
 	DefaultFairWaitWindow     = 5 * time.Minute
-	// DefaultSyncReplicas and DefaultSyncTimeout are the defaults of [WithReplicaSync].
+	// DefaultSyncReplicas and DefaultSyncTimeout are the defaults of [WithReplicaSync]: a majority of
+	// the replicas attached to the master ([MajorityOfReplicas]), within 1s.
 	DefaultSyncReplicas = redisops.DefaultSyncReplicas
 	DefaultSyncTimeout  = redisops.DefaultSyncTimeout
 )
+
+// MajorityOfReplicas, as the replica count of [WithReplicaSync], asks every new hold to reach a
+// majority of the replicas attached to the master when the hold is taken: n/2+1 of n (1 of 1, 2 of 2,
+// 2 of 3, 3 of 4, 3 of 5). It is the default.
+const MajorityOfReplicas = redisops.MajorityOfReplicas
 
 // MaxDuration is the longest duration lockwarden accepts for a lease, a wait, a watchdog timeout, a
 // fair wait window or any other duration option: a year. Every such duration becomes milliseconds for

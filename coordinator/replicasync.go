@@ -13,29 +13,41 @@ import (
 // asynchronously, so a master that fails over right after granting a lock can leave the new master
 // without it, and a second owner can take it. With the safeguard, every script that gives a lock to an
 // owner (Lock, TryLock, RLock, TryRLock on every kind of lock, and a release that hands the lock to a
-// local waiter) is followed by WAIT on the same connection, asking for min(replicas, replicas attached
-// to the master) acknowledgements within timeout. When fewer acknowledge, the hold just taken is given
-// back and the call fails with [ErrNotSynced]; a waiting Lock fails with it too, rather than retrying.
-// The one exception: when the replica count, read again at once, is lower than the one asked for (a
-// failover left the new master with fewer replicas), the acquisition is tried once more against it.
+// local waiter) is followed by WAIT on the same connection, asking for acknowledgements from replicas
+// replicas of the master (at most as many as are attached to it), or from a majority of those attached
+// with [MajorityOfReplicas], within timeout. When fewer acknowledge, the hold just taken is given back
+// and the call fails with [ErrNotSynced]; a waiting Lock fails with it too, rather than retrying. The
+// one exception: when the replica count, read again after the WAIT answered, is lower than the one
+// asked for (a failover left the new master with fewer replicas), the acquisition is tried again
+// against it, so the new master's first locks are granted.
 //
-// The replicas attached to the master are counted with INFO replication (online replicas) when the
-// coordinator first gives a lock, every 5s after that, and at once after a connection error or a WAIT
-// that came back short, so a replica that joins or leaves, or a failover, is noticed. While the master
-// has no replica nothing is waited for and nothing changes. WAIT is skipped as well on a server that
-// does not report replicas (miniredis) and after WAIT answered an error (a server or proxy that does
-// not offer it), and on clients other than *redis.Client (single server, Sentinel) and
-// *redis.ClusterClient, whose script and WAIT go in one pipeline to the master of the lock's slot.
+// Which count to pick: a failover promotes one replica, and a hold survives it only if that replica
+// has it. With n replicas, a hold that k of them acknowledged survives the loss of the master together
+// with any n-k replicas. The default, a majority, survives the loss of the master with any minority of
+// its replicas (with 2 replicas, both must acknowledge), at the price of failing every lock, after the
+// timeout, while a majority lags or is down. 1 (Redisson's rule) keeps locks available while all but
+// one replica lag, and loses the lagged holds if the master and the one replica that had them fail
+// together. n asks for every replica.
 //
-// The wait adds up to timeout to a lock call while a replica lags; it must stay below the client's
-// ReadTimeout (go-redis' default is 3s), or it is cut to three quarters of it. replicas 0 turns the
-// safeguard off, like [WithoutReplicaSync]. replicas must not be negative and timeout must be
-// positive and at most [MaxDuration], or New returns [ErrInvalidOption]. The default is on, with 1 replica (Redisson fails a lock
-// only when no replica acknowledged it) and a timeout of 1s (Redisson's slavesSyncTimeout).
+// The replicas attached to the master (those INFO replication lists as online) are counted when the
+// coordinator first gives a lock, every 5s after that, and at once after a connection error, a WAIT
+// that came back short or a server that lost its scripts, so a replica that joins or leaves, or a
+// failover, is noticed. While the master has no replica nothing is waited for and nothing changes.
+// WAIT is skipped as well on a server that does not report replicas (miniredis) and after WAIT
+// answered an error (a server or proxy that does not offer it), and on clients other than
+// *redis.Client (single server, Sentinel) and *redis.ClusterClient, whose script and WAIT go in one
+// pipeline to the master of the lock's slot.
+//
+// The wait adds up to timeout to a lock call while a replica lags. It must stay below the client's
+// ReadTimeout (go-redis' default is 5s), or it is cut to three quarters of it (a timeout of 5s or more
+// waits 3.75s with the default). replicas 0 turns the safeguard off, like [WithoutReplicaSync].
+// replicas must be positive, 0 or [MajorityOfReplicas], and timeout must be positive and at most
+// [MaxDuration], or New returns [ErrInvalidOption]. The default is on, with [MajorityOfReplicas] and a
+// timeout of 1s (Redisson's slavesSyncTimeout).
 func WithReplicaSync(replicas int, timeout time.Duration) Option {
 	return func(o *options) error {
-		if replicas < 0 {
-			return fmt.Errorf("%w: replica sync replicas %d must not be negative", ErrInvalidOption, replicas)
+		if replicas < 0 && replicas != MajorityOfReplicas {
+			return fmt.Errorf("%w: replica sync replicas %d must be positive, 0 or MajorityOfReplicas", ErrInvalidOption, replicas)
 		}
 		if timeout <= 0 || timeout > MaxDuration {
 			return fmt.Errorf("%w: replica sync timeout %v must be in (0, %v]", ErrInvalidOption, timeout, MaxDuration)

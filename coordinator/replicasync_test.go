@@ -14,11 +14,12 @@ func TestReplicaSyncOptions(t *testing.T) {
 		wantReplicas int
 		wantTimeout  time.Duration
 	}{
-		{"default", func(*options) error { return nil }, nil, DefaultSyncReplicas, time.Second},
+		{"default", func(*options) error { return nil }, nil, MajorityOfReplicas, time.Second},
+		{"majority", WithReplicaSync(MajorityOfReplicas, 2*time.Second), nil, MajorityOfReplicas, 2 * time.Second},
 		{"two replicas", WithReplicaSync(2, 500*time.Millisecond), nil, 2, 500 * time.Millisecond},
 		{"zero replicas is off", WithReplicaSync(0, time.Second), nil, 0, time.Second},
 		{"off", WithoutReplicaSync(), nil, 0, DefaultSyncTimeout},
-		{"negative replicas", WithReplicaSync(-1, time.Second), ErrInvalidOption, 0, 0},
+		{"negative replicas", WithReplicaSync(-2, time.Second), ErrInvalidOption, 0, 0},
 		{"zero timeout", WithReplicaSync(1, 0), ErrInvalidOption, 0, 0},
 		{"negative timeout", WithReplicaSync(1, -time.Second), ErrInvalidOption, 0, 0},
 	}

@@ -3,6 +3,7 @@ package integration
 import (
 	"context"
 	"errors"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -262,4 +263,110 @@ func TestReplicaSyncMiniredis(t *testing.T) {
 		t.Fatalf("TryLock of a held lock = %v, %v; want false, nil", ok, err)
 	}
 	mustUnlock(t, m)
+}
+
+// TestReplicaSyncFreshMasterPausedReplica: on a fresh master, whose only replica is in sync but has
+// acknowledged offset 0 (nothing was written yet), a lock taken while that replica is frozen is not
+// granted: the replica counts and the WAIT falls short.
+func TestReplicaSyncFreshMasterPausedReplica(t *testing.T) {
+	// No replication ping, so that the master's offset stays 0 until the lock's script writes.
+	rs := redistest.StartReplicaSet(t, 1, redistest.WithArgs("--repl-ping-replica-period", "3600"))
+	client := rs.Master.Client(t)
+	info, err := client.Info(t.Context(), "replication").Result()
+	if err != nil {
+		t.Fatalf("INFO replication: %v", err)
+	}
+	if !strings.Contains(info, ",state=online,offset=0,") {
+		t.Fatalf("want a fresh master whose online replica acknowledged offset 0, got %q", info)
+	}
+	c := newCoordinator(t, client, coordinator.WithReplicaSync(1, replicaSyncTimeout))
+	rs.Replicas[0].Pause()
+	t.Cleanup(rs.Replicas[0].Resume)
+	m := c.Mutex("replicasync:fresh")
+	expectNotSynced(t, "TryLock", func() error {
+		ok, err := m.TryLock(t.Context())
+		if ok {
+			t.Error("TryLock reported true with the only replica frozen")
+		}
+		return err
+	})
+	expectKeysGone(t, client, m.Name())
+}
+
+// TestReplicaSyncFirstScriptUseOneTimeout: the first use of a script on a master (here the fair
+// lock's, after plain locks loaded theirs and wrote on the connection) with the replica frozen fails
+// after one sync timeout, not two: the WAIT only follows a script that ran.
+func TestReplicaSyncFirstScriptUseOneTimeout(t *testing.T) {
+	replica, master, _ := replicated(t)
+	// One connection, so that the fair lock's call meets the connection that wrote the plain lock.
+	client := redis.NewClient(&redis.Options{Addr: master.Options().Addr, PoolSize: 1})
+	t.Cleanup(func() { _ = client.Close() })
+	const timeout = 500 * time.Millisecond
+	c := newCoordinator(t, client, coordinator.WithReplicaSync(1, timeout))
+	const name = "replicasync:firstuse"
+	m := c.Mutex(name)
+	mustLock(t, m)
+	mustUnlock(t, m)
+	replica.Pause()
+	t.Cleanup(replica.Resume)
+	f := c.FairMutex(name + ":fair")
+	start := time.Now()
+	err := f.Lock(t.Context())
+	took := time.Since(start)
+	if !errors.Is(err, coordinator.ErrNotSynced) {
+		t.Fatalf("fair Lock with the replica frozen = %v, want ErrNotSynced", err)
+	}
+	t.Logf("the first fair Lock failed after %v (sync timeout %v)", took.Round(time.Millisecond), timeout)
+	if took < timeout || took >= timeout*3/2 {
+		t.Errorf("the first fair Lock failed after %v, want about one sync timeout (%v), not two", took, timeout)
+	}
+}
+
+// TestReplicaSyncFirstLockHealthyReplica: the first lock on a fresh master with a healthy replica
+// takes far less than one sync timeout.
+func TestReplicaSyncFirstLockHealthyReplica(t *testing.T) {
+	_, client, waits := replicated(t)
+	c := newCoordinator(t, client)
+	for _, m := range []*coordinator.Mutex{c.Mutex("replicasync:first"), c.FairMutex("replicasync:first:fair")} {
+		start := time.Now()
+		mustLock(t, m)
+		if took := time.Since(start); took >= coordinator.DefaultSyncTimeout/2 {
+			t.Errorf("the first Lock of %s took %v, want well under the sync timeout %v", m.Name(), took, coordinator.DefaultSyncTimeout)
+		}
+		mustUnlock(t, m)
+	}
+	if n := waits.n.Load(); n < 2 {
+		t.Errorf("%d WAITs sent, want at least 2", n)
+	}
+}
+
+// TestReplicaSyncDefaultMajority: by default a lock must reach a majority of the master's replicas: 2
+// of 2, so with one of two replicas frozen TryLock fails with ErrNotSynced; WithReplicaSync(1, ...)
+// still asks for one and is granted.
+func TestReplicaSyncDefaultMajority(t *testing.T) {
+	rs := redistest.StartReplicaSet(t, 2)
+	client := rs.Master.Client(t)
+	waitAcknowledged(t, client)
+	byDefault := newCoordinator(t, client)
+	one := newCoordinator(t, client, coordinator.WithReplicaSync(1, replicaSyncTimeout))
+	const name = "replicasync:majority"
+	// Both replicas healthy: granted.
+	m := byDefault.Mutex(name)
+	mustLock(t, m)
+	mustUnlock(t, m)
+	rs.Replicas[1].Pause()
+	t.Cleanup(rs.Replicas[1].Resume)
+	expectNotSynced(t, "TryLock by default with 1 of 2 replicas frozen", func() error {
+		ok, err := m.TryLock(t.Context())
+		if ok {
+			t.Error("TryLock reported true")
+		}
+		return err
+	})
+	expectKeysGone(t, client, name)
+	o := one.Mutex(name)
+	if ok, err := o.TryLock(t.Context()); !ok || err != nil {
+		t.Fatalf("TryLock with WithReplicaSync(1) and 1 of 2 replicas frozen = %v, %v; want true, nil", ok, err)
+	}
+	mustUnlock(t, o)
 }

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -28,68 +29,95 @@ var ErrNotSynced = errors.New("lockwarden: lock not acknowledged by replicas")
 var ErrReplicasChanged = errors.New("lockwarden: the master's replicas changed")
 
 const (
-	// DefaultSyncReplicas is how many replicas must acknowledge a new hold by default: at least one,
-	// which is Redisson's rule (checkLockSyncedSlaves fails a lock only when no replica has it).
-	DefaultSyncReplicas = 1
+	// MajorityOfReplicas, given to [Ops.SetReplicaSync] as the replica count, asks every new hold to
+	// reach a majority of the replicas attached to the master: n/2+1 of n (1 of 1, 2 of 2, 2 of 3,
+	// 3 of 4), so that losing the master together with any minority of its replicas loses no hold.
+	MajorityOfReplicas = -1
+	// DefaultSyncReplicas is how many replicas must acknowledge a new hold by default: a majority of
+	// those attached. Redisson asks for one (checkLockSyncedSlaves fails a lock only when no replica
+	// has it), which a failover that takes the master and that one replica together defeats.
+	DefaultSyncReplicas = MajorityOfReplicas
 	// DefaultSyncTimeout is how long a new hold waits for replicas by default: Redisson's
 	// slavesSyncTimeout.
 	DefaultSyncTimeout = time.Second
 	// ReplicaRefreshInterval is how often the number of replicas attached to a master is read again
-	// (INFO replication). It is also read again at once after a connection error or a WAIT that came
-	// back short, so a failover or a replica that went away is noticed at the next call.
+	// (INFO replication). It is also read again at once after a connection error, a WAIT that came
+	// back short or a server that lost its scripts, so a failover or a replica that went away is
+	// noticed at the next call.
 	ReplicaRefreshInterval = 5 * time.Second
 	// undoTimeout bounds the release that gives back a hold that replicas did not acknowledge, whatever
-	// is left of the caller's context: that hold must not linger for a whole lease.
+	// is left of the caller's context: that hold must not linger for a whole lease. It also bounds a
+	// reading of the replica counts, which every caller waiting for it shares.
 	undoTimeout = 2 * time.Second
 )
 
 // replicaSync is the replica-sync safeguard of an [Ops]: WAIT after every script that gives a lock to an
-// owner, on the connection of the script. It keeps the number of replicas attached to each master.
+// owner, on the connection of the script. It keeps the number of replicas attached to each master,
+// and which scripts each master is known to have.
 type replicaSync struct {
+	// replicas is the number asked for, or MajorityOfReplicas.
 	replicas int
 	timeout  time.Duration
 
-	// refreshing lets one caller at a time read the replica counts again; the others use the counts
-	// they find.
-	refreshing sync.Mutex
-	mu         sync.Mutex
+	mu sync.Mutex
 	// counts is the number of online replicas of each master: key "" for a single-master client, the
 	// node address on Redis Cluster.
-	counts  map[string]int
-	checked time.Time
-	stale   bool
+	counts map[string]int
+	// checked is when the reading that gave counts started; counts read before invalidated are stale.
+	checked, invalidated time.Time
+	// reading is the reading of the counts in progress, nil when none is: one at a time, and every
+	// caller that needs a count read after a given moment waits for a reading that started after it.
+	reading *countReading
+	// replIDs is the replication id of each master at the last reading: a new one (a failover, a
+	// restart) means a server that does not have our scripts.
+	replIDs map[string]string
+	// loaded holds, per master, the SHA1 of the scripts known to be in its script cache: the others
+	// are sent with EVAL, so that a WAIT never follows a script that did not run (NOSCRIPT).
+	loaded map[string]map[string]struct{}
 	// unsupported is set once WAIT answered an error: the server (or a proxy in front of it) does not
 	// offer it, and holds are not checked any more.
 	unsupported atomic.Bool
 }
 
+// countReading is one reading of the replica counts; done is closed when it has finished.
+type countReading struct {
+	started time.Time
+	done    chan struct{}
+}
+
 // SetReplicaSync makes every script that gives a lock to an owner (plain, fair, read and write
 // acquires, and releases that hand the lock to a next owner) be followed by WAIT on the same
-// connection, in the same pipeline, asking for min(replicas, replicas attached to the master)
-// acknowledgements within timeout. When fewer replicas acknowledge, exactly the hold the script gave is
-// released again (retry-safe, with its own release request id) and the call fails with an error that
-// matches [ErrNotSynced]; a release that handed the lock off reports it in [Released.NotSynced] instead,
-// since the release itself stands.
+// connection, in the same pipeline, asking for acknowledgements from replicas replicas of the master
+// (at most as many as are attached to it), or from a majority of those attached when replicas is
+// [MajorityOfReplicas], within timeout. When fewer replicas acknowledge, exactly the hold the script
+// gave is released again (retry-safe, with its own release request id) and the call fails with an
+// error that matches [ErrNotSynced]; a release that handed the lock off reports it in
+// [Released.NotSynced] instead, since the release itself stands.
 //
-// The number of replicas is read with INFO replication (replicas whose state is online) on first use,
-// every [ReplicaRefreshInterval], and at once after a connection error or a short WAIT. No WAIT is sent
-// while a master has no replica, on a client that is neither a *redis.Client (single server or
-// Sentinel) nor a *redis.ClusterClient, when INFO does not report replicas (miniredis), and after WAIT
-// answered an error once. On Redis Cluster the script and WAIT go in one pipeline to the master of the
-// lock's slot. The client's ReadTimeout bounds the pipeline's reply: a timeout of at least it is cut to
-// three quarters of it.
+// The number of replicas is read with INFO replication (replicas whose state is online, whatever
+// offset they have acknowledged) on first use, every [ReplicaRefreshInterval], and at once after a
+// connection error, a short WAIT or a NOSCRIPT answer; a call whose WAIT came back short compares
+// against a count read after its WAIT (one reading at a time, shared by every caller that waits for
+// it). No WAIT is sent while a master has no replica, on a client that is neither a *redis.Client
+// (single server or Sentinel) nor a *redis.ClusterClient, when INFO does not report replicas
+// (miniredis), and after WAIT answered an error once. A script the master is not known to have (its
+// first use there, or after a failover or a restart) goes with EVAL rather than EVALSHA, so that the
+// WAIT never waits after a script that did not run. On Redis Cluster the script and WAIT go in one
+// pipeline to the master of the lock's slot. The client's ReadTimeout (go-redis' default is 5s) bounds
+// the pipeline's reply: a timeout of at least it is cut to three quarters of it.
 //
-// replicas 0 turns the safeguard off, as does never calling SetReplicaSync. replicas must not be
-// negative and timeout must be positive, or SetReplicaSync panics. It must be called before o is used.
+// replicas 0 turns the safeguard off, as does never calling SetReplicaSync. replicas must be
+// positive, 0 or [MajorityOfReplicas], and timeout must be positive, or SetReplicaSync panics: the
+// callers check their input first. It must be called before o is used.
 func (o *Ops) SetReplicaSync(replicas int, timeout time.Duration) {
-	if replicas < 0 || timeout <= 0 {
-		panic(fmt.Sprintf("redisops: SetReplicaSync(%d, %v): replicas must not be negative and timeout must be positive", replicas, timeout))
+	if (replicas < 0 && replicas != MajorityOfReplicas) || timeout <= 0 {
+		panic(fmt.Sprintf("redisops: SetReplicaSync(%d, %v): replicas must be positive, 0 or MajorityOfReplicas, and timeout must be positive", replicas, timeout))
 	}
 	if replicas == 0 {
 		o.sync = nil
 		return
 	}
-	o.sync = &replicaSync{replicas: replicas, timeout: timeout, stale: true}
+	o.sync = &replicaSync{replicas: replicas, timeout: timeout}
 }
 
 // grant says how to give back the hold that a script call may give to an owner.
@@ -179,7 +207,7 @@ func (o *Ops) syncsGrants(ctx context.Context, key string) bool {
 	case !ok:
 		return false
 	}
-	return rs.want(ctx, o.client, t.master) > 0
+	return rs.want(ctx, o.client, t.master, time.Time{}) > 0
 }
 
 // undoRequestID returns a fresh release request id for an undo, so that go-redis' retries of the undo
@@ -273,23 +301,31 @@ func (o *Ops) runSynced(ctx context.Context, calls []call) (replies []*redis.Cmd
 	if !ok {
 		return nil, nil, false
 	}
-	want := rs.want(ctx, o.client, t.master)
+	want := rs.want(ctx, o.client, t.master, time.Time{})
 	if want == 0 {
 		return nil, nil, false
 	}
 	timeout := rs.waitTimeout(t.opts)
-	// A call that meets a server that lost its scripts (a restart, SCRIPT FLUSH) goes again with EVAL,
-	// which loads the script; WAIT follows again, since the script ran only then.
-	waits := make([]*redis.Cmd, len(calls))
+	// A script the master is not known to have goes with EVAL, which loads it. One that meets a server
+	// that lost its scripts all the same (a restart, a failover, SCRIPT FLUSH) did not run: it goes
+	// again with EVAL, after the replica counts are read again (the server may be another one), and
+	// WAIT follows again, since the script ran only then.
+	waits, wants := make([]*redis.Cmd, len(calls)), make([]int, len(calls))
 	todo := make([]int, len(calls))
 	for i := range todo {
 		todo[i] = i
 	}
-	for _, eval := range []bool{false, true} {
+	for round := 0; len(todo) > 0; round++ {
+		if want == 0 {
+			for _, i := range todo {
+				replies[i], waits[i] = o.run(ctx, calls[i]), nil
+			}
+			break
+		}
 		pipe := t.pipe.Pipeline()
 		for _, i := range todo {
 			c := calls[i]
-			if eval {
+			if round > 0 || !rs.isLoaded(t.master, c.script.Hash()) {
 				replies[i] = c.script.Eval(ctx, pipe, c.keys, c.args...)
 			} else {
 				replies[i] = c.script.EvalSha(ctx, pipe, c.keys, c.args...)
@@ -299,29 +335,39 @@ func (o *Ops) runSynced(ctx context.Context, calls []call) (replies []*redis.Cmd
 		_, _ = pipe.Exec(ctx) // each command keeps its own error
 		var again []int
 		for _, i := range todo {
-			waits[i] = wait
-			if err := replies[i].Err(); err != nil && strings.HasPrefix(err.Error(), "NOSCRIPT") {
+			waits[i], wants[i] = wait, want
+			switch err := replies[i].Err(); {
+			case err != nil && isNoScript(err):
 				again = append(again, i)
+			case err == nil || isErrorReply(err):
+				rs.setLoaded(t.master, calls[i].script.Hash())
 			}
 		}
-		if todo = again; len(todo) == 0 {
+		if todo = again; len(todo) == 0 || round > 0 {
 			break
 		}
+		rs.forgetScripts()
+		rs.markStale()
+		want = rs.want(ctx, o.client, t.master, time.Now())
 	}
 	for i, c := range calls {
-		syncErrs[i] = o.checkSynced(ctx, c, replies[i], waits[i], t.master, want, timeout)
+		if waits[i] == nil {
+			continue // run without WAIT: the master has no replica now
+		}
+		syncErrs[i] = o.checkSynced(ctx, c, replies[i], waits[i], t.master, wants[i], timeout)
 	}
 	return replies, syncErrs, true
 }
 
 // checkSynced looks at the reply of the call c and at the WAIT that followed it, and gives the hold
 // back when c gave one that fewer than want replicas acknowledged; the error then matches
-// [ErrNotSynced], and also [ErrReplicasChanged] when the replica counts, read again at once, are lower
-// than want.
+// [ErrNotSynced], and also [ErrReplicasChanged] when the replica counts, read again after the WAIT
+// answered, are lower than want.
 func (o *Ops) checkSynced(ctx context.Context, c call, reply, wait *redis.Cmd, master string, want int, timeout time.Duration) error {
 	rs := o.sync
 	if err := reply.Err(); err != nil {
 		if !isErrorReply(err) {
+			rs.forgetScripts()
 			rs.markStale() // perhaps a failover: the replicas may have changed
 		}
 		if cc, ok := o.client.(*redis.ClusterClient); ok && isRedirect(err) {
@@ -341,11 +387,13 @@ func (o *Ops) checkSynced(ctx context.Context, c call, reply, wait *redis.Cmd, m
 	case err == nil && acked >= int64(want):
 		return nil
 	}
+	// Read the counts again, in a reading that starts after this WAIT answered: after a failover the
+	// new master may have fewer replicas than the WAIT asked for. The hold is given back all the same,
+	// since the count may come from another node than the one that gave it; the caller may try again
+	// against the new count.
+	answered := time.Now()
 	rs.markStale()
-	// Read the counts again: after a failover the new master may have fewer replicas than the WAIT
-	// asked for. The hold is given back all the same, since the count may come from another node than
-	// the one that gave it; the caller may try again against the new count.
-	changed := err == nil && rs.want(ctx, o.client, master) < want
+	changed := err == nil && rs.want(ctx, o.client, master, answered) < want
 	why := fmt.Sprintf("%d of %d replicas acknowledged within %v", acked, want, timeout)
 	if err != nil {
 		why = fmt.Sprintf("WAIT for %d replicas failed: %v", want, err)
@@ -362,35 +410,77 @@ func (o *Ops) checkSynced(ctx context.Context, c call, reply, wait *redis.Cmd, m
 	return fmt.Errorf("%w: %s; the hold was given back", ErrNotSynced, why)
 }
 
-// want returns how many replicas of master a new hold must reach: min(configured, attached), 0 when
-// there are none. It reads the counts again when they are stale or older than ReplicaRefreshInterval.
-func (rs *replicaSync) want(ctx context.Context, client redis.Scripter, master string) int {
+// want returns how many replicas of master a new hold must reach: the configured number, at most as
+// many as are attached, or a majority of those attached; 0 when there are none. It reads the counts
+// again when they were invalidated (markStale), when master is not known, when they were read before
+// after (not zero), or when they are older than ReplicaRefreshInterval. In the first three cases it
+// waits for a reading that started late enough, sharing one reading with every caller that needs it;
+// when they are only old, it reads them unless a reading is already under way, and then uses them as
+// they are. When ctx ends first it answers from the counts it has.
+func (rs *replicaSync) want(ctx context.Context, client redis.Scripter, master string, after time.Time) int {
 	rs.mu.Lock()
-	due := rs.stale || time.Since(rs.checked) >= ReplicaRefreshInterval
-	if _, known := rs.counts[master]; !known && !due {
-		due = true // a master we have not seen, as after a Cluster resharding
+	_, known := rs.counts[master]
+	need := rs.invalidated
+	if after.After(need) {
+		need = after
 	}
-	rs.mu.Unlock()
-	if due && rs.refreshing.TryLock() {
-		rs.refresh(ctx, client)
-		rs.refreshing.Unlock()
+	if !known {
+		need = time.Now()
 	}
-	rs.mu.Lock()
+	mustWait := !rs.checked.After(need) || !known || rs.checked.IsZero()
+	if !mustWait && time.Since(rs.checked) >= ReplicaRefreshInterval && rs.reading == nil {
+		mustWait, need = true, time.Now() // only old: this caller reads them, the others go on
+	}
+	for mustWait {
+		r := rs.reading
+		if r == nil {
+			r = &countReading{started: time.Now(), done: make(chan struct{})}
+			rs.reading = r
+			rs.mu.Unlock()
+			rs.refresh(ctx, client, r)
+			rs.mu.Lock()
+			break
+		}
+		rs.mu.Unlock()
+		select {
+		case <-r.done:
+		case <-ctx.Done():
+		}
+		rs.mu.Lock()
+		if ctx.Err() != nil || !r.started.Before(need) {
+			break // a reading that started late enough, or the caller gave up
+		}
+	}
 	defer rs.mu.Unlock()
-	return min(rs.replicas, rs.counts[master])
+	return rs.of(rs.counts[master])
 }
 
-// refresh reads the number of online replicas of every master of client. A master whose INFO fails
-// with a connection error keeps its count and the counts stay stale, so the next call tries again; one
-// whose INFO answers without replicas, or with an error reply, counts 0.
-func (rs *replicaSync) refresh(ctx context.Context, client redis.Scripter) {
-	counts := make(map[string]int)
+// of returns how many of attached replicas a new hold must reach.
+func (rs *replicaSync) of(attached int) int {
+	if rs.replicas == MajorityOfReplicas {
+		if attached == 0 {
+			return 0
+		}
+		return attached/2 + 1
+	}
+	return min(rs.replicas, attached)
+}
+
+// refresh carries out the reading r of the number of online replicas of every master of client. A
+// master whose INFO fails with a connection error keeps its count and the counts stay invalidated, so
+// the next call reads them again; one whose INFO answers without replicas, or with an error reply,
+// counts 0. A master whose replication id changed forgets which scripts it has.
+func (rs *replicaSync) refresh(ctx context.Context, client redis.Scripter, r *countReading) {
+	// The reading is shared: a caller that leaves must not cut it short for the others.
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), undoTimeout)
+	defer cancel()
+	counts, ids := make(map[string]int), make(map[string]string)
 	failed := false
 	count := func(ctx context.Context, c *redis.Client, master string) {
 		info, err := c.Info(ctx, "replication").Result()
 		switch {
 		case err == nil:
-			counts[master] = onlineReplicas(info)
+			counts[master], ids[master] = parseReplication(info)
 		case isErrorReply(err):
 			counts[master] = 0
 		default:
@@ -417,12 +507,56 @@ func (rs *replicaSync) refresh(ctx context.Context, client redis.Scripter) {
 			counts[master] = n
 		}
 	}
-	rs.counts, rs.checked, rs.stale = counts, time.Now(), failed
+	for master, id := range ids {
+		if old, ok := rs.replIDs[master]; ok && old != id {
+			delete(rs.loaded, master)
+		}
+	}
+	if rs.replIDs == nil {
+		rs.replIDs = make(map[string]string)
+	}
+	maps.Copy(rs.replIDs, ids)
+	rs.counts, rs.checked = counts, r.started
+	if failed {
+		rs.invalidated = time.Now()
+	}
+	rs.reading = nil
+	close(r.done)
 }
 
+// markStale makes the next call read the replica counts again.
 func (rs *replicaSync) markStale() {
 	rs.mu.Lock()
-	rs.stale = true
+	rs.invalidated = time.Now()
+	rs.mu.Unlock()
+}
+
+// isLoaded reports whether master is known to have the script whose SHA1 is sha.
+func (rs *replicaSync) isLoaded(master, sha string) bool {
+	rs.mu.Lock()
+	defer rs.mu.Unlock()
+	_, ok := rs.loaded[master][sha]
+	return ok
+}
+
+// setLoaded records that master has the script whose SHA1 is sha.
+func (rs *replicaSync) setLoaded(master, sha string) {
+	rs.mu.Lock()
+	defer rs.mu.Unlock()
+	if rs.loaded == nil {
+		rs.loaded = make(map[string]map[string]struct{})
+	}
+	if rs.loaded[master] == nil {
+		rs.loaded[master] = make(map[string]struct{})
+	}
+	rs.loaded[master][sha] = struct{}{}
+}
+
+// forgetScripts forgets which scripts every master has: after a connection error or a NOSCRIPT answer
+// the server may be another one (a failover) or a restarted one.
+func (rs *replicaSync) forgetScripts() {
+	rs.mu.Lock()
+	rs.loaded = nil
 	rs.mu.Unlock()
 }
 
@@ -436,11 +570,12 @@ func (rs *replicaSync) waitTimeout(opts *redis.Options) time.Duration {
 	return rs.timeout
 }
 
-// onlineReplicas counts the replicas in the text of INFO replication whose state is online and that
-// have acknowledged an offset, or returns connected_slaves when no replica line says its state. A
-// replica that has acknowledged nothing yet (offset 0) is still loading what a full sync sent it,
-// although the master already calls it online: it would answer no WAIT for up to a second.
-func onlineReplicas(info string) int {
+// parseReplication reads the text of INFO replication: the number of replicas whose state is online
+// (or connected_slaves when no replica line says its state), and the master's replication id. A
+// replica counts whatever offset it has acknowledged: offset 0 is also that of a replica in sync with
+// a master that has written nothing yet, and one still loading what a full sync sent it has not got
+// the lock either, so the WAIT must wait for it.
+func parseReplication(info string) (replicas int, replID string) {
 	online, connected, stated := 0, 0, false
 	sc := bufio.NewScanner(strings.NewReader(info))
 	for sc.Scan() {
@@ -452,18 +587,23 @@ func onlineReplicas(info string) int {
 		switch {
 		case key == "connected_slaves":
 			connected, _ = strconv.Atoi(val)
+		case key == "master_replid":
+			replID = val
 		case strings.HasPrefix(key, "slave") && strings.Contains(val, "state="):
 			stated = true
-			if strings.Contains(","+val+",", ",state=online,") && !strings.Contains(","+val+",", ",offset=0,") {
+			if strings.Contains(","+val+",", ",state=online,") {
 				online++
 			}
 		}
 	}
 	if stated {
-		return online
+		return online, replID
 	}
-	return connected
+	return connected, replID
 }
+
+// isNoScript reports whether err is Redis' answer to EVALSHA of a script it does not have.
+func isNoScript(err error) bool { return strings.HasPrefix(err.Error(), "NOSCRIPT") }
 
 // isErrorReply reports whether err is an error reply from the server, as opposed to a connection
 // error or an ended context.

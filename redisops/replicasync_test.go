@@ -362,13 +362,13 @@ func TestReplicaSyncMiniredis(t *testing.T) {
 	}
 }
 
-// TestSetReplicaSyncRejectsBadValues: negative replicas or a timeout that is not positive is a
+// TestSetReplicaSyncRejectsBadValues: negative replicas other than MajorityOfReplicas, or a timeout that is not positive, is a
 // programming error.
 func TestSetReplicaSyncRejectsBadValues(t *testing.T) {
 	for _, tt := range []struct {
 		replicas int
 		timeout  time.Duration
-	}{{-1, time.Second}, {1, 0}, {1, -time.Second}} {
+	}{{-2, time.Second}, {1, 0}, {1, -time.Second}} {
 		func() {
 			defer func() {
 				if recover() == nil {
