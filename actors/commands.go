@@ -91,12 +91,12 @@ type Acquire struct {
 	Ticket *Ticket
 
 	// queued is set once the command waited in the actor's queue; attempts counts its Redis attempts;
-	// resynced is set once an attempt was retried because the master's replicas changed; lastSent is
+	// resyncs counts the attempts retried because the master's replicas changed; lastSent is
 	// when its latest attempt that Redis answered with a refusal was sent; waitID names a fair waiter's wait in its handoff registration
 	// and in the grant notice.
 	queued   bool
 	attempts int
-	resynced bool
+	resyncs  int
 	lastSent time.Time
 	waitID   string
 	// watermark is the highest Acquired.Watermark of a fair waiter's refused attempts: a grant notice

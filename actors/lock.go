@@ -585,10 +585,12 @@ func (a *lockActor) knownHeld(m *Acquire) int64 {
 func (a *lockActor) settleAttempt(m *Acquire, sent time.Time, res redisops.Acquired, err error) (bool, time.Duration, error) {
 	k := holdKey{m.Owner, m.Kind}
 	if isNotSynced(err) {
-		if errors.Is(err, redisops.ErrReplicasChanged) && !m.resynced {
+		if errors.Is(err, redisops.ErrReplicasChanged) && m.resyncs < maxResyncs {
 			// The master has fewer replicas than the WAIT asked for (a failover): the hold was
-			// given back, and one more attempt waits for the replicas the master has now.
-			m.resynced = true
+			// given back, and one more attempt waits for the replicas the master has now. A
+			// master whose replicas are still settling may drop one again meanwhile; every retry
+			// follows a count lower than the last one asked for, and their number is bounded.
+			m.resyncs++
 			return a.attempt(m)
 		}
 		// Redis gave the hold and took it back because replicas did not acknowledge it. The call
@@ -646,6 +648,11 @@ var ErrNoAnswer = errors.New("lockwarden: Redis did not answer")
 // NoAnswerAfter is how long an attempt in flight must have gone unanswered for a wait that ends then
 // to report ErrNoAnswer rather than a plain "not obtained".
 const NoAnswerAfter = 200 * time.Millisecond
+
+// maxResyncs bounds the attempts of one command retried because the master's replicas changed
+// (redisops.ErrReplicasChanged): a failover that leaves the new master with fewer replicas, and the
+// replicas that join or drop while it settles.
+const maxResyncs = 3
 
 // giveBackLate undoes one hold of k that a late answer granted (count is the owner's hold count after
 // it). A first hold is released whole; a failure is only logged, since nothing renews it and it ends
