@@ -49,7 +49,8 @@ func processCPU(b *testing.B) time.Duration {
 // The modes run in alternating slices of 500 pairs, the first mode of each slice pair alternating too,
 // so that both see the same machine at the same time. workers goroutines each lock their own name.
 // It reports, for each mode, ops/s, the CPU time of this process per pair and the allocations per
-// pair, and sync/off: the throughput with sync over the throughput without.
+// pair, sync/off (the throughput with sync over the throughput without), and sync-waits/op, the WAIT
+// commands the master ran per pair with sync (1: every acquisition was checked).
 func BenchmarkReplicaSync(b *testing.B) {
 	rs := redistest.StartReplicaSet(b, 1)
 	for _, workers := range []int{1, 32} {
@@ -103,6 +104,7 @@ func BenchmarkReplicaSync(b *testing.B) {
 			}
 			n := ops(b, replicaSyncFloor)
 			var cost [2]sliceCost
+			waits0 := commandCalls(b, rs.Master.Addr())["wait"]
 			b.ResetTimer()
 			for i := 0; cost[0].ops < n; i++ {
 				first := i % 2
@@ -110,6 +112,7 @@ func BenchmarkReplicaSync(b *testing.B) {
 				cost[1-first].add(slice(modes[1-first], replicaSyncSlice))
 			}
 			b.StopTimer()
+			waits := commandCalls(b, rs.Master.Addr())["wait"] - waits0
 			rate := func(c sliceCost) float64 { return float64(c.ops) / c.wall.Seconds() }
 			b.ReportMetric(float64(cost[0].wall+cost[1].wall)/float64(cost[0].ops+cost[1].ops), "ns/op")
 			b.ReportMetric(rate(cost[0]), "off-ops/s")
@@ -119,6 +122,8 @@ func BenchmarkReplicaSync(b *testing.B) {
 			b.ReportMetric(us(cost[1].cpu)/float64(cost[1].ops), "sync-cpu-us/op")
 			b.ReportMetric(float64(cost[0].allocs)/float64(cost[0].ops), "off-allocs/op")
 			b.ReportMetric(float64(cost[1].allocs)/float64(cost[1].ops), "sync-allocs/op")
+			// 1 when every acquisition with sync sent its WAIT; the pairs without send none.
+			b.ReportMetric(float64(waits)/float64(cost[1].ops), "sync-waits/op")
 		})
 	}
 }
