@@ -333,6 +333,12 @@ func (o *Ops) runSynced(ctx context.Context, calls []call) (replies []*redis.Cmd
 		}
 		wait := pipe.Do(ctx, "wait", want, timeout.Milliseconds())
 		_, _ = pipe.Exec(ctx) // each command keeps its own error
+		if acked, err := wait.Int64(); err == nil && acked < int64(want) {
+			// Whether or not a script gave a hold, the master has fewer replicas in step than
+			// counted (a failover, a replica gone): the next call reads the counts again rather
+			// than waiting a whole timeout on the old ones.
+			rs.markStale()
+		}
 		var again []int
 		for _, i := range todo {
 			waits[i], wants[i] = wait, want

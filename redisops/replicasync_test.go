@@ -264,6 +264,31 @@ func TestReplicaSyncReplicaGone(t *testing.T) {
 	mustAcquire(t, ops, name, "a", lease)
 }
 
+// TestReplicaSyncShortWaitOfRefusedCall: a WAIT that falls short beside a script that gave no hold (an
+// acquire refused because another owner holds the lock) still makes the next call read the replica
+// counts again: with the only replica gone, that call is granted at once, not after a WAIT of its own
+// on the old count.
+func TestReplicaSyncShortWaitOfRefusedCall(t *testing.T) {
+	_, replica, client := startWithReplica(t)
+	ops := syncedOps(client)
+	ctx := t.Context()
+	const name = "replicasync:refused"
+	mustAcquire(t, ops, name, "a", lease) // counts the replica
+	replica.Kill()
+	start := time.Now()
+	if got, err := ops.Acquire(ctx, name, "b", lease, 0); err != nil || got.OK {
+		t.Fatalf("acquire of a held lock = %+v, %v; want refused", got, err)
+	}
+	if took := time.Since(start); took < syncTimeout {
+		t.Fatalf("the refused acquire took %v: its WAIT did not fall short, the test shows nothing", took)
+	}
+	start = time.Now()
+	mustAcquire(t, ops, name+":2", "b", lease)
+	if took := time.Since(start); took >= syncTimeout {
+		t.Errorf("the next acquire took %v, want well under the sync timeout %v", took, syncTimeout)
+	}
+}
+
 // TestReplicaSyncNoReplicas: a master without replicas gets no WAIT, and locks work as without the
 // safeguard.
 func TestReplicaSyncNoReplicas(t *testing.T) {
