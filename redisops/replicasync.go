@@ -207,7 +207,7 @@ func (o *Ops) syncsGrants(ctx context.Context, key string) bool {
 	case !ok:
 		return false
 	}
-	return rs.want(ctx, o.client, t.master, time.Time{}) > 0
+	return rs.want(ctx, o.client, t.master) > 0
 }
 
 // undoRequestID returns a fresh release request id for an undo, so that go-redis' retries of the undo
@@ -301,7 +301,7 @@ func (o *Ops) runSynced(ctx context.Context, calls []call) (replies []*redis.Cmd
 	if !ok {
 		return nil, nil, false
 	}
-	want := rs.want(ctx, o.client, t.master, time.Time{})
+	want := rs.want(ctx, o.client, t.master)
 	if want == 0 {
 		return nil, nil, false
 	}
@@ -354,7 +354,7 @@ func (o *Ops) runSynced(ctx context.Context, calls []call) (replies []*redis.Cmd
 		}
 		rs.forgetScripts()
 		rs.markStale()
-		want = rs.want(ctx, o.client, t.master, time.Now())
+		want = rs.wantAfter(ctx, o.client, t.master, time.Now())
 	}
 	for i, c := range calls {
 		if waits[i] == nil {
@@ -399,7 +399,7 @@ func (o *Ops) checkSynced(ctx context.Context, c call, reply, wait *redis.Cmd, m
 	// against the new count.
 	answered := time.Now()
 	rs.markStale()
-	changed := err == nil && rs.want(ctx, o.client, master, answered) < want
+	changed := err == nil && rs.wantAfter(ctx, o.client, master, answered) < want
 	why := fmt.Sprintf("%d of %d replicas acknowledged within %v", acked, want, timeout)
 	if err != nil {
 		why = fmt.Sprintf("WAIT for %d replicas failed: %v", want, err)
@@ -418,12 +418,17 @@ func (o *Ops) checkSynced(ctx context.Context, c call, reply, wait *redis.Cmd, m
 
 // want returns how many replicas of master a new hold must reach: the configured number, at most as
 // many as are attached, or a majority of those attached; 0 when there are none. It reads the counts
-// again when they were invalidated (markStale), when master is not known, when they were read before
-// after (not zero), or when they are older than ReplicaRefreshInterval. In the first three cases it
-// waits for a reading that started late enough, sharing one reading with every caller that needs it;
-// when they are only old, it reads them unless a reading is already under way, and then uses them as
-// they are. When ctx ends first it answers from the counts it has.
-func (rs *replicaSync) want(ctx context.Context, client redis.Scripter, master string, after time.Time) int {
+// again when they were invalidated (markStale), when master is not known, or when they are older than
+// ReplicaRefreshInterval. In the first two cases it waits for a reading that started after the
+// invalidation, sharing one reading with every caller that needs it; when they are only old, it reads
+// them unless a reading is already under way, and then uses them as they are. When ctx ends first it
+// answers from the counts it has.
+func (rs *replicaSync) want(ctx context.Context, client redis.Scripter, master string) int {
+	return rs.wantAfter(ctx, client, master, time.Time{})
+}
+
+// wantAfter is want, with counts read by a reading that started after after (unless ctx ends first).
+func (rs *replicaSync) wantAfter(ctx context.Context, client redis.Scripter, master string, after time.Time) int {
 	rs.mu.Lock()
 	_, known := rs.counts[master]
 	need := rs.invalidated
