@@ -71,8 +71,8 @@ func (l *lossLog) reason(owner string) string {
 }
 
 // waitAcknowledged waits until the master's replica has acknowledged a write, as INFO replication
-// reports it (an offset above 0): the replica-sync safeguard does not count a replica that has
-// acknowledged nothing yet. SET and WAIT go in one pipeline, because WAIT waits for its own connection's
+// reports it (an offset above 0), so that it answers the WAITs of the test at once. SET and WAIT go in
+// one pipeline, because WAIT waits for its own connection's
 // writes; it answers at once on a connection that wrote nothing, or while the master's replication
 // offset is still 0.
 func waitAcknowledged(t *testing.T, master *redis.Client) {
