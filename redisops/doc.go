@@ -27,5 +27,5 @@
 // back and reported as [ErrNotSynced] (Redisson's checkLockSyncedSlaves).
 //
 // The package keeps no global state: an [Ops] value carries settings and, with replica sync on, the
-// number of replicas of each master it last read.
+// number of replicas of each master it last read and the scripts each master is known to have.
 package redisops
