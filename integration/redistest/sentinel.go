@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 )
@@ -283,4 +284,26 @@ func (s *Server) sentinel() *redis.SentinelClient {
 		})
 	}
 	return s.sentinelC
+}
+
+// SetFailoverTimeout sets the failover-timeout of the Sentinels' master
+// (SENTINEL SET) to d, rounded down to whole milliseconds. Besides bounding
+// a failover, failover-timeout is how long a Sentinel leaves alone a
+// replica that replicates another address than the master's before it
+// points it at the master itself (+fix-slave-config): a replica made by
+// [StartReplicaVia] keeps replicating through its proxy only that long
+// after the Sentinels started ([SentinelFailoverTimeout] by default). A
+// Sentinel that lost a leader election waits twice failover-timeout before
+// it tries again, so a long one suits a forced failover
+// ([Sentinels.Failover]) best. It fails the test with tb.Fatalf if a
+// Sentinel refuses.
+func (s *Sentinels) SetFailoverTimeout(tb testing.TB, d time.Duration) {
+	tb.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), probeTimeout)
+	defer cancel()
+	for _, srv := range s.servers {
+		if err := srv.sentinel().Set(ctx, MasterName, "failover-timeout", strconv.FormatInt(d.Milliseconds(), 10)).Err(); err != nil {
+			tb.Fatalf("redistest: SENTINEL SET %s failover-timeout %v on %s: %v", MasterName, d, srv.Addr(), err)
+		}
+	}
 }

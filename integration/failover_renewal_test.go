@@ -1,0 +1,228 @@
+package integration
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/lockwarden/lockwarden/coordinator"
+	"github.com/lockwarden/lockwarden/integration/redistest"
+)
+
+// laggedFailover describes one run of runLaggedFailover: n watchdog holds in one coordinator, a replica
+// whose replication stream is held back for lag before the master is killed and the replica promoted,
+// and contenders for the same names in another coordinator.
+type laggedFailover struct {
+	n        int
+	watchdog time.Duration
+	lag      time.Duration
+	// sync is the holders' replica-sync timeout; 0 turns replica sync off for them.
+	sync time.Duration
+}
+
+// failoverFigures is what runLaggedFailover measured.
+type failoverFigures struct {
+	holds int
+	// heldBack counts the holds whose copy on the replica was older than the master's when the master
+	// was killed: at least one renewal of theirs never reached the replica.
+	heldBack int
+	// survived counts the holds still held (Done open, no contender got them) a watchdog timeout after
+	// the failover; lost counts those whose Done closed.
+	survived, lost int
+	// doubles counts the names a contender obtained while the holder's Done was still open: two owners.
+	doubles int
+	// failover is the time from the kill to the Sentinels agreeing on the new master.
+	failover time.Duration
+}
+
+func (f failoverFigures) String() string {
+	return fmt.Sprintf("%d holds (%d with a renewal held back): %d survived, %d signalled lost, %d double owners; failover took %v",
+		f.holds, f.heldBack, f.survived, f.lost, f.doubles, f.failover.Round(time.Millisecond))
+}
+
+// runLaggedFailover takes p.n watchdog holds on a master with one replica and 3 Sentinels, holds the
+// replication stream back for p.lag, kills the master (what it had not sent is lost with it), has the
+// Sentinels promote the replica, and counts what became of the holds. Contenders in another
+// coordinator, on their own failover client, wait for every name from before the stall; a contender
+// that obtains a name while its holder's Done is still open is a double owner.
+func runLaggedFailover(t *testing.T, p laggedFailover) failoverFigures {
+	t.Helper()
+	master := redistest.Start(t)
+	replica, link := redistest.StartReplicaVia(t, master)
+	s := redistest.StartSentinels(t, &redistest.ReplicaSet{Master: master, Replicas: []*redistest.Server{replica}}, 3)
+	// Keep the replica on its proxy for the whole test (see SetFailoverTimeout); the failover is forced.
+	s.SetFailoverTimeout(t, time.Minute)
+	masterClient, replicaClient := master.Client(t), replica.Client(t)
+
+	syncOpt := coordinator.WithoutReplicaSync()
+	if p.sync > 0 {
+		syncOpt = coordinator.WithReplicaSync(1, p.sync)
+	}
+	holders := newCoordinator(t, s.FailoverClient(t), syncOpt, coordinator.WithWatchdogTimeout(p.watchdog))
+	contenders := newCoordinator(t, s.FailoverClient(t), coordinator.WithoutReplicaSync())
+
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	names := make([]string, p.n)
+	held := make([]*coordinator.Mutex, p.n)
+	for i := range held {
+		names[i] = t.Name() + ":" + strconv.Itoa(i)
+		held[i] = holders.Mutex(names[i])
+		if err := held[i].Lock(ctx); err != nil {
+			t.Fatalf("Lock %s: %v", names[i], err)
+		}
+	}
+	// Every hold is on the replica before the stall: the holds start out safe, whatever the mode.
+	redistest.WaitReplicated(t, master)
+
+	// Contenders wait for every name; their waits end a watchdog timeout and a margin after the
+	// failover, by which time every hold has either been renewed on the new master or expired there.
+	var (
+		mu      sync.Mutex
+		doubles = make(map[string]time.Duration) // name -> how long before Done closed
+		got     = make(map[string]bool)
+		wg      sync.WaitGroup
+	)
+	waitCtx, stopWaits := context.WithCancel(ctx)
+	defer stopWaits()
+	for i, name := range names {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			m := contenders.Mutex(name)
+			if err := m.Lock(waitCtx); err != nil {
+				return
+			}
+			at := time.Now()
+			double := false
+			select {
+			case <-held[i].Done():
+			default:
+				// The holder still believes it holds the lock: wait (bounded) to see for how long.
+				double = true
+				select {
+				case <-held[i].Done():
+				case <-time.After(p.watchdog):
+				}
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			got[name] = true
+			if double {
+				doubles[name] = time.Since(at)
+			}
+		}()
+	}
+
+	if _, port, _ := net.SplitHostPort(link.Addr()); replicaMasterPort(t, replicaClient) != port {
+		t.Fatalf("the replica no longer replicates through its proxy %s", link.Addr())
+	}
+	link.Stall()
+	cut := time.Now()
+	<-time.After(p.lag)
+
+	// How many holds had a renewal held back: the master's expiry is later than the replica's.
+	heldBack := 0
+	for _, name := range names {
+		mt, err1 := masterClient.PTTL(ctx, name).Result()
+		rt, err2 := replicaClient.PTTL(ctx, name).Result()
+		if err1 != nil || err2 != nil {
+			t.Fatalf("PTTL %s on the master, the replica: %v, %v", name, err1, err2)
+		}
+		if mt-rt > p.watchdog/10 {
+			heldBack++
+		}
+	}
+	master.Kill()
+	link.Disable() // what the proxy held back dies with the master
+	killed := time.Now()
+	if next := s.Failover(t); next != replica {
+		t.Fatalf("the Sentinels promoted %s, want the replica %s", next.Addr(), replica.Addr())
+	}
+	failedOver := time.Now()
+	t.Logf("replication held back for %v; failover %v after the kill", killed.Sub(cut).Round(time.Millisecond),
+		failedOver.Sub(killed).Round(time.Millisecond))
+
+	// A hold not renewed on the new master by now has expired there: its copy was at most a watchdog
+	// timeout old at the kill.
+	<-time.After(p.watchdog + time.Second)
+	stopWaits()
+	wg.Wait()
+
+	f := failoverFigures{holds: p.n, heldBack: heldBack, failover: failedOver.Sub(killed), doubles: len(doubles)}
+	for i, name := range names {
+		if _, double := doubles[name]; double {
+			continue
+		}
+		select {
+		case <-held[i].Done():
+			f.lost++
+		default:
+			if !got[name] {
+				f.survived++
+			}
+		}
+	}
+	for name, d := range doubles {
+		t.Logf("%s: the contender obtained it while the holder's Done stayed open for %v more", name, d.Round(time.Millisecond))
+	}
+	for i := range held {
+		_ = held[i].Unlock(ctx)
+	}
+	return f
+}
+
+// replicaMasterPort returns the master_port the replica behind client reports.
+func replicaMasterPort(t *testing.T, client *redis.Client) string {
+	t.Helper()
+	info, err := client.Info(t.Context(), "replication").Result()
+	if err != nil {
+		t.Fatalf("INFO replication on the replica: %v", err)
+	}
+	for _, line := range strings.Split(info, "\n") {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(line), "master_port:"); ok {
+			return v
+		}
+	}
+	return ""
+}
+
+// TestFailoverLaggedRenewals: holders with replica sync on keep their promise across a failover to a
+// replica that missed their latest renewals. A renewal is acknowledged by the replicas before it counts,
+// so every hold either survives on the new master or has its Done closed before the copy the replica
+// kept expires, that is before any other owner can take it: no contender obtains a name while its
+// holder's Done is open.
+//
+// LOCKWARDEN_FAILOVER_MEASURE=1 runs the scenario instead (90 holds, a 6 s watchdog, a replica
+// 1.5 s behind, the default 1 s sync timeout), with and without replica sync, and logs the figures.
+func TestFailoverLaggedRenewals(t *testing.T) {
+	t.Parallel()
+	if os.Getenv("LOCKWARDEN_FAILOVER_MEASURE") != "" {
+		for _, sync := range []time.Duration{time.Second, 0} {
+			t.Run(fmt.Sprintf("sync=%v", sync), func(t *testing.T) {
+				f := runLaggedFailover(t, laggedFailover{n: 90, watchdog: 6 * time.Second, lag: 1500 * time.Millisecond, sync: sync})
+				t.Logf("replica sync %v: %v", sync, f)
+			})
+		}
+		return
+	}
+	f := runLaggedFailover(t, laggedFailover{n: 30, watchdog: 3 * time.Second, lag: 1500 * time.Millisecond, sync: replicaSyncTimeout})
+	t.Logf("%v", f)
+	if f.heldBack == 0 {
+		t.Fatalf("no hold had a renewal held back from the replica: the scenario tests nothing (%v)", f)
+	}
+	if f.doubles != 0 {
+		t.Errorf("%d of %d names had two owners after the failover, want 0 (%v)", f.doubles, f.holds, f)
+	}
+	if f.survived+f.lost+f.doubles != f.holds {
+		t.Errorf("figures do not add up: %v", f)
+	}
+}
