@@ -152,6 +152,10 @@ type lockActor struct {
 	backoff     backoff.BackOff
 	// renewTicks counts the watchdog ticks, to sample their spans.
 	renewTicks uint64
+	// renewSoon is set while a renewal did not count (an error, a late answer, or replicas that did not
+	// acknowledge it): the watchdog's next tick comes after renewRetryDelay rather than a third of the
+	// watchdog timeout.
+	renewSoon bool
 }
 
 func newLockActor(name, key string, f family, env *Env) *lockActor {
@@ -1441,16 +1445,27 @@ func (a *lockActor) armWatchdog() {
 	}
 	switch {
 	case need && !a.watchdog.armed():
-		a.watchdog.arm(a.sched, a.self, a.env.WatchdogTimeout/3, func(g uint64) any { return watchdogTick{g} })
+		every := a.env.WatchdogTimeout / 3
+		if a.renewSoon {
+			every = renewRetryDelay(a.env.WatchdogTimeout)
+		}
+		a.watchdog.arm(a.sched, a.self, every, func(g uint64) any { return watchdogTick{g} })
 	case !need:
 		a.watchdog.stop()
+		a.renewSoon = false
 	}
 }
+
+// renewRetryDelay is how long the watchdog waits to try again after a renewal that did not count: a
+// tenth of the watchdog timeout, so that a hold whose renewals fail for a while (a failover, replicas
+// that lag) gets several more tries before its validity runs out.
+func renewRetryDelay(watchdog time.Duration) time.Duration { return max(watchdog/10, time.Millisecond) }
 
 // renewAll renews every watchdog hold. An error is not a loss: the next tick tries again, and the
 // expiry timer declares the loss if the lease runs out first.
 func (a *lockActor) renewAll() {
 	a.renewTicks++
+	a.renewSoon = false
 	lost := false
 	renewed, failed := 0, 0
 	var lastErr error
@@ -1462,6 +1477,7 @@ func (a *lockActor) renewAll() {
 		if err != nil {
 			failed++
 			lastErr = err
+			a.renewSoon = a.renewSoon || !gone
 		} else {
 			renewed++
 		}
@@ -1478,12 +1494,30 @@ func (a *lockActor) renewAll() {
 func (a *lockActor) renewHold(k holdKey, h *hold) bool {
 	gone, err := a.renew(k, h)
 	a.traceRenewals(btoi(err == nil), btoi(err != nil), err)
+	if err != nil && !gone && !a.renewSoon {
+		a.renewSoon = true
+		a.watchdog.stop() // armed again, sooner, after this message
+	}
 	return gone
 }
 
 // renew renews the watchdog hold h of k. It reports whether the hold was found gone (and lost), and
-// the error of a renewal that failed.
+// the error of a renewal that failed. A renewal counts only once it is answered in time and, with
+// replica sync on, acknowledged by the replicas: until then the hold keeps the validity of its last
+// renewal that counted, which a replica promoted meanwhile has too, so Done closes before that
+// replica can drop the lock.
 func (a *lockActor) renew(k holdKey, h *hold) (bool, error) {
+	gone, err := a.renewOnce(k, h)
+	if errors.Is(err, redisops.ErrReplicasChanged) {
+		// The master has fewer replicas than the WAIT asked for (a failover left the new master
+		// without the old one's): ask again at once for what it has now.
+		gone, err = a.renewOnce(k, h)
+	}
+	return gone, err
+}
+
+// renewOnce makes one renewal of the watchdog hold h of k, as renew describes.
+func (a *lockActor) renewOnce(k holdKey, h *hold) (bool, error) {
 	sent := time.Now()
 	// A renewal that answers after the hold's expiry is worthless: bound it by that expiry (go-redis
 	// honours it when the client has ContextTimeoutEnabled).
