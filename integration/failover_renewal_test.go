@@ -15,6 +15,8 @@ import (
 
 	"github.com/lockwarden/lockwarden/coordinator"
 	"github.com/lockwarden/lockwarden/integration/redistest"
+	"github.com/lockwarden/lockwarden/messages"
+	"github.com/lockwarden/lockwarden/redisops"
 )
 
 // laggedFailover describes one run of runLaggedFailover: n watchdog holds in one coordinator, a replica
@@ -24,6 +26,11 @@ type laggedFailover struct {
 	n        int
 	watchdog time.Duration
 	lag      time.Duration
+	// down is how long the master stays dead before the Sentinels are told to fail over: the time they
+	// take to notice (down-after-milliseconds) and agree. With auto, they are not told: they notice
+	// the master died and fail over on their own.
+	down time.Duration
+	auto bool
 	// sync is the holders' replica-sync timeout; 0 turns replica sync off for them.
 	sync time.Duration
 }
@@ -39,7 +46,7 @@ type failoverFigures struct {
 	survived, lost int
 	// doubles counts the names a contender obtained while the holder's Done was still open: two owners.
 	doubles int
-	// failover is the time from the kill to the Sentinels agreeing on the new master.
+	// failover is the time from the kill to the Sentinels agreeing on the new master (down included).
 	failover time.Duration
 }
 
@@ -73,9 +80,14 @@ func runLaggedFailover(t *testing.T, p laggedFailover) failoverFigures {
 	defer cancel()
 	names := make([]string, p.n)
 	held := make([]*coordinator.Mutex, p.n)
+	// The holds are taken spread over one renewal period, so that their renewals are too, as holds
+	// taken at different times are: whenever the stall begins, the holds' last renewals on the replica
+	// are spread over the period before it.
+	start := time.Now()
 	for i := range held {
 		names[i] = t.Name() + ":" + strconv.Itoa(i)
 		held[i] = holders.Mutex(names[i])
+		<-time.After(time.Until(start.Add(time.Duration(i) * p.watchdog / 3 / time.Duration(p.n))))
 		if err := held[i].Lock(ctx); err != nil {
 			t.Fatalf("Lock %s: %v", names[i], err)
 		}
@@ -144,11 +156,21 @@ func runLaggedFailover(t *testing.T, p laggedFailover) failoverFigures {
 	master.Kill()
 	link.Disable() // what the proxy held back dies with the master
 	killed := time.Now()
-	if next := s.Failover(t); next != replica {
+	var next *redistest.Server
+	if p.auto {
+		// The master is gone, so no Sentinel points the replica back at it any more; with the
+		// harness's failover-timeout, a Sentinel that lost an election tries again 6 s later.
+		s.SetFailoverTimeout(t, redistest.SentinelFailoverTimeout*time.Millisecond)
+		next = s.WaitFailover(t, master.Addr())
+	} else {
+		<-time.After(p.down)
+		next = s.Failover(t)
+	}
+	if next != replica {
 		t.Fatalf("the Sentinels promoted %s, want the replica %s", next.Addr(), replica.Addr())
 	}
 	failedOver := time.Now()
-	t.Logf("replication held back for %v; failover %v after the kill", killed.Sub(cut).Round(time.Millisecond),
+	t.Logf("replication held back for %v; new master %v after the kill", killed.Sub(cut).Round(time.Millisecond),
 		failedOver.Sub(killed).Round(time.Millisecond))
 
 	// A hold not renewed on the new master by now has expired there: its copy was at most a watchdog
@@ -202,15 +224,19 @@ func replicaMasterPort(t *testing.T, client *redis.Client) string {
 // holder's Done is open.
 //
 // LOCKWARDEN_FAILOVER_MEASURE=1 runs the scenario instead (90 holds, a 6 s watchdog, a replica
-// 1.5 s behind, the default 1 s sync timeout), with and without replica sync, and logs the figures.
+// 1.5 s behind, the default 1 s sync timeout), with and without replica sync, with a failover forced
+// 1 s after the master died or left to the Sentinels, and logs the figures.
 func TestFailoverLaggedRenewals(t *testing.T) {
 	t.Parallel()
 	if os.Getenv("LOCKWARDEN_FAILOVER_MEASURE") != "" {
-		for _, sync := range []time.Duration{time.Second, 0} {
-			t.Run(fmt.Sprintf("sync=%v", sync), func(t *testing.T) {
-				f := runLaggedFailover(t, laggedFailover{n: 90, watchdog: 6 * time.Second, lag: 1500 * time.Millisecond, sync: sync})
-				t.Logf("replica sync %v: %v", sync, f)
-			})
+		for _, auto := range []bool{false, true} {
+			for _, sync := range []time.Duration{time.Second, 0} {
+				t.Run(fmt.Sprintf("auto=%v/sync=%v", auto, sync), func(t *testing.T) {
+					f := runLaggedFailover(t, laggedFailover{n: 90, watchdog: 6 * time.Second,
+						lag: 1500 * time.Millisecond, down: time.Second, auto: auto, sync: sync})
+					t.Logf("failover by the Sentinels themselves %v, replica sync %v: %v", auto, sync, f)
+				})
+			}
 		}
 		return
 	}
@@ -225,4 +251,87 @@ func TestFailoverLaggedRenewals(t *testing.T) {
 	if f.survived+f.lost+f.doubles != f.holds {
 		t.Errorf("figures do not add up: %v", f)
 	}
+}
+
+// TestReplicaSyncRenewalNotAcknowledged: a renewal that the replica does not acknowledge does not count.
+// With the replica paused after the acquisition, the master renews the hold at every try, but Done
+// closes when the validity of the acquisition (the last write the replica acknowledged) runs out, each
+// failed renewal reporting ErrRenewalNotSynced. Once the replica answers again, the next renewal (tried
+// again after a tenth of the watchdog timeout) counts, and the hold lives on.
+func TestReplicaSyncRenewalNotAcknowledged(t *testing.T) {
+	t.Parallel()
+	const watchdog = 2 * time.Second
+	replica, client, _ := replicated(t)
+	c := newCoordinator(t, client, coordinator.WithReplicaSync(1, replicaSyncTimeout),
+		coordinator.WithWatchdogTimeout(watchdog))
+	name := t.Name()
+	sub := c.Subscribe(coordinator.OfType(messages.EventRenewed, messages.EventRenewalFailed), 64)
+	defer sub.Close()
+
+	// (1) The replica stays paused: Done closes at the end of the acquisition's validity.
+	lost := c.Mutex(name + ":lost")
+	sent := time.Now()
+	mustLock(t, lost)
+	replica.Pause()
+	select {
+	case <-lost.Done():
+	case <-time.After(2 * watchdog):
+		replica.Resume()
+		t.Fatalf("%s: Done still open %v after the acquisition, with no renewal acknowledged", lost.Name(), 2*watchdog)
+	}
+	closed := time.Since(sent)
+	replica.Resume()
+	if closed > watchdog || closed < watchdog*3/4 {
+		t.Errorf("%s: Done closed %v after the acquisition was sent, want just before the watchdog timeout %v",
+			lost.Name(), closed.Round(time.Millisecond), watchdog)
+	}
+	failures := 0
+	for len(sub.Events()) > 0 {
+		ev := <-sub.Events()
+		switch {
+		case ev.Name != lost.Name():
+		case ev.Type == messages.EventRenewed:
+			t.Errorf("%s: renewed while the replica was paused: %+v", lost.Name(), ev)
+		case !strings.Contains(ev.Reason, redisops.ErrRenewalNotSynced.Error()):
+			t.Errorf("%s: renewal failed with %q, want ErrRenewalNotSynced", lost.Name(), ev.Reason)
+		default:
+			failures++
+		}
+	}
+	if failures < 2 {
+		t.Errorf("%s: %d failed renewals before the validity ran out, want at least 2 (tried again soon)", lost.Name(), failures)
+	}
+	// The master renewed it all the same: the lock is still there, and the holder's loss was
+	// announced before Redis could let anyone else take it.
+	if ttl, err := client.PTTL(t.Context(), lost.Name()).Result(); err != nil || ttl <= 0 {
+		t.Errorf("%s on the master after the loss: PTTL %v, %v; want the renewed lock", lost.Name(), ttl, err)
+	}
+
+	// (2) The replica is paused across one renewal and then answers again: the hold lives on.
+	kept := c.Mutex(name + ":kept")
+	mustLock(t, kept)
+	replica.Pause()
+	var ev messages.Event
+	for ev.Name != kept.Name() || ev.Type != messages.EventRenewalFailed {
+		select {
+		case ev = <-sub.Events():
+		case <-time.After(watchdog):
+			replica.Resume()
+			t.Fatalf("%s: no renewal failed within %v with the replica paused", kept.Name(), watchdog)
+		}
+	}
+	replica.Resume()
+	for ev.Name != kept.Name() || ev.Type != messages.EventRenewed {
+		select {
+		case ev = <-sub.Events():
+		case <-kept.Done():
+			t.Fatalf("%s: lost although the replica answered again", kept.Name())
+		}
+	}
+	select {
+	case <-kept.Done():
+		t.Fatalf("%s: Done closed after an acknowledged renewal", kept.Name())
+	case <-time.After(watchdog):
+	}
+	mustUnlock(t, kept)
 }

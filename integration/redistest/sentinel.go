@@ -186,6 +186,23 @@ func (s *Sentinels) Failover(tb testing.TB) *Server {
 		}
 		return true, ""
 	})
+	return s.waitNewMaster(tb, old)
+}
+
+// WaitFailover waits until every Sentinel reports a master other than old
+// (an address, as from [Sentinels.MasterAddr]) and the server there reports
+// role:master, as after a failover the Sentinels started themselves because
+// the master died, and returns the new master. It fails the test with
+// tb.Fatalf if that does not happen within 15 seconds.
+func (s *Sentinels) WaitFailover(tb testing.TB, old string) *Server {
+	tb.Helper()
+	return s.waitNewMaster(tb, old)
+}
+
+// waitNewMaster waits until every Sentinel reports the same master, other
+// than old, and that server reports role:master, and returns it.
+func (s *Sentinels) waitNewMaster(tb testing.TB, old string) *Server {
+	tb.Helper()
 	var next *Server
 	waitUntil(tb, "the Sentinels agree on a new master", func(ctx context.Context) (bool, string) {
 		var addr string
