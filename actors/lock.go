@@ -1461,7 +1461,7 @@ func (a *lockActor) armWatchdog() {
 // that lag) gets several more tries before its validity runs out.
 func renewRetryDelay(watchdog time.Duration) time.Duration { return max(watchdog/10, time.Millisecond) }
 
-// renewAll renews every watchdog hold. An error is not a loss: the next tick tries again, and the
+// renewAll renews every watchdog hold. An error is not a loss: the next tick, soon, tries again, and the
 // expiry timer declares the loss if the lease runs out first.
 func (a *lockActor) renewAll() {
 	a.renewTicks++
@@ -1528,7 +1528,7 @@ func (a *lockActor) renewOnce(k holdKey, h *hold) (bool, error) {
 	case err == nil && lateGrant(sent, a.env.WatchdogTimeout):
 		// The renewal came back too late to count: the expiry timer declares the loss.
 		err = fmt.Errorf("%w (renewal answered after %v)", ErrGrantTooLate, time.Since(sent).Round(time.Millisecond))
-		a.log().Warn("renewal answered too late; retrying on the next tick", "owner", k.owner, "err", err)
+		a.log().Warn("renewal answered too late; retrying soon", "owner", k.owner, "err", err)
 		a.emitHold(messages.EventRenewalFailed, k, h, h.count, err.Error())
 		return false, err
 	case err == nil:
@@ -1540,7 +1540,7 @@ func (a *lockActor) renewOnce(k holdKey, h *hold) (bool, error) {
 		a.lose(k, "renewal found the hold gone")
 		return true, err
 	default:
-		a.log().Warn("renewal failed; retrying on the next tick", "owner", k.owner, "err", err)
+		a.log().Warn("renewal failed; retrying soon", "owner", k.owner, "err", err)
 		a.emitHold(messages.EventRenewalFailed, k, h, h.count, err.Error())
 		return false, err
 	}

@@ -19,6 +19,13 @@ import (
 // The one exception: when the replica count, read again at once, is lower than the one asked for (a
 // failover left the new master with fewer replicas), the acquisition is tried once more against it.
 //
+// The watchdog's renewals are followed by WAIT too. A renewal that fewer replicas acknowledge stands
+// on the master but does not count: the hold keeps the validity of its last acknowledged renewal or
+// acquisition, which is the expiry a promoted replica has (Redis replicates an expiry as an absolute
+// time), and the watchdog tries again after a tenth of its timeout. So across a failover to a replica
+// that acknowledged the hold, the hold either survives, renewed on the new master, or its [Mutex.Done]
+// closes before the copy that replica kept expires and another owner can take the lock.
+//
 // The replicas attached to the master are counted with INFO replication (online replicas) when the
 // coordinator first gives a lock, every 5s after that, and at once after a connection error or a WAIT
 // that came back short, so a replica that joins or leaves, or a failover, is noticed. While the master

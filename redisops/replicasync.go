@@ -79,6 +79,9 @@ type replicaSync struct {
 // lock's slot. The client's ReadTimeout bounds the pipeline's reply: a timeout of at least it is cut to
 // three quarters of it.
 //
+// Renewals ([Ops.Renew], [Ops.ReadRenew], [Ops.WriteRenew]) are followed by WAIT as well; one that
+// too few replicas acknowledge is not undone, and answers [ErrRenewalNotSynced].
+//
 // replicas 0 turns the safeguard off, as does never calling SetReplicaSync. replicas must not be
 // negative and timeout must be positive, or SetReplicaSync panics. It must be called before o is used.
 func (o *Ops) SetReplicaSync(replicas int, timeout time.Duration) {
