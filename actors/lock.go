@@ -1009,8 +1009,15 @@ func (a *lockActor) settleRelease(m *Release, h *hold, lease time.Duration, next
 		m.Ticket.deliver(Outcome{HoldCount: rel.Remaining})
 		if h != nil {
 			h.count = rel.Remaining
-			// A write release with holds left only raises the expiry (rw_write_release.lua).
-			if k.kind != KindWrite || sent.Add(lease).After(h.expires) {
+			switch {
+			case a.env.Ops.WaitsForReplicas(a.redisContext(), a.name):
+				// The release's new expiry is not waited for: a replica promoted now may have an
+				// older one, so the estimate may go down with it but not up.
+				if k.kind != KindWrite && validUntil(sent, lease).Before(h.expires) {
+					h.extend(sent, lease)
+				}
+			case k.kind != KindWrite || sent.Add(lease).After(h.expires):
+				// A write release with holds left only raises the expiry (rw_write_release.lua).
 				h.extend(sent, lease)
 			}
 			a.emitHold(messages.EventReleased, k, h, rel.Remaining, releaseReason(m))

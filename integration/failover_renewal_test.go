@@ -335,3 +335,42 @@ func TestReplicaSyncRenewalNotAcknowledged(t *testing.T) {
 	}
 	mustUnlock(t, kept)
 }
+
+// TestReplicaSyncInnerUnlockNotAcknowledged: the release of an inner hold resets the lock's expiry on
+// the master, like a renewal, but is not waited for: it does not raise the hold's validity either. With
+// the replica paused after a re-entry, Done closes within the watchdog timeout of the re-entry, however
+// late the inner Unlock came.
+func TestReplicaSyncInnerUnlockNotAcknowledged(t *testing.T) {
+	t.Parallel()
+	const watchdog = 2 * time.Second
+	replica, client, _ := replicated(t)
+	c := newCoordinator(t, client, coordinator.WithReplicaSync(1, replicaSyncTimeout),
+		coordinator.WithWatchdogTimeout(watchdog))
+	m := c.Mutex(t.Name())
+	sub := c.Subscribe(coordinator.OfType(messages.EventRenewalFailed), 16)
+	defer sub.Close()
+	mustLock(t, m)
+	sent := time.Now()
+	mustLock(t, m) // the re-entry, acknowledged: the last write the replica has
+	replica.Pause()
+	defer replica.Resume()
+	// Unlock the inner hold once a renewal has failed, well into the hold's validity.
+	select {
+	case <-sub.Events():
+	case <-time.After(watchdog):
+		t.Fatalf("no renewal failed within %v with the replica paused", watchdog)
+	}
+	mustUnlock(t, m)
+	if ttl, err := client.PTTL(t.Context(), m.Name()).Result(); err != nil || ttl < watchdog*3/4 {
+		t.Fatalf("PTTL on the master after the inner Unlock = %v, %v; want about %v", ttl, err, watchdog)
+	}
+	select {
+	case <-m.Done():
+	case <-time.After(2 * watchdog):
+		t.Fatalf("Done still open %v after the re-entry, with nothing acknowledged since", 2*watchdog)
+	}
+	if closed := time.Since(sent); closed > watchdog {
+		t.Errorf("Done closed %v after the re-entry was sent, want within the watchdog timeout %v",
+			closed.Round(time.Millisecond), watchdog)
+	}
+}

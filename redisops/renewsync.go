@@ -83,3 +83,11 @@ func (o *Ops) runRenewing(ctx context.Context, c call) (reply *redis.Cmd, syncEr
 	}
 	return reply, fmt.Errorf("%w: %s", ErrRenewalNotSynced, why)
 }
+
+// WaitsForReplicas reports whether a call on the lock name that gives or renews a hold would now be
+// followed by WAIT: the replica-sync safeguard is on and the master has replicas to wait for. A write
+// that is not waited for (the release of an inner hold resets the lock's expiry too) must then not
+// raise the holder's validity. When the master cannot be found it answers true, the cautious answer.
+func (o *Ops) WaitsForReplicas(ctx context.Context, name string) bool {
+	return o.syncsGrants(ctx, LockKey(name))
+}
