@@ -1532,6 +1532,12 @@ func (a *lockActor) renewOnce(k holdKey, h *hold) (bool, error) {
 	err := a.proto.renew(ctx, k, a.env.WatchdogTimeout)
 	cancel()
 	switch {
+	case err == nil && h.ended():
+		// Done closed while the renewal was on its way (a WAIT for a lagging replica, a client without
+		// ContextTimeoutEnabled): the holder has been told the hold ended, and it stays ended.
+		err = fmt.Errorf("%w (renewal answered after the hold's validity ran out)", ErrGrantTooLate)
+		a.lose(k, "lease ran out")
+		return true, err
 	case err == nil && lateGrant(sent, a.env.WatchdogTimeout):
 		// The renewal came back too late to count: the expiry timer declares the loss.
 		err = fmt.Errorf("%w (renewal answered after %v)", ErrGrantTooLate, time.Since(sent).Round(time.Millisecond))

@@ -268,43 +268,51 @@ func TestReplicaSyncRenewalNotAcknowledged(t *testing.T) {
 	sub := c.Subscribe(coordinator.OfType(messages.EventRenewed, messages.EventRenewalFailed), 64)
 	defer sub.Close()
 
-	// (1) The replica stays paused: Done closes at the end of the acquisition's validity.
-	lost := c.Mutex(name + ":lost")
-	sent := time.Now()
-	mustLock(t, lost)
+	// (1) The replica stays paused: Done closes at the end of the acquisition's validity, for holds of
+	// every family (plain, fair, write, read).
+	lost := []*coordinator.Mutex{c.Mutex(name + ":lost"), c.FairMutex(name + ":lost:fair"),
+		c.RWMutex(name + ":lost:w").Write(), c.RWMutex(name + ":lost:r").Read()}
+	sent := make([]time.Time, len(lost))
+	for i, m := range lost {
+		sent[i] = time.Now()
+		mustLock(t, m)
+	}
 	replica.Pause()
-	select {
-	case <-lost.Done():
-	case <-time.After(2 * watchdog):
-		replica.Resume()
-		t.Fatalf("%s: Done still open %v after the acquisition, with no renewal acknowledged", lost.Name(), 2*watchdog)
+	for i, m := range lost {
+		select {
+		case <-m.Done():
+		case <-time.After(2 * watchdog):
+			replica.Resume()
+			t.Fatalf("%s: Done still open %v after the acquisition, with no renewal acknowledged", m.Name(), 2*watchdog)
+		}
+		if closed := time.Since(sent[i]); closed > watchdog || closed < watchdog*3/4 {
+			t.Errorf("%s: Done closed %v after the acquisition was sent, want just before the watchdog timeout %v",
+				m.Name(), closed.Round(time.Millisecond), watchdog)
+		}
 	}
-	closed := time.Since(sent)
 	replica.Resume()
-	if closed > watchdog || closed < watchdog*3/4 {
-		t.Errorf("%s: Done closed %v after the acquisition was sent, want just before the watchdog timeout %v",
-			lost.Name(), closed.Round(time.Millisecond), watchdog)
-	}
-	failures := 0
+	failures := make(map[string]int)
 	for len(sub.Events()) > 0 {
 		ev := <-sub.Events()
 		switch {
-		case ev.Name != lost.Name():
 		case ev.Type == messages.EventRenewed:
-			t.Errorf("%s: renewed while the replica was paused: %+v", lost.Name(), ev)
+			t.Errorf("%s: renewed while the replica was paused: %+v", ev.Name, ev)
 		case !strings.Contains(ev.Reason, redisops.ErrRenewalNotSynced.Error()):
-			t.Errorf("%s: renewal failed with %q, want ErrRenewalNotSynced", lost.Name(), ev.Reason)
+			t.Errorf("%s: renewal failed with %q, want ErrRenewalNotSynced", ev.Name, ev.Reason)
 		default:
-			failures++
+			failures[ev.Name]++
 		}
 	}
-	if failures < 2 {
-		t.Errorf("%s: %d failed renewals before the validity ran out, want at least 2 (tried again soon)", lost.Name(), failures)
-	}
-	// The master renewed it all the same: the lock is still there, and the holder's loss was
-	// announced before Redis could let anyone else take it.
-	if ttl, err := client.PTTL(t.Context(), lost.Name()).Result(); err != nil || ttl <= 0 {
-		t.Errorf("%s on the master after the loss: PTTL %v, %v; want the renewed lock", lost.Name(), ttl, err)
+	for _, m := range lost {
+		if failures[m.Name()] < 2 {
+			t.Errorf("%s: %d failed renewals before the validity ran out, want at least 2 (tried again soon)",
+				m.Name(), failures[m.Name()])
+		}
+		// The master renewed it all the same: the lock is still there, and the holder's loss was
+		// announced before Redis could let anyone else take it.
+		if ttl, err := client.PTTL(t.Context(), m.Name()).Result(); err != nil || ttl <= 0 {
+			t.Errorf("%s on the master after the loss: PTTL %v, %v; want the renewed lock", m.Name(), ttl, err)
+		}
 	}
 
 	// (2) The replica is paused across one renewal and then answers again: the hold lives on.
