@@ -48,11 +48,14 @@ type failoverFigures struct {
 	doubles int
 	// failover is the time from the kill to the Sentinels agreeing on the new master (down included).
 	failover time.Duration
+	// lead is the shortest time by which a holder's Done closed before a contender obtained its name,
+	// among the names contenders obtained after Done closed.
+	lead time.Duration
 }
 
 func (f failoverFigures) String() string {
-	return fmt.Sprintf("%d holds (%d with a renewal held back): %d survived, %d signalled lost, %d double owners; failover took %v",
-		f.holds, f.heldBack, f.survived, f.lost, f.doubles, f.failover.Round(time.Millisecond))
+	return fmt.Sprintf("%d holds (%d with a renewal held back): %d survived, %d signalled lost, %d double owners; failover took %v; Done closed at least %v before a contender got the name",
+		f.holds, f.heldBack, f.survived, f.lost, f.doubles, f.failover.Round(time.Millisecond), f.lead.Round(time.Millisecond))
 }
 
 // runLaggedFailover takes p.n watchdog holds on a master with one replica and 3 Sentinels, holds the
@@ -100,11 +103,25 @@ func runLaggedFailover(t *testing.T, p laggedFailover) failoverFigures {
 	var (
 		mu      sync.Mutex
 		doubles = make(map[string]time.Duration) // name -> how long before Done closed
-		got     = make(map[string]bool)
+		got     = make(map[string]time.Time)
+		doneAt  = make([]time.Time, p.n)
 		wg      sync.WaitGroup
 	)
 	waitCtx, stopWaits := context.WithCancel(ctx)
 	defer stopWaits()
+	for i := range held {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			select {
+			case <-held[i].Done():
+				mu.Lock()
+				doneAt[i] = time.Now()
+				mu.Unlock()
+			case <-waitCtx.Done():
+			}
+		}()
+	}
 	for i, name := range names {
 		wg.Add(1)
 		go func() {
@@ -127,7 +144,7 @@ func runLaggedFailover(t *testing.T, p laggedFailover) failoverFigures {
 			}
 			mu.Lock()
 			defer mu.Unlock()
-			got[name] = true
+			got[name] = at
 			if double {
 				doubles[name] = time.Since(at)
 			}
@@ -184,11 +201,14 @@ func runLaggedFailover(t *testing.T, p laggedFailover) failoverFigures {
 		if _, double := doubles[name]; double {
 			continue
 		}
+		if at := got[name]; !at.IsZero() && !doneAt[i].IsZero() && (f.lead == 0 || at.Sub(doneAt[i]) < f.lead) {
+			f.lead = at.Sub(doneAt[i])
+		}
 		select {
 		case <-held[i].Done():
 			f.lost++
 		default:
-			if !got[name] {
+			if got[name].IsZero() {
 				f.survived++
 			}
 		}
