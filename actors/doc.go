@@ -21,7 +21,9 @@
 //
 // The watchdog renews holds taken without a lease every watchdog timeout / 3 with protoactor's scheduler.
 // A renewal that answers "not held", or a lease that runs out before a renewal succeeds, marks the hold
-// as lost and closes its Done channel. A renewal that fails with an error is retried on the next tick.
+// as lost and closes its Done channel. A renewal that does not count (an error, an answer after the
+// hold's validity, or, with replica sync, replicas that did not acknowledge it) leaves the hold's
+// validity where it was and is tried again after a tenth of the watchdog timeout.
 //
 // When a local holder of a fair lock releases, the release hands the lock to the earliest local waiter in
 // the same round trip if that waiter heads the Redis queue. Otherwise, when the head registered for

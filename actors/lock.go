@@ -152,6 +152,10 @@ type lockActor struct {
 	backoff     backoff.BackOff
 	// renewTicks counts the watchdog ticks, to sample their spans.
 	renewTicks uint64
+	// renewSoon is set while a renewal did not count (an error, a late answer, or replicas that did not
+	// acknowledge it): the watchdog's next tick comes after renewRetryDelay rather than a third of the
+	// watchdog timeout.
+	renewSoon bool
 }
 
 func newLockActor(name, key string, f family, env *Env) *lockActor {
@@ -1012,8 +1016,15 @@ func (a *lockActor) settleRelease(m *Release, h *hold, lease time.Duration, next
 		m.Ticket.deliver(Outcome{HoldCount: rel.Remaining})
 		if h != nil {
 			h.count = rel.Remaining
-			// A write release with holds left only raises the expiry (rw_write_release.lua).
-			if k.kind != KindWrite || sent.Add(lease).After(h.expires) {
+			switch {
+			case a.env.Ops.WaitsForReplicas(a.redisContext(), a.name):
+				// The release's new expiry is not waited for: a replica promoted now may have an
+				// older one, so the estimate may go down with it but not up.
+				if k.kind != KindWrite && validUntil(sent, lease).Before(h.expires) {
+					h.extend(sent, lease)
+				}
+			case k.kind != KindWrite || sent.Add(lease).After(h.expires):
+				// A write release with holds left only raises the expiry (rw_write_release.lua).
 				h.extend(sent, lease)
 			}
 			a.emitHold(messages.EventReleased, k, h, rel.Remaining, releaseReason(m))
@@ -1448,16 +1459,27 @@ func (a *lockActor) armWatchdog() {
 	}
 	switch {
 	case need && !a.watchdog.armed():
-		a.watchdog.arm(a.sched, a.self, a.env.WatchdogTimeout/3, func(g uint64) any { return watchdogTick{g} })
+		every := a.env.WatchdogTimeout / 3
+		if a.renewSoon {
+			every = renewRetryDelay(a.env.WatchdogTimeout)
+		}
+		a.watchdog.arm(a.sched, a.self, every, func(g uint64) any { return watchdogTick{g} })
 	case !need:
 		a.watchdog.stop()
+		a.renewSoon = false
 	}
 }
 
-// renewAll renews every watchdog hold. An error is not a loss: the next tick tries again, and the
+// renewRetryDelay is how long the watchdog waits to try again after a renewal that did not count: a
+// tenth of the watchdog timeout, so that a hold whose renewals fail for a while (a failover, replicas
+// that lag) gets several more tries before its validity runs out.
+func renewRetryDelay(watchdog time.Duration) time.Duration { return max(watchdog/10, time.Millisecond) }
+
+// renewAll renews every watchdog hold. An error is not a loss: the next tick, soon, tries again, and the
 // expiry timer declares the loss if the lease runs out first.
 func (a *lockActor) renewAll() {
 	a.renewTicks++
+	a.renewSoon = false
 	lost := false
 	renewed, failed := 0, 0
 	var lastErr error
@@ -1469,6 +1491,7 @@ func (a *lockActor) renewAll() {
 		if err != nil {
 			failed++
 			lastErr = err
+			a.renewSoon = a.renewSoon || !gone
 		} else {
 			renewed++
 		}
@@ -1485,12 +1508,30 @@ func (a *lockActor) renewAll() {
 func (a *lockActor) renewHold(k holdKey, h *hold) bool {
 	gone, err := a.renew(k, h)
 	a.traceRenewals(btoi(err == nil), btoi(err != nil), err)
+	if err != nil && !gone && !a.renewSoon {
+		a.renewSoon = true
+		a.watchdog.stop() // armed again, sooner, after this message
+	}
 	return gone
 }
 
 // renew renews the watchdog hold h of k. It reports whether the hold was found gone (and lost), and
-// the error of a renewal that failed.
+// the error of a renewal that failed. A renewal counts only once it is answered in time and, with
+// replica sync on, acknowledged by the replicas: until then the hold keeps the validity of its last
+// renewal that counted, which a replica promoted meanwhile has too, so Done closes before that
+// replica can drop the lock.
 func (a *lockActor) renew(k holdKey, h *hold) (bool, error) {
+	gone, err := a.renewOnce(k, h)
+	if errors.Is(err, redisops.ErrReplicasChanged) {
+		// The master has fewer replicas than the WAIT asked for (a failover left the new master
+		// without the old one's): ask again at once for what it has now.
+		gone, err = a.renewOnce(k, h)
+	}
+	return gone, err
+}
+
+// renewOnce makes one renewal of the watchdog hold h of k, as renew describes.
+func (a *lockActor) renewOnce(k holdKey, h *hold) (bool, error) {
 	sent := time.Now()
 	// A renewal that answers after the hold's expiry is worthless: bound it by that expiry (go-redis
 	// honours it when the client has ContextTimeoutEnabled).
@@ -1498,10 +1539,16 @@ func (a *lockActor) renew(k holdKey, h *hold) (bool, error) {
 	err := a.proto.renew(ctx, k, a.env.WatchdogTimeout)
 	cancel()
 	switch {
+	case err == nil && h.ended():
+		// Done closed while the renewal was on its way (a WAIT for a lagging replica, a client without
+		// ContextTimeoutEnabled): the holder has been told the hold ended, and it stays ended.
+		err = fmt.Errorf("%w (renewal answered after the hold's validity ran out)", ErrGrantTooLate)
+		a.lose(k, "lease ran out")
+		return true, err
 	case err == nil && lateGrant(sent, a.env.WatchdogTimeout):
 		// The renewal came back too late to count: the expiry timer declares the loss.
 		err = fmt.Errorf("%w (renewal answered after %v)", ErrGrantTooLate, time.Since(sent).Round(time.Millisecond))
-		a.log().Warn("renewal answered too late; retrying on the next tick", "owner", k.owner, "err", err)
+		a.log().Warn("renewal answered too late; retrying soon", "owner", k.owner, "err", err)
 		a.emitHold(messages.EventRenewalFailed, k, h, h.count, err.Error())
 		return false, err
 	case err == nil:
@@ -1513,7 +1560,7 @@ func (a *lockActor) renew(k holdKey, h *hold) (bool, error) {
 		a.lose(k, "renewal found the hold gone")
 		return true, err
 	default:
-		a.log().Warn("renewal failed; retrying on the next tick", "owner", k.owner, "err", err)
+		a.log().Warn("renewal failed; retrying soon", "owner", k.owner, "err", err)
 		a.emitHold(messages.EventRenewalFailed, k, h, h.count, err.Error())
 		return false, err
 	}

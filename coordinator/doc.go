@@ -35,8 +35,8 @@
 // A waiter is woken by the unlock notice that Redis publishes when the lock becomes free, with the
 // holder's remaining lease as a fallback. Inside one coordinator, waiters on a name queue in arrival
 // order and only the head of the queue asks Redis. A lock taken without a lease is renewed by a
-// watchdog every third of the watchdog timeout ([WithWatchdogTimeout], default 30s); its [Mutex.Done]
-// channel closes if the hold is lost.
+// watchdog every third of the watchdog timeout ([WithWatchdogTimeout], default 30s), and a tenth of it
+// after a renewal that did not count; its [Mutex.Done] channel closes if the hold is lost.
 //
 // # Actor message API
 //

@@ -29,6 +29,13 @@ import (
 // one replica lag, and loses the lagged holds if the master and the one replica that had them fail
 // together. n asks for every replica.
 //
+// The watchdog's renewals are followed by WAIT too. A renewal that fewer replicas acknowledge stands
+// on the master but does not count: the hold keeps the validity of its last acknowledged renewal or
+// acquisition, which is the expiry a promoted replica has (Redis replicates an expiry as an absolute
+// time), and the watchdog tries again after a tenth of its timeout. So across a failover to a replica
+// that acknowledged the hold, the hold either survives, renewed on the new master, or its [Mutex.Done]
+// closes before the copy that replica kept expires and another owner can take the lock.
+//
 // The replicas attached to the master (those INFO replication lists as online) are counted when the
 // coordinator first gives a lock, every 5s after that, and at once after a connection error, a WAIT
 // that came back short or a server that lost its scripts, so a replica that joins or leaves, or a

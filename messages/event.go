@@ -19,7 +19,8 @@ const (
 	EventReleased
 	// EventRenewed: the watchdog extended a hold's lease.
 	EventRenewed
-	// EventRenewalFailed: a renewal got no answer; the next tick tries again (Reason is the error).
+	// EventRenewalFailed: a renewal did not count (no answer, an answer too late, or replicas that did
+	// not acknowledge it); the watchdog tries again after a tenth of its timeout (Reason is the error).
 	EventRenewalFailed
 	// EventLost: a hold ended without a release: its lease ran out, a renewal found it gone, it was
 	// force-unlocked or taken by another owner (see Reason).

@@ -213,13 +213,22 @@ func (o *Ops) Release(ctx context.Context, name, owner, requestID string, lease 
 
 // Renew resets the lock's expiry to lease while owner holds it. It returns [ErrNotHeld] when the owner
 // no longer holds the lock, which means the hold is lost.
+//
+// With the replica-sync safeguard on ([Ops.SetReplicaSync]), the renewal is followed by WAIT like an
+// acquisition; a renewal that too few replicas acknowledge stands on the master, and the call returns
+// an error matching [ErrRenewalNotSynced]: the holder must not count on it.
 func (o *Ops) Renew(ctx context.Context, name, owner string, lease time.Duration) error {
-	n, err := renewScript.Run(ctx, o.client, []string{LockKey(name)}, millis(lease), owner).Int64()
+	reply, syncErr := o.runRenewing(ctx, call{script: renewScript, keys: []string{LockKey(name)},
+		args: []any{millis(lease), owner}})
+	n, err := reply.Int64()
 	if err != nil {
 		return fmt.Errorf("lockwarden: renew %q: %w", name, typed(err))
 	}
 	if n == 0 {
 		return ErrNotHeld
+	}
+	if syncErr != nil {
+		return fmt.Errorf("lockwarden: renew %q: %w", name, syncErr)
 	}
 	return nil
 }

@@ -106,6 +106,9 @@ type countReading struct {
 // pipeline to the master of the lock's slot. The client's ReadTimeout (go-redis' default is 5s) bounds
 // the pipeline's reply: a timeout of at least it is cut to three quarters of it.
 //
+// Renewals ([Ops.Renew], [Ops.ReadRenew], [Ops.WriteRenew]) are followed by WAIT as well; one that
+// too few replicas acknowledge is not undone, and answers [ErrRenewalNotSynced].
+//
 // replicas 0 turns the safeguard off, as does never calling SetReplicaSync. replicas must be
 // positive, 0 or [MajorityOfReplicas], and timeout must be positive, or SetReplicaSync panics: the
 // callers check their input first. It must be called before o is used.

@@ -289,15 +289,21 @@ func (o *Ops) WriteRelease(ctx context.Context, name, owner, requestID string, l
 
 // ReadRenew resets the timeout keys of all of owner's read holds on the read-write lock name to lease,
 // and raises the lock's expiry to lease if it is shorter. It returns [ErrNotHeld], changing nothing, when
-// owner holds no read hold or one of its read holds already ran out: the holds are lost.
+// owner holds no read hold or one of its read holds already ran out: the holds are lost. With the
+// replica-sync safeguard on, a renewal that too few replicas acknowledge returns an error matching
+// [ErrRenewalNotSynced], as [Ops.Renew] does.
 func (o *Ops) ReadRenew(ctx context.Context, name, owner string, lease time.Duration) error {
-	n, err := rwReadRenewScript.Run(ctx, o.client,
-		[]string{LockKey(name), readTimeoutPrefix(name, owner)}, millis(lease), owner).Int64()
+	reply, syncErr := o.runRenewing(ctx, call{script: rwReadRenewScript,
+		keys: []string{LockKey(name), readTimeoutPrefix(name, owner)}, args: []any{millis(lease), owner}})
+	n, err := reply.Int64()
 	if err != nil {
 		return fmt.Errorf("lockwarden: read renew %q: %w", name, typed(err))
 	}
 	if n == 0 {
 		return ErrNotHeld
+	}
+	if syncErr != nil {
+		return fmt.Errorf("lockwarden: read renew %q: %w", name, syncErr)
 	}
 	return nil
 }
@@ -305,15 +311,20 @@ func (o *Ops) ReadRenew(ctx context.Context, name, owner string, lease time.Dura
 // WriteRenew sets the expiry of the read-write lock name to lease while owner is the writer, so that the
 // time write re-entries added does not pile up; when owner also holds read holds (a downgrade), it only
 // raises the expiry to lease. It returns [ErrNotHeld] when owner no longer holds the write lock, which
-// means the hold is lost.
+// means the hold is lost. With the replica-sync safeguard on, a renewal that too few replicas
+// acknowledge returns an error matching [ErrRenewalNotSynced], as [Ops.Renew] does.
 func (o *Ops) WriteRenew(ctx context.Context, name, owner string, lease time.Duration) error {
-	n, err := rwWriteRenewScript.Run(ctx, o.client,
-		[]string{LockKey(name)}, millis(lease), WriteField(owner), owner).Int64()
+	reply, syncErr := o.runRenewing(ctx, call{script: rwWriteRenewScript,
+		keys: []string{LockKey(name)}, args: []any{millis(lease), WriteField(owner), owner}})
+	n, err := reply.Int64()
 	if err != nil {
 		return fmt.Errorf("lockwarden: write renew %q: %w", name, typed(err))
 	}
 	if n == 0 {
 		return ErrNotHeld
+	}
+	if syncErr != nil {
+		return fmt.Errorf("lockwarden: write renew %q: %w", name, syncErr)
 	}
 	return nil
 }

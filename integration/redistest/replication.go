@@ -3,6 +3,7 @@ package redistest
 import (
 	"context"
 	"fmt"
+	"net"
 	"strconv"
 	"strings"
 	"testing"
@@ -236,4 +237,70 @@ func waitUntil(tb testing.TB, what string, cond func(ctx context.Context) (bool,
 		}
 		<-tick.C
 	}
+}
+
+// StartReplicaVia starts a redis-server that replicates master through a
+// new [Proxy] (--replicaof the proxy's address; both servers get
+// repl-diskless-sync-delay 0 as in [StartReplica]), and waits until the
+// replica has acknowledged every write the master had when it was started.
+// It returns the replica and the proxy that carries its replication stream.
+//
+// The proxy makes a replica that lags on demand: [Proxy.Stall] holds the
+// replication stream back while both servers stay up (the master still
+// lists the replica as online, and Sentinels still reach it directly), and
+// [Proxy.Disable] drops what the proxy held back, as a crash of the master
+// would drop what it had not sent yet. Kill the master and then Disable the
+// proxy, and the replica keeps only what it had when the stall began.
+//
+// A Sentinel points a replica that replicates another address than the
+// master's back at the master itself once the master's failover-timeout has
+// passed (+fix-slave-config); see [Sentinels.SetFailoverTimeout].
+// StartReplicaVia fails the test like [StartReplicaSet].
+func StartReplicaVia(tb testing.TB, master *Server, opts ...Option) (*Server, *Proxy) {
+	tb.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), probeTimeout)
+	defer cancel()
+	if err := master.admin().ConfigSet(ctx, "repl-diskless-sync-delay", "0").Err(); err != nil {
+		tb.Fatalf("redistest: CONFIG SET repl-diskless-sync-delay 0 on %s: %v", master.Addr(), err)
+	}
+	link := NewProxy(tb, master.Addr())
+	_, port, err := net.SplitHostPort(link.Addr())
+	if err != nil {
+		tb.Fatalf("redistest: proxy address %s: %v", link.Addr(), err)
+	}
+	opts = append(append([]Option{fastSync}, opts...), WithArgs("--replicaof", "127.0.0.1", port))
+	r := Start(tb, opts...)
+	WaitReplicated(tb, master)
+	return r, link
+}
+
+// WaitReplicated waits until every replica attached to master has
+// acknowledged every write master had when WaitReplicated was called, and
+// at least one replica is attached and has acknowledged a write: it writes a
+// probe key of its own and sends WAIT on the same connection. It works
+// whatever address the replicas replicate (a [Proxy] included), and fails
+// the test with tb.Fatalf if that does not happen within 15 seconds.
+func WaitReplicated(tb testing.TB, master *Server) {
+	tb.Helper()
+	probe := "redistest:replicated:" + strconv.Itoa(master.Port())
+	waitUntil(tb, "replicas of "+master.Addr()+" acknowledged its writes", func(ctx context.Context) (bool, string) {
+		mi, err := infoReplication(ctx, master)
+		if err != nil {
+			return false, fmt.Sprintf("master %s: %v", master.Addr(), err)
+		}
+		n, err := strconv.Atoi(mi["connected_slaves"])
+		if err != nil || n == 0 {
+			return false, fmt.Sprintf("master %s has no replica: %v", master.Addr(), mi)
+		}
+		pipe := master.admin().Pipeline()
+		pipe.Incr(ctx, probe)
+		wait := pipe.Do(ctx, "wait", n, 100)
+		if _, err := pipe.Exec(ctx); err != nil {
+			return false, fmt.Sprintf("INCR and WAIT on %s: %v", master.Addr(), err)
+		}
+		if acked, err := wait.Int(); err != nil || acked < n {
+			return false, fmt.Sprintf("WAIT %d on %s: %d acknowledged, %v", n, master.Addr(), acked, err)
+		}
+		return true, ""
+	})
 }

@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 )
@@ -185,6 +186,23 @@ func (s *Sentinels) Failover(tb testing.TB) *Server {
 		}
 		return true, ""
 	})
+	return s.waitNewMaster(tb, old)
+}
+
+// WaitFailover waits until every Sentinel reports a master other than old
+// (an address, as from [Sentinels.MasterAddr]) and the server there reports
+// role:master, as after a failover the Sentinels started themselves because
+// the master died, and returns the new master. It fails the test with
+// tb.Fatalf if that does not happen within 15 seconds.
+func (s *Sentinels) WaitFailover(tb testing.TB, old string) *Server {
+	tb.Helper()
+	return s.waitNewMaster(tb, old)
+}
+
+// waitNewMaster waits until every Sentinel reports the same master, other
+// than old, and that server reports role:master, and returns it.
+func (s *Sentinels) waitNewMaster(tb testing.TB, old string) *Server {
+	tb.Helper()
 	var next *Server
 	waitUntil(tb, "the Sentinels agree on a new master", func(ctx context.Context) (bool, string) {
 		var addr string
@@ -283,4 +301,26 @@ func (s *Server) sentinel() *redis.SentinelClient {
 		})
 	}
 	return s.sentinelC
+}
+
+// SetFailoverTimeout sets the failover-timeout of the Sentinels' master
+// (SENTINEL SET) to d, rounded down to whole milliseconds. Besides bounding
+// a failover, failover-timeout is how long a Sentinel leaves alone a
+// replica that replicates another address than the master's before it
+// points it at the master itself (+fix-slave-config): a replica made by
+// [StartReplicaVia] keeps replicating through its proxy only that long
+// after the Sentinels started ([SentinelFailoverTimeout] by default). A
+// Sentinel that lost a leader election waits twice failover-timeout before
+// it tries again, so a long one suits a forced failover
+// ([Sentinels.Failover]) best. It fails the test with tb.Fatalf if a
+// Sentinel refuses.
+func (s *Sentinels) SetFailoverTimeout(tb testing.TB, d time.Duration) {
+	tb.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), probeTimeout)
+	defer cancel()
+	for _, srv := range s.servers {
+		if err := srv.sentinel().Set(ctx, MasterName, "failover-timeout", strconv.FormatInt(d.Milliseconds(), 10)).Err(); err != nil {
+			tb.Fatalf("redistest: SENTINEL SET %s failover-timeout %v on %s: %v", MasterName, d, srv.Addr(), err)
+		}
+	}
 }

@@ -54,6 +54,36 @@ func TestStartReplica(t *testing.T) {
 	}
 }
 
+// TestStartReplicaVia: a replica behind its proxy is in sync when started, misses what the master
+// writes while the proxy is stalled, and keeps missing it once the master is killed and the proxy
+// disabled.
+func TestStartReplicaVia(t *testing.T) {
+	t.Parallel()
+	master := redistest.Start(t)
+	ctx := t.Context()
+	m := master.Client(t)
+	if err := m.Set(ctx, t.Name(), "before", 0).Err(); err != nil {
+		t.Fatalf("SET: %v", err)
+	}
+	r, link := redistest.StartReplicaVia(t, master)
+	rc := r.Client(t)
+	if got, err := rc.Get(ctx, t.Name()).Result(); err != nil || got != "before" {
+		t.Fatalf("GET on replica: got %q, %v; want before", got, err)
+	}
+	link.Stall()
+	if err := m.Set(ctx, t.Name(), "during", 0).Err(); err != nil {
+		t.Fatalf("SET during the stall: %v", err)
+	}
+	if n, err := m.Wait(ctx, 1, 200*time.Millisecond).Result(); err != nil || n != 0 {
+		t.Fatalf("WAIT 1 during the stall: got %d, %v; want 0", n, err)
+	}
+	master.Kill()
+	link.Disable()
+	if got, err := rc.Get(ctx, t.Name()).Result(); err != nil || got != "before" {
+		t.Fatalf("GET on replica after the master died: got %q, %v; want before", got, err)
+	}
+}
+
 func TestSentinelsFailover(t *testing.T) {
 	t.Parallel()
 	start := time.Now()
