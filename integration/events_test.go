@@ -3,6 +3,7 @@ package integration
 import (
 	"errors"
 	"fmt"
+	"reflect"
 	"slices"
 	"sync"
 	"testing"
@@ -13,6 +14,7 @@ import (
 	"github.com/lockwarden/lockwarden/coordinator"
 	"github.com/lockwarden/lockwarden/integration/redistest"
 	"github.com/lockwarden/lockwarden/messages"
+	"github.com/lockwarden/lockwarden/redisops"
 )
 
 // evNext returns the next event of sub, failing the test if none arrives within a second.
@@ -348,4 +350,117 @@ func TestEventsOnApplicationEventStream(t *testing.T) {
 			t.Fatalf("no %s event on the application's EventStream", want)
 		}
 	}
+}
+
+// evEveryField returns an event whose every field holds a value other than its zero value, failing the
+// test for a field of a type it does not know, so that a field added to messages.Event is not left out
+// of the journal round trip.
+func evEveryField(t *testing.T) messages.Event {
+	t.Helper()
+	var ev messages.Event
+	v := reflect.ValueOf(&ev).Elem()
+	for i := range v.NumField() {
+		f, sf := v.Field(i), v.Type().Field(i)
+		switch {
+		case sf.Type == reflect.TypeFor[messages.EventType]():
+			f.Set(reflect.ValueOf(messages.EventHandedOff))
+		case sf.Type == reflect.TypeFor[time.Time]():
+			f.Set(reflect.ValueOf(time.Unix(1_700_000_000, 123_456_789)))
+		case f.Kind() == reflect.String:
+			f.SetString("v-" + sf.Name + ":{x}")
+		case f.Kind() == reflect.Int64:
+			f.SetInt(1_000_000_000_000 + int64(i))
+		case f.Kind() == reflect.Bool:
+			f.SetBool(true)
+		default:
+			t.Fatalf("messages.Event.%s has type %s: give it a value here", sf.Name, sf.Type)
+		}
+	}
+	return ev
+}
+
+// TestEventsJournalEveryField: every field of an event survives the journal round trip, each one set on
+// its own and all together.
+func TestEventsJournalEveryField(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t)
+	client := srv.Client(t)
+	full := evEveryField(t)
+	evs := []messages.Event{full}
+	fv := reflect.ValueOf(full)
+	for i := range fv.NumField() {
+		// The type alone, and the type with field i.
+		var ev messages.Event
+		ev.Type = messages.EventAcquired
+		reflect.ValueOf(&ev).Elem().Field(i).Set(fv.Field(i))
+		evs = append(evs, ev)
+	}
+	stream := "lockwarden:events:" + t.Name()
+	if err := redisops.AppendEvents(t.Context(), client, stream, 0, evs); err != nil {
+		t.Fatal(err)
+	}
+	got, err := coordinator.ReadJournal(t.Context(), client, stream, "0", int64(len(evs)+1), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != len(evs) {
+		t.Fatalf("journal entries = %d, want %d", len(got), len(evs))
+	}
+	for i, e := range got {
+		want := evs[i]
+		gv, wv := reflect.ValueOf(e.Event), reflect.ValueOf(want)
+		for j := range wv.NumField() {
+			name := wv.Type().Field(j).Name
+			g, w := gv.Field(j).Interface(), wv.Field(j).Interface()
+			if gt, ok := g.(time.Time); ok {
+				if wt := w.(time.Time); !gt.Equal(wt) {
+					t.Errorf("entry %d: Time = %v, want %v", i, gt, wt)
+				}
+				continue
+			}
+			if g != w {
+				t.Errorf("entry %d: %s = %v, want %v", i, name, g, w)
+			}
+		}
+	}
+}
+
+// TestEventsJournalQueued: an acquisition after a wait reads back from the journal as queued.
+func TestEventsJournalQueued(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t)
+	stream := "lockwarden:events:" + t.Name()
+	c := newCoordinator(t, srv.Client(t), coordinator.WithEventJournal(stream, 1000))
+	sub := c.Subscribe(coordinator.OfType(messages.EventAcquired, messages.EventWaitStarted), 16)
+	defer sub.Close()
+	a, b := c.Mutex(t.Name()), c.Mutex(t.Name())
+	mustLock(t, a)
+	evExpect(t, sub, messages.EventAcquired, a.Owner(), 1)
+	errc := lockAsync(t.Context(), b)
+	evExpect(t, sub, messages.EventWaitStarted, b.Owner(), 0)
+	mustUnlock(t, a)
+	if err := semRecv(t, errc, 2*time.Second, "b's Lock"); err != nil {
+		t.Fatal(err)
+	}
+	if ev := evExpect(t, sub, messages.EventAcquired, b.Owner(), 1); !ev.Queued {
+		t.Fatalf("b's acquired event = %+v, want Queued", ev)
+	}
+	deadline := time.Now().Add(2 * time.Second)
+	after := "0"
+	for time.Now().Before(deadline) {
+		entries, err := coordinator.ReadJournal(t.Context(), srv.Client(t), stream, after, 10, 200*time.Millisecond)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, e := range entries {
+			after = e.ID
+			if e.Event.Type == messages.EventAcquired && e.Event.Owner == b.Owner() {
+				if !e.Event.Queued {
+					t.Fatalf("journal: b's acquired event = %+v, want Queued", e.Event)
+				}
+				return
+			}
+		}
+	}
+	t.Fatal("b's acquired event not in the journal within 2s")
 }
