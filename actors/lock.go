@@ -399,6 +399,10 @@ func (a *lockActor) onAcquire(m *Acquire) {
 	if m.Ticket.Abandoned() {
 		return
 	}
+	if a.env.Held.otherFamily(a.name, m.Owner, m.Kind) {
+		a.refuse(m, Outcome{Reason: messages.ReasonKindMismatch, Err: redisops.ErrKindMismatch})
+		return
+	}
 	k := holdKey{m.Owner, m.Kind}
 	if h := a.holds[k]; h != nil && h.ended() {
 		a.lose(k, "lease ran out")
@@ -443,12 +447,15 @@ func (a *lockActor) afterFirstAttempt(m *Acquire, reentry, ok bool, ttl time.Dur
 		}
 		return
 	}
-	// A key of another type will not change by waiting: the name is unusable, and the caller is told
-	// at once.
-	if err != nil && (!m.Wait || isUpgrade(err) || errors.Is(err, redisops.ErrWrongType)) {
+	// A key of another type, or the owner's hold of another kind in Redis, will not change by
+	// waiting: the caller is told at once.
+	if err != nil && (!m.Wait || isUpgrade(err) || errors.Is(err, redisops.ErrWrongType) || errors.Is(err, redisops.ErrKindMismatch)) {
 		reason := messages.ReasonRedis
-		if isUpgrade(err) {
+		switch {
+		case isUpgrade(err):
 			reason = messages.ReasonUpgrade
+		case errors.Is(err, redisops.ErrKindMismatch):
+			reason = messages.ReasonKindMismatch
 		}
 		m.Ticket.deliver(Outcome{Reason: reason, Err: err})
 		return
@@ -705,6 +712,7 @@ func (a *lockActor) grant(m *Acquire, count, token int64, sent time.Time) {
 	if h == nil {
 		h = newHold(validUntil(sent, m.Lease))
 		a.holds[k] = h
+		a.env.Held.add(a.name, k.owner, k.kind)
 		delete(a.lost, k)
 	}
 	reentry := h.count > 0
@@ -918,6 +926,11 @@ func (a *lockActor) onRelease(m *Release) {
 		// Done that its hold ended: it does not hold the lock.
 		a.clearLost(k)
 		m.Ticket.deliver(Outcome{Reason: messages.ReasonNotHeld})
+		return
+	}
+	if h == nil && a.env.Held.otherFamily(a.name, m.Owner, m.Kind) {
+		// Sent to Redis, it would release the other kind's hold (they share the hash).
+		m.Ticket.deliver(Outcome{Reason: messages.ReasonKindMismatch, Err: redisops.ErrKindMismatch})
 		return
 	}
 	lease := a.env.WatchdogTimeout
@@ -1386,6 +1399,7 @@ func (a *lockActor) clearLost(k holdKey) {
 func (a *lockActor) drop(k holdKey) {
 	if h := a.holds[k]; h != nil {
 		delete(a.holds, k)
+		a.env.Held.remove(a.name, k.owner, k.kind)
 		h.deadline.Stop()
 		h.end()
 	}

@@ -146,6 +146,7 @@ func New(client redis.UniversalClient, opts ...Option) (*Coordinator, error) {
 		Context:            lifetime,
 		Logger:             o.logger,
 		NewBackOff:         actors.DefaultBackOff,
+		Held:               &actors.HeldKinds{},
 		Dispatcher:         c.pool,
 		NewRequestID: func() string {
 			return c.id + ":r" + strconv.FormatUint(c.requests.Add(1), 10)
