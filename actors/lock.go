@@ -560,16 +560,24 @@ func releaseEvent(s trace.Span, start time.Time, err error) {
 	}
 }
 
+// handoffAttempt counts a handoff to the waiter m (another owner's release gave it the lock in the
+// Redis call sent at start) as one of m's attempts, as an attempt of its own would have been, and
+// records it on the caller's span; ok is false when it came too late to be used.
+func handoffAttempt(m *Acquire, start time.Time, ok bool) {
+	m.attempts++
+	redisEvent(m.Span, "lockwarden.redis.acquire", start, ok, nil, telemetry.AttrHandoff.Bool(true))
+}
+
 // redisEvent records a Redis call made for a caller, started at start, as an event on the caller's
 // span s, when it records. An event rather than a child span: it costs a fraction of one.
-func redisEvent(s trace.Span, name string, start time.Time, ok bool, err error) {
+func redisEvent(s trace.Span, name string, start time.Time, ok bool, err error, extra ...attribute.KeyValue) {
 	if s == nil || !s.IsRecording() {
 		return
 	}
-	attrs := []attribute.KeyValue{
+	attrs := append([]attribute.KeyValue{
 		attribute.Bool("lockwarden.redis.ok", ok),
 		attribute.Int64("lockwarden.redis.duration_us", time.Since(start).Microseconds()),
-	}
+	}, extra...)
 	if err != nil {
 		attrs = append(attrs, attribute.String("lockwarden.redis.error", err.Error()))
 	}
@@ -1066,6 +1074,7 @@ func (a *lockActor) settleRelease(m *Release, h *hold, lease time.Duration, next
 	a.handoffs++
 	a.queue = slices.DeleteFunc(a.queue, func(w *Acquire) bool { return w == nextCmd })
 	released()
+	handoffAttempt(nextCmd, sent, !lateGrant(sent, nextCmd.Lease))
 	if lateGrant(sent, nextCmd.Lease) {
 		// The handoff came back too late to count for the next owner: it gives it back and waits on.
 		m.Ticket.deliver(Outcome{})
@@ -1331,6 +1340,7 @@ func (a *lockActor) onFairGrant(channel string, token int64, waitID string) {
 		return
 	}
 	a.queue = append(a.queue[:i:i], a.queue[i+1:]...)
+	handoffAttempt(w, time.Now(), true)
 	a.grant(w, 1, token, w.lastSent)
 	a.tryHead() // other calls of the same owner re-enter
 }
