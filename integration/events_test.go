@@ -6,6 +6,7 @@ import (
 	"reflect"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -463,4 +464,98 @@ func TestEventsJournalQueued(t *testing.T) {
 		}
 	}
 	t.Fatal("b's acquired event not in the journal within 2s")
+}
+
+// TestEventsSlowEventStreamListener: a listener on the actor system's EventStream that takes 1 ms per
+// event takes no event from a subscriber that keeps up nor from the journal; what the EventStream's
+// listeners miss is counted (EventStreamDropped), and every event reached them or was counted.
+func TestEventsSlowEventStreamListener(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t)
+	stream := "lockwarden:events:" + t.Name()
+	c := newCoordinator(t, srv.Client(t), coordinator.WithEventJournal(stream, 0))
+	const workers, cycles = 8, 625 // 10,000 events: an acquired and a released per cycle
+	const total = 2 * workers * cycles
+	prefix := t.Name() + ":"
+	mine := func(ev messages.Event) bool { return len(ev.Name) > len(prefix) && ev.Name[:len(prefix)] == prefix }
+
+	var slow atomic.Bool
+	slow.Store(true)
+	var onStream atomic.Uint64
+	es := c.ActorSystem().EventStream
+	s := es.Subscribe(func(e any) {
+		if ev, ok := e.(messages.Event); ok && mine(ev) {
+			onStream.Add(1)
+			if slow.Load() {
+				time.Sleep(time.Millisecond) // the slow listener
+			}
+		}
+	})
+	defer es.Unsubscribe(s)
+
+	// A subscriber that keeps up: its buffer holds every event, so it never misses one of its own.
+	sub := c.Subscribe(mine, total)
+	defer sub.Close()
+	var got atomic.Uint64
+	reading := make(chan struct{})
+	go func() {
+		defer close(reading)
+		for range sub.Events() {
+			got.Add(1)
+		}
+	}()
+
+	var wg sync.WaitGroup
+	for w := range workers {
+		m := c.Mutex(fmt.Sprintf("%s%d", prefix, w))
+		wg.Go(func() {
+			for range cycles {
+				if err := m.Lock(t.Context()); err != nil {
+					t.Error(err)
+					return
+				}
+				if err := m.Unlock(t.Context()); err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	// The subscriber's channel is filled by the hub: wait for it to catch up, or for the events it
+	// missed to be counted.
+	evEventually(10*time.Second, func() bool { return got.Load()+sub.Dropped()+c.DroppedEvents() >= total })
+	if n, d, hub := got.Load(), sub.Dropped(), c.DroppedEvents(); n != total || d != 0 || hub != 0 {
+		t.Errorf("subscriber got %d events (Dropped %d, DroppedEvents %d), want all %d", n, d, hub, total)
+	}
+	evEventually(10*time.Second, func() bool {
+		n, _ := srv.Client(t).XLen(t.Context(), stream).Result()
+		return n+int64(c.JournalDropped()+c.DroppedEvents()) >= total
+	})
+	if n, _ := srv.Client(t).XLen(t.Context(), stream).Result(); n != total || c.JournalDropped() != 0 {
+		t.Errorf("journal has %d entries (JournalDropped %d), want all %d", n, c.JournalDropped(), total)
+	}
+	slow.Store(false)
+	groupEventually(t, 30*time.Second, "every event on the EventStream, delivered or counted", func() bool {
+		return onStream.Load()+c.EventStreamDropped() >= total
+	})
+	delivered, dropped := onStream.Load(), c.EventStreamDropped()
+	if delivered+dropped != total {
+		t.Errorf("EventStream: %d delivered + %d dropped, want %d", delivered, dropped, total)
+	}
+	t.Logf("subscriber %d of %d, journal %d, EventStream %d delivered and %d dropped", got.Load(), total, total, delivered, dropped)
+}
+
+// evEventually polls cond every 10 ms until it holds or within passes, and reports whether it held.
+func evEventually(within time.Duration, cond func() bool) bool {
+	deadline := time.Now().Add(within)
+	tick := time.NewTicker(10 * time.Millisecond)
+	defer tick.Stop()
+	for !cond() {
+		if time.Now().After(deadline) {
+			return false
+		}
+		<-tick.C
+	}
+	return true
 }
