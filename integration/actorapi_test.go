@@ -576,6 +576,13 @@ func TestActorAPIReleaseWrongKind(t *testing.T) {
 			t.Fatalf("after a Release of kind %v: fair queue length %d, want 1", kind, n)
 		}
 	}
+	// An Acquire of another kind is refused the same way, waiting or not.
+	for _, wait := range []time.Duration{0, messages.WaitForever} {
+		mustError(t, holder.ask(t, &messages.Acquire{Name: name, Kind: messages.KindPlain, Wait: wait}), coordinator.ErrKindMismatch)
+		if after, err := client.HGetAll(t.Context(), name).Result(); err != nil || !maps.Equal(after, before) {
+			t.Fatalf("after an Acquire of kind plain: HGETALL %s = %v, %v; want %v", name, after, err, before)
+		}
+	}
 	select {
 	case err := <-errc:
 		t.Fatalf("the fair waiter got the lock (%v) while the holder holds it", err)
@@ -632,6 +639,15 @@ func TestKindMismatchSameOwner(t *testing.T) {
 		t.Fatalf("RUnlock of a fair hold = %v, want ErrKindMismatch", err)
 	}
 	unchanged(fairName, before, "the RUnlock")
+	// Either side of a read-write lock of the owner, here and in another coordinator.
+	for _, co := range []*coordinator.Coordinator{c, c2} {
+		for _, side := range []*coordinator.Mutex{co.RWMutex(fairName, coordinator.WithOwner(owner)).Read(), co.RWMutex(fairName, coordinator.WithOwner(owner)).Write()} {
+			if ok, err := side.TryLock(t.Context()); ok || !errors.Is(err, coordinator.ErrKindMismatch) {
+				t.Fatalf("read-write TryLock over the owner's fair hold (same coordinator: %v) = %v, %v; want ErrKindMismatch", co == c, ok, err)
+			}
+			unchanged(fairName, before, "a read-write TryLock")
+		}
+	}
 	mustUnlock(t, fair)
 
 	// Read holds of the owner and of another reader, then plain and fair calls of the owner, here
