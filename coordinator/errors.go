@@ -59,7 +59,9 @@ var (
 	// hash at the name), so the call changes nothing. The coordinator refuses it for the holds it
 	// drives; Redis refuses it for the holds of other processes where the data tells the kinds apart
 	// (a read-write lock from a plain or fair one; a plain and a fair hold look alike in Redis). It is
-	// also the error of an [messages.Error] reply to a Release, or an Acquire, of the wrong Kind.
+	// also the error of an [messages.Error] reply to a Release, or an Acquire, of the wrong Kind. A
+	// ForceUnlock returns it too when the name is held as a lock of the other family (a plain or fair
+	// ForceUnlock of a read-write lock, or the other way round), which it leaves alone.
 	ErrKindMismatch = redisops.ErrKindMismatch
 	// ErrInvalidKind is the error of an [messages.Error] reply to a message whose Kind is not one of
 	// the kinds the messages package defines.

@@ -357,7 +357,9 @@ func (m *Mutex) Unlock(ctx context.Context) (err error) {
 }
 
 // ForceUnlock frees the lock whoever holds it and wakes its waiters, like Redisson's forceUnlock. It
-// reports whether the lock was held. Local holders of the lock see their Done channels close.
+// reports whether the lock was held. It returns [ErrKindMismatch], and frees nothing, when the name is
+// held as a lock of the other family (a read-write lock, for a plain or fair m; a plain or fair lock, for
+// a side of a read-write lock). Local holders of the lock see their Done channels close.
 func (m *Mutex) ForceUnlock(ctx context.Context) (bool, error) {
 	if err := m.usable(ctx); err != nil {
 		return false, err

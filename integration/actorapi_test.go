@@ -685,3 +685,47 @@ func TestKindMismatchSameOwner(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestKindMismatchForceUnlock: a ForceUnlock of a plain or fair lock does not delete a read-write lock
+// of the same name, nor a read-write ForceUnlock a plain lock, in any coordinator: ErrKindMismatch, and
+// Redis is untouched.
+func TestKindMismatchForceUnlock(t *testing.T) {
+	t.Parallel()
+	srv, client, c := setup(t)
+	c2 := newCoordinator(t, srv.Client(t))
+	hash := func(name string) map[string]string {
+		t.Helper()
+		h, err := client.HGetAll(t.Context(), name).Result()
+		if err != nil || len(h) == 0 {
+			t.Fatalf("HGETALL %s = %v, %v; want the lock", name, h, err)
+		}
+		return h
+	}
+	check := func(m *coordinator.Mutex, what string) {
+		t.Helper()
+		before := hash(m.Name())
+		if deleted, err := m.ForceUnlock(t.Context()); deleted || !errors.Is(err, coordinator.ErrKindMismatch) {
+			t.Fatalf("%s ForceUnlock = %v, %v; want ErrKindMismatch", what, deleted, err)
+		}
+		if after := hash(m.Name()); !maps.Equal(after, before) {
+			t.Fatalf("after the %s ForceUnlock: HGETALL %s = %v, want %v", what, m.Name(), after, before)
+		}
+	}
+	rwName, plainName := t.Name()+":rw", t.Name()+":plain"
+	reader := c.RWMutex(rwName)
+	if err := reader.RLock(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	plain := c.Mutex(plainName)
+	mustLock(t, plain)
+	for _, co := range []*coordinator.Coordinator{c, c2} {
+		check(co.Mutex(rwName), "plain")
+		check(co.FairMutex(rwName), "fair")
+		check(co.RWMutex(plainName).Read(), "read")
+		check(co.RWMutex(plainName).Write(), "write")
+	}
+	if err := reader.RUnlock(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	mustUnlock(t, plain)
+}

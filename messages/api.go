@@ -84,6 +84,8 @@ type ForceUnlock struct {
 	// Name is the lock name; it must not be empty.
 	Name string
 	// Kind is the kind of lock; a side of a read-write lock is freed only when the lock is in its mode.
+	// A plain or fair ForceUnlock of a read-write lock, or a read-write one of a plain or fair lock,
+	// gets an [*Error] matching coordinator.ErrKindMismatch and frees nothing.
 	Kind Kind
 }
 

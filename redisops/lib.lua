@@ -31,6 +31,17 @@ local function kindMismatch(owner, rw)
     return nil
 end
 
+-- familyMismatch(rw) returns a WRONGKIND error reply when the lock hash KEYS[1] is a lock of the other
+-- family than the script's (see kindMismatch): a read-write lock for a plain or fair script (rw false),
+-- a plain or fair lock for a read-write script (rw true); nil when the lock is free or of the script's
+-- family. The force unlocks check it, so that one family's force unlock never deletes the other's lock.
+local function familyMismatch(rw)
+    if redis.call('exists', KEYS[1]) == 1 and (redis.call('hexists', KEYS[1], 'mode') == 1) ~= rw then
+        return redis.error_reply('WRONGKIND ' .. KEYS[1] .. ' holds another kind of lock')
+    end
+    return nil
+end
+
 -- issueToken(key, expiry) issues a token on the counter key (redisson_lock_token:{N}). With a token
 -- expiry of 0 the counter is INCRed and kept forever (Redisson's RFencedLock). Otherwise the token is the
 -- larger of the counter plus one and the server's clock in microseconds, and the counter keeps it until
