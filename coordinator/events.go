@@ -48,7 +48,9 @@ func WithEventJournal(stream string, maxLen int64) Option {
 	}
 }
 
-// EventFilter selects the events a Subscription receives; nil selects every event.
+// EventFilter selects the events a Subscription receives; nil selects every event. It is called for
+// every event on the goroutine that hands the events to every consumer, so it must be quick and must
+// not block: a filter that blocks holds up every subscriber, the EventStream and the journal.
 type EventFilter func(messages.Event) bool
 
 // ForLock selects the events of the lock name.
