@@ -1074,8 +1074,9 @@ func (a *lockActor) settleRelease(m *Release, h *hold, lease time.Duration, next
 	a.handoffs++
 	a.queue = slices.DeleteFunc(a.queue, func(w *Acquire) bool { return w == nextCmd })
 	released()
-	handoffAttempt(nextCmd, sent, !lateGrant(sent, nextCmd.Lease))
-	if lateGrant(sent, nextCmd.Lease) {
+	late := lateGrant(sent, nextCmd.Lease)
+	handoffAttempt(nextCmd, sent, !late)
+	if late {
 		// The handoff came back too late to count for the next owner: it gives it back and waits on.
 		m.Ticket.deliver(Outcome{})
 		nextCmd.queued = true
