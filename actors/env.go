@@ -49,6 +49,9 @@ type Env struct {
 	Dispatcher actor.Dispatcher
 	// NewRequestID returns a release request id that is unique for the coordinator's lifetime.
 	NewRequestID func() string
+	// Held records the kinds of lock each owner holds on each name, so that a command of another kind
+	// than the owner's holds is refused; nil checks nothing.
+	Held *HeldKinds
 	// NewBackOff returns the retry schedule used while Redis answers with errors.
 	NewBackOff func() backoff.BackOff
 }

@@ -403,6 +403,10 @@ func (a *lockActor) onAcquire(m *Acquire) {
 	if m.Ticket.Abandoned() {
 		return
 	}
+	if a.env.Held.otherFamily(a.name, m.Owner, m.Kind) {
+		a.refuse(m, Outcome{Reason: messages.ReasonKindMismatch, Err: redisops.ErrKindMismatch})
+		return
+	}
 	k := holdKey{m.Owner, m.Kind}
 	if h := a.holds[k]; h != nil && h.ended() {
 		a.lose(k, "lease ran out")
@@ -447,12 +451,15 @@ func (a *lockActor) afterFirstAttempt(m *Acquire, reentry, ok bool, ttl time.Dur
 		}
 		return
 	}
-	// A key of another type will not change by waiting: the name is unusable, and the caller is told
-	// at once.
-	if err != nil && (!m.Wait || isUpgrade(err) || errors.Is(err, redisops.ErrWrongType)) {
+	// A key of another type, or the owner's hold of another kind in Redis, will not change by
+	// waiting: the caller is told at once.
+	if err != nil && (!m.Wait || isUpgrade(err) || errors.Is(err, redisops.ErrWrongType) || errors.Is(err, redisops.ErrKindMismatch)) {
 		reason := messages.ReasonRedis
-		if isUpgrade(err) {
+		switch {
+		case isUpgrade(err):
 			reason = messages.ReasonUpgrade
+		case errors.Is(err, redisops.ErrKindMismatch):
+			reason = messages.ReasonKindMismatch
 		}
 		m.Ticket.deliver(Outcome{Reason: reason, Err: err})
 		return
@@ -557,16 +564,24 @@ func releaseEvent(s trace.Span, start time.Time, err error) {
 	}
 }
 
+// handoffAttempt counts a handoff to the waiter m (another owner's release gave it the lock in the
+// Redis call sent at start) as one of m's attempts, as an attempt of its own would have been, and
+// records it on the caller's span; ok is false when it came too late to be used.
+func handoffAttempt(m *Acquire, start time.Time, ok bool) {
+	m.attempts++
+	redisEvent(m.Span, "lockwarden.redis.acquire", start, ok, nil, telemetry.AttrHandoff.Bool(true))
+}
+
 // redisEvent records a Redis call made for a caller, started at start, as an event on the caller's
 // span s, when it records. An event rather than a child span: it costs a fraction of one.
-func redisEvent(s trace.Span, name string, start time.Time, ok bool, err error) {
+func redisEvent(s trace.Span, name string, start time.Time, ok bool, err error, extra ...attribute.KeyValue) {
 	if s == nil || !s.IsRecording() {
 		return
 	}
-	attrs := []attribute.KeyValue{
+	attrs := append([]attribute.KeyValue{
 		attribute.Bool("lockwarden.redis.ok", ok),
 		attribute.Int64("lockwarden.redis.duration_us", time.Since(start).Microseconds()),
-	}
+	}, extra...)
 	if err != nil {
 		attrs = append(attrs, attribute.String("lockwarden.redis.error", err.Error()))
 	}
@@ -716,6 +731,7 @@ func (a *lockActor) grant(m *Acquire, count, token int64, sent time.Time) {
 	if h == nil {
 		h = newHold(validUntil(sent, m.Lease))
 		a.holds[k] = h
+		a.env.Held.add(a.name, k.owner, k.kind)
 		delete(a.lost, k)
 	}
 	reentry := h.count > 0
@@ -931,6 +947,11 @@ func (a *lockActor) onRelease(m *Release) {
 		m.Ticket.deliver(Outcome{Reason: messages.ReasonNotHeld})
 		return
 	}
+	if h == nil && a.env.Held.otherFamily(a.name, m.Owner, m.Kind) {
+		// Sent to Redis, it would release the other kind's hold (they share the hash).
+		m.Ticket.deliver(Outcome{Reason: messages.ReasonKindMismatch, Err: redisops.ErrKindMismatch})
+		return
+	}
 	lease := a.env.WatchdogTimeout
 	var next *redisops.Handoff
 	var nextCmd *Acquire
@@ -1071,7 +1092,9 @@ func (a *lockActor) settleRelease(m *Release, h *hold, lease time.Duration, next
 	a.handoffs++
 	a.queue = slices.DeleteFunc(a.queue, func(w *Acquire) bool { return w == nextCmd })
 	released()
-	if lateGrant(sent, nextCmd.Lease) {
+	late := lateGrant(sent, nextCmd.Lease)
+	handoffAttempt(nextCmd, sent, !late)
+	if late {
 		// The handoff came back too late to count for the next owner: it gives it back and waits on.
 		m.Ticket.deliver(Outcome{})
 		nextCmd.queued = true
@@ -1336,6 +1359,7 @@ func (a *lockActor) onFairGrant(channel string, token int64, waitID string) {
 		return
 	}
 	a.queue = append(a.queue[:i:i], a.queue[i+1:]...)
+	handoffAttempt(w, time.Now(), true)
 	a.grant(w, 1, token, w.lastSent)
 	a.tryHead() // other calls of the same owner re-enter
 }
@@ -1404,6 +1428,7 @@ func (a *lockActor) clearLost(k holdKey) {
 func (a *lockActor) drop(k holdKey) {
 	if h := a.holds[k]; h != nil {
 		delete(a.holds, k)
+		a.env.Held.remove(a.name, k.owner, k.kind)
 		h.deadline.Stop()
 		h.end()
 	}

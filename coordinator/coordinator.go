@@ -120,7 +120,7 @@ func New(client redis.UniversalClient, opts ...Option) (*Coordinator, error) {
 	if c.ownSystem {
 		base = system.EventStream.Length()
 	}
-	c.events = newEventHub(system.EventStream, base, journal)
+	c.events = newEventHub(system.EventStream, base, journal, c.stop)
 	c.failures = &actors.Failures{Logger: o.logger, Events: eventSink{hub: c.events}, CoordinatorID: c.id, Inject: o.inject}
 	if !o.noTelemetry {
 		tel, err := telemetry.New(o.telemetry)
@@ -146,6 +146,7 @@ func New(client redis.UniversalClient, opts ...Option) (*Coordinator, error) {
 		Context:            lifetime,
 		Logger:             o.logger,
 		NewBackOff:         actors.DefaultBackOff,
+		Held:               &actors.HeldKinds{},
 		Dispatcher:         c.pool,
 		NewRequestID: func() string {
 			return c.id + ":r" + strconv.FormatUint(c.requests.Add(1), 10)
@@ -195,7 +196,8 @@ func (c *Coordinator) ID() string { return c.id }
 // [ErrClosed].
 //
 // All the work Close does against Redis (releasing holds, fair waiters leaving their queues, group
-// members releasing, the pub/sub connections closing, the event journal writing what is queued) shares
+// members releasing, the pub/sub connections closing, the event journal writing what is queued; and,
+// not against Redis, the actor system's EventStream getting the events still queued for it) shares
 // one deadline: [WithStopReleaseTimeout] from the moment Close is called. So when Redis is unreachable,
 // Close returns within about the stop release timeout, and no later than the end of a Redis call an
 // actor had already started when Close was called (a renewal is bounded by the hold's expiry, an

@@ -17,7 +17,9 @@
 //
 // [Coordinator.Mutex] is Redisson's reentrant lock. [Coordinator.FairMutex] serves waiters in arrival
 // order across processes (RFairLock). [Coordinator.RWMutex] is a read-write lock (RReadWriteLock)
-// whose sides are [Mutex] handles too. All three use Redisson's layout in Redis.
+// whose sides are [Mutex] handles too. All three use Redisson's layout in Redis, and share the hash at
+// the lock's name: an owner id used for two kinds on one name gets [ErrKindMismatch] from the calls of
+// the kind it does not hold.
 //
 // [Coordinator.MultiLock] takes several locks, possibly on different coordinators and servers, as one;
 // [Coordinator.RedLock] is the Redlock algorithm over the same lock on independent masters. Both are
@@ -60,7 +62,9 @@
 // reply to the requester. Acquire.Wait is 0 for one attempt, a positive duration for a bounded wait,
 // or [messages.WaitForever]; Acquire.Lease is 0 for a watchdog hold. Negative durations, an empty name
 // and an unknown kind get an [messages.Error] reply ([ErrInvalidWait], [ErrInvalidLease],
-// [ErrEmptyName], [ErrInvalidKind]); so does an unknown message ([ErrInvalidMessage]).
+// [ErrEmptyName], [ErrInvalidKind]); so does an unknown message ([ErrInvalidMessage]), and an Acquire
+// or Release whose Kind is not the kind of the owner's holds of the name ([ErrKindMismatch]; Redis is
+// untouched).
 //
 // A message without an Owner is owned by its sender actor: the owner id is "<coordinator
 // ID>:<address>/<id>" from the sender's PID. The gateway watches that actor while it holds or waits for
@@ -75,10 +79,12 @@
 //
 // [Coordinator.Subscribe] returns a [Subscription] whose channel carries the coordinator's lock events
 // ([messages.Event]: acquired, released, lost, wait-started, handed-off, ...), selected by a filter such
-// as [ForLock] or [OfType]. Events never block the locks: a subscriber whose buffer is full misses
-// events ([Subscription.Dropped]). They are also published on the actor system's EventStream, and with
-// [WithEventJournal] appended to a Redis Stream that other processes read with [ReadJournal] or
-// [ParseJournalEntry].
+// as [ForLock] or [OfType]. Events never block the locks, and no consumer waits for another: a
+// subscriber whose buffer is full misses events of its own ([Subscription.Dropped]). They are also
+// published on the actor system's EventStream, from a queue of its own
+// ([Coordinator.EventStreamDropped]), and with [WithEventJournal] appended to a Redis Stream that other
+// processes read with [ReadJournal] or [ParseJournalEntry] ([Coordinator.JournalDropped]); every field
+// of an event survives the journal.
 //
 // # Tracing and metrics
 //

@@ -52,6 +52,17 @@ var (
 	// token counter of lock X) or data of the application. The call changed nothing in Redis; Lock and
 	// TryLock fail at once instead of waiting. Pick another name.
 	ErrWrongType = redisops.ErrWrongType
+	// ErrKindMismatch is returned by a call of one kind of lock (plain, fair, or a side of a
+	// read-write lock) when its owner holds the lock's name as another kind: the same owner id, given
+	// with [WithOwner] or an actor's, used for a fair and a plain lock, say. Releasing or taking one
+	// kind's hold through another would count or delete the other kind's data in Redis (they share the
+	// hash at the name), so the call changes nothing. The coordinator refuses it for the holds it
+	// drives; Redis refuses it for the holds of other processes where the data tells the kinds apart
+	// (a read-write lock from a plain or fair one; a plain and a fair hold look alike in Redis). It is
+	// also the error of an [messages.Error] reply to a Release, or an Acquire, of the wrong Kind. A
+	// ForceUnlock returns it too when the name is held as a lock of the other family (a plain or fair
+	// ForceUnlock of a read-write lock, or the other way round), which it leaves alone.
+	ErrKindMismatch = redisops.ErrKindMismatch
 	// ErrInvalidKind is the error of an [messages.Error] reply to a message whose Kind is not one of
 	// the kinds the messages package defines.
 	ErrInvalidKind = errors.New("lockwarden: unknown lock kind")

@@ -25,6 +25,9 @@ const (
 	eventQueue = 4096
 	// journalQueue is the queue between the hub and the journal writer.
 	journalQueue = 4096
+	// streamQueue is the queue between the hub and the goroutine that publishes on the actor system's
+	// EventStream.
+	streamQueue = 4096
 	// journalBatch is the most events one journal pipeline carries.
 	journalBatch = 256
 )
@@ -45,7 +48,9 @@ func WithEventJournal(stream string, maxLen int64) Option {
 	}
 }
 
-// EventFilter selects the events a Subscription receives; nil selects every event.
+// EventFilter selects the events a Subscription receives; nil selects every event. It is called for
+// every event on the goroutine that hands the events to every consumer, so it must be quick and must
+// not block: a filter that blocks holds up every subscriber, the EventStream and the journal.
 type EventFilter func(messages.Event) bool
 
 // ForLock selects the events of the lock name.
@@ -59,8 +64,9 @@ func OfType(types ...messages.EventType) EventFilter {
 }
 
 // Subscription is a live stream of the lock events of one coordinator. Events arrive in the order they
-// happened for each lock. A subscriber that falls behind never slows the locks down: when its buffer
-// is full, new events are dropped for it and counted ([Subscription.Dropped]).
+// happened for each lock. A subscriber that falls behind never slows the locks down, nor takes events
+// from other subscribers, the EventStream or the journal: when its buffer is full, new events are
+// dropped for it alone and counted ([Subscription.Dropped]).
 type Subscription struct {
 	hub     *eventHub
 	filter  EventFilter
@@ -122,11 +128,25 @@ func (s *Subscription) deliver(ev messages.Event) {
 }
 
 // DroppedEvents returns how many events the coordinator could not hand to its event hub because the
-// hub's queue was full (every subscriber, the EventStream and the journal miss them).
+// hub's queue (4096 events) was full: every subscriber, the EventStream and the journal miss them. The
+// hub waits for none of its consumers (each has a queue and a count of its own: [Subscription.Dropped],
+// [Coordinator.EventStreamDropped], [Coordinator.JournalDropped]), so this stays 0 unless the hub's
+// goroutine itself cannot keep up with the locks.
 func (c *Coordinator) DroppedEvents() uint64 { return c.events.dropped.Load() }
 
+// EventStreamDropped returns how many events the actor system's EventStream missed because its
+// listeners fell behind: protoactor runs an EventStream's handlers one after the other on the
+// publishing goroutine, so the coordinator publishes there from a goroutine of its own, with a queue of
+// 4096 events, and counts the events that find the queue full (and those still queued when Close's
+// stop release timeout runs out). A slow handler delays the other handlers of the same EventStream
+// and makes them miss these events too (that is how protoactor's EventStream works); it takes nothing
+// from [Coordinator.Subscribe]'s subscribers or from the journal. For a stream of one's own, use
+// Subscribe.
+func (c *Coordinator) EventStreamDropped() uint64 { return c.events.stream.dropped.Load() }
+
 // eventHub takes the lock actors' events without blocking them and fans them out, on its own
-// goroutine, to the subscriptions, to the actor system's EventStream and to the journal.
+// goroutine, to the subscriptions, to the actor system's EventStream and to the journal. It never
+// waits on any of them: each has its own bounded queue and drop count.
 type eventHub struct {
 	in      chan messages.Event
 	dropped atomic.Uint64
@@ -138,10 +158,10 @@ type eventHub struct {
 	subsMu sync.Mutex
 	subs   atomic.Pointer[[]*Subscription]
 
-	// stream is the actor system's EventStream; events go there while it has more subscribers than
-	// base: protoactor's own in a system of the coordinator's, none in an application's system (whose
-	// subscriptions from before New cannot be told from protoactor's).
-	stream *eventstream.EventStream
+	// stream forwards the events to the actor system's EventStream, while it has more subscribers
+	// than base: protoactor's own in a system of the coordinator's, none in an application's system
+	// (whose subscriptions from before New cannot be told from protoactor's).
+	stream *streamForwarder
 	base   int32
 
 	journal *eventJournal
@@ -149,8 +169,11 @@ type eventHub struct {
 }
 
 // newEventHub starts a hub that publishes on stream while it has more than base subscribers.
-func newEventHub(stream *eventstream.EventStream, base int32, journal *eventJournal) *eventHub {
-	h := &eventHub{in: make(chan messages.Event, eventQueue), stream: stream, base: base, journal: journal, done: make(chan struct{})}
+func newEventHub(stream *eventstream.EventStream, base int32, journal *eventJournal, stop *actors.StopClock) *eventHub {
+	h := &eventHub{
+		in: make(chan messages.Event, eventQueue), stream: newStreamForwarder(stream, stop), base: base, journal: journal,
+		done: make(chan struct{}),
+	}
 	h.subs.Store(&[]*Subscription{})
 	go h.run()
 	return h
@@ -159,7 +182,7 @@ func newEventHub(stream *eventstream.EventStream, base int32, journal *eventJour
 // Publish implements actors.EventSink. When nobody listens it drops the event at once, so that events
 // cost the locks nothing then.
 func (h *eventHub) Publish(ev messages.Event) {
-	if len(*h.subs.Load()) == 0 && h.journal == nil && h.stream.Length() <= h.base {
+	if len(*h.subs.Load()) == 0 && h.journal == nil && h.stream.stream.Length() <= h.base {
 		return
 	}
 	h.mu.RLock()
@@ -207,9 +230,8 @@ func (h *eventHub) run() {
 			}
 			s.deliver(ev)
 		}
-		if h.stream.Length() > h.base {
-			// EventStream runs its handlers on the publishing goroutine: this one, never a lock actor.
-			h.stream.Publish(ev)
+		if h.stream.stream.Length() > h.base {
+			h.stream.add(ev)
 		}
 		if h.journal != nil {
 			h.journal.add(ev)
@@ -236,9 +258,57 @@ func (h *eventHub) close() {
 	for _, s := range subs {
 		s.closeChannel()
 	}
+	h.stream.close()
 	if h.journal != nil {
 		h.journal.close()
 	}
+}
+
+// streamForwarder publishes events on an EventStream from its own goroutine: EventStream runs its
+// handlers on the publishing goroutine, and a slow handler must hold up neither the hub nor a lock
+// actor.
+type streamForwarder struct {
+	stream  *eventstream.EventStream
+	stop    *actors.StopClock
+	in      chan messages.Event
+	dropped atomic.Uint64
+	// deadline, once Close started, is when the events still queued stop being published (Unix
+	// nanoseconds; 0 before).
+	deadline atomic.Int64
+	done     chan struct{}
+}
+
+func newStreamForwarder(stream *eventstream.EventStream, stop *actors.StopClock) *streamForwarder {
+	f := &streamForwarder{stream: stream, stop: stop, in: make(chan messages.Event, streamQueue), done: make(chan struct{})}
+	go f.run()
+	return f
+}
+
+// add queues ev without blocking, or counts it as dropped.
+func (f *streamForwarder) add(ev messages.Event) {
+	select {
+	case f.in <- ev:
+	default:
+		f.dropped.Add(1)
+	}
+}
+
+func (f *streamForwarder) run() {
+	defer close(f.done)
+	for ev := range f.in {
+		if d := f.deadline.Load(); d != 0 && time.Now().UnixNano() > d {
+			f.dropped.Add(1)
+			continue
+		}
+		f.stream.Publish(ev)
+	}
+}
+
+// close publishes what is queued, until the stop deadline (the rest is counted as dropped), and stops.
+func (f *streamForwarder) close() {
+	f.deadline.Store(f.stop.Deadline().UnixNano())
+	close(f.in)
+	<-f.done
 }
 
 // eventJournal appends events to a Redis Stream from its own goroutine, in batches, so that a slow

@@ -28,7 +28,7 @@ var fuzzSentinels = []error{
 	coordinator.ErrNotObtained, coordinator.ErrNotHeld, coordinator.ErrClosed, coordinator.ErrNilClient,
 	coordinator.ErrEmptyName, coordinator.ErrEmptyOwner, coordinator.ErrInvalidLease, coordinator.ErrInvalidWait,
 	coordinator.ErrUpgrade, coordinator.ErrInvalidOption, coordinator.ErrNotSynced, coordinator.ErrInvalidKind,
-	coordinator.ErrNoOwner, coordinator.ErrInvalidMessage, coordinator.ErrInvalidGroup,
+	coordinator.ErrNoOwner, coordinator.ErrInvalidMessage, coordinator.ErrInvalidGroup, coordinator.ErrKindMismatch,
 }
 
 // fuzzBadInput are the sentinels of input refused before anything is sent to Redis.

@@ -330,7 +330,9 @@ func outcomeError(o actors.Outcome) error {
 // free, Redis publishes the unlock notice that wakes the waiters.
 //
 // It returns [ErrNotHeld] when m does not hold the lock, including after its lease ran out or after a
-// force unlock, and on a second Unlock. It never touches a hold of another owner. If ctx ends before
+// force unlock, and on a second Unlock. It never touches a hold of another owner. It returns
+// [ErrKindMismatch], and releases nothing, when the owner (an id given with [WithOwner]) holds the
+// name as another kind of lock. If ctx ends before
 // the answer arrives, it returns ctx.Err(), and the release may still take effect.
 //
 // A release that fails on a Redis error (a cut connection, a restarting server) returns an
@@ -355,7 +357,9 @@ func (m *Mutex) Unlock(ctx context.Context) (err error) {
 }
 
 // ForceUnlock frees the lock whoever holds it and wakes its waiters, like Redisson's forceUnlock. It
-// reports whether the lock was held. Local holders of the lock see their Done channels close.
+// reports whether the lock was held. It returns [ErrKindMismatch], and frees nothing, when the name is
+// held as a lock of the other family (a read-write lock, for a plain or fair m; a plain or fair lock, for
+// a side of a read-write lock). Local holders of the lock see their Done channels close.
 func (m *Mutex) ForceUnlock(ctx context.Context) (bool, error) {
 	if err := m.usable(ctx); err != nil {
 		return false, err

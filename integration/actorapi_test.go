@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"maps"
 	"math"
 	"testing"
 	"time"
@@ -541,4 +542,190 @@ func TestActorAPIWithActorSystem(t *testing.T) {
 		t.Fatalf("closing the client: %v", err)
 	}
 	goleak.VerifyNone(t, ignore)
+}
+
+// TestActorAPIReleaseWrongKind: a Release of another kind than the one the sender holds is refused with
+// ErrKindMismatch, and Redis is untouched: the fair lock's hash and its queue stay, the hold goes on,
+// and the Release of the right kind frees it for the fair waiter.
+func TestActorAPIReleaseWrongKind(t *testing.T) {
+	t.Parallel()
+	client, system, c := setupActorAPI(t)
+	name := "lockwarden:actorapi:" + t.Name()
+	holder := spawnClient(t, system, c.PID(), "holder")
+	mustAcquired(t, "holder", holder.ask(t, &messages.Acquire{Name: name, Kind: messages.KindFair}))
+	// A fair waiter of another coordinator, so that the queue is in Redis.
+	other := newCoordinator(t, client)
+	waiter := other.FairMutex(name)
+	errc := lockAsync(t.Context(), waiter)
+	groupEventually(t, 2*time.Second, "the waiter in the fair queue", func() bool {
+		n, _ := client.LLen(t.Context(), "redisson_lock_queue:{"+name+"}").Result()
+		return n == 1
+	})
+	before, err := client.HGetAll(t.Context(), name).Result()
+	if err != nil || len(before) != 1 {
+		t.Fatalf("HGETALL %s = %v, %v; want the holder's field", name, before, err)
+	}
+
+	for _, kind := range []messages.Kind{messages.KindPlain, messages.KindRead, messages.KindWrite} {
+		mustError(t, holder.ask(t, &messages.Release{Name: name, Kind: kind}), coordinator.ErrKindMismatch)
+		after, err := client.HGetAll(t.Context(), name).Result()
+		if err != nil || !maps.Equal(after, before) {
+			t.Fatalf("after a Release of kind %v: HGETALL %s = %v, %v; want %v", kind, name, after, err, before)
+		}
+		if n, _ := client.LLen(t.Context(), "redisson_lock_queue:{"+name+"}").Result(); n != 1 {
+			t.Fatalf("after a Release of kind %v: fair queue length %d, want 1", kind, n)
+		}
+	}
+	// An Acquire of another kind is refused the same way, waiting or not.
+	for _, wait := range []time.Duration{0, messages.WaitForever} {
+		mustError(t, holder.ask(t, &messages.Acquire{Name: name, Kind: messages.KindPlain, Wait: wait}), coordinator.ErrKindMismatch)
+		if after, err := client.HGetAll(t.Context(), name).Result(); err != nil || !maps.Equal(after, before) {
+			t.Fatalf("after an Acquire of kind plain: HGETALL %s = %v, %v; want %v", name, after, err, before)
+		}
+	}
+	select {
+	case err := <-errc:
+		t.Fatalf("the fair waiter got the lock (%v) while the holder holds it", err)
+	default:
+	}
+	if r, ok := holder.ask(t, &messages.Release{Name: name, Kind: messages.KindFair}).(*messages.Released); !ok || r.HoldCount != 0 {
+		t.Fatalf("fair release got %#v, want Released with 0 left", r)
+	}
+	if err := semRecv(t, errc, 2*time.Second, "the fair waiter's Lock"); err != nil {
+		t.Fatal(err)
+	}
+	mustUnlock(t, waiter)
+}
+
+// TestKindMismatchSameOwner: one owner id used for two kinds of lock on one name (WithOwner) cannot
+// release or take one kind's hold through the other: in one coordinator and across coordinators, the
+// call fails with ErrKindMismatch and Redis is untouched. Other owners are not affected.
+func TestKindMismatchSameOwner(t *testing.T) {
+	t.Parallel()
+	srv, client, c := setup(t)
+	c2 := newCoordinator(t, srv.Client(t))
+	owner := "job:" + t.Name()
+	unchanged := func(name string, before map[string]string, what string) {
+		t.Helper()
+		after, err := client.HGetAll(t.Context(), name).Result()
+		if err != nil || !maps.Equal(after, before) {
+			t.Fatalf("after %s: HGETALL %s = %v, %v; want %v", what, name, after, err, before)
+		}
+	}
+	hash := func(name string) map[string]string {
+		t.Helper()
+		h, err := client.HGetAll(t.Context(), name).Result()
+		if err != nil || len(h) == 0 {
+			t.Fatalf("HGETALL %s = %v, %v; want the lock", name, h, err)
+		}
+		return h
+	}
+
+	// A fair hold, then the plain lock of the same owner and name.
+	fairName := t.Name() + ":fair"
+	fair := c.FairMutex(fairName, coordinator.WithOwner(owner))
+	mustLock(t, fair)
+	before := hash(fairName)
+	plain := c.Mutex(fairName, coordinator.WithOwner(owner))
+	if err := plain.Unlock(t.Context()); !errors.Is(err, coordinator.ErrKindMismatch) {
+		t.Fatalf("plain Unlock of a fair hold = %v, want ErrKindMismatch", err)
+	}
+	unchanged(fairName, before, "the plain Unlock")
+	if ok, err := plain.TryLock(t.Context()); ok || !errors.Is(err, coordinator.ErrKindMismatch) {
+		t.Fatalf("plain TryLock over the owner's fair hold = %v, %v; want ErrKindMismatch", ok, err)
+	}
+	unchanged(fairName, before, "the plain TryLock")
+	if err := c.RWMutex(fairName, coordinator.WithOwner(owner)).RUnlock(t.Context()); !errors.Is(err, coordinator.ErrKindMismatch) {
+		t.Fatalf("RUnlock of a fair hold = %v, want ErrKindMismatch", err)
+	}
+	unchanged(fairName, before, "the RUnlock")
+	// Either side of a read-write lock of the owner, here and in another coordinator.
+	for _, co := range []*coordinator.Coordinator{c, c2} {
+		for _, side := range []*coordinator.Mutex{co.RWMutex(fairName, coordinator.WithOwner(owner)).Read(), co.RWMutex(fairName, coordinator.WithOwner(owner)).Write()} {
+			if ok, err := side.TryLock(t.Context()); ok || !errors.Is(err, coordinator.ErrKindMismatch) {
+				t.Fatalf("read-write TryLock over the owner's fair hold (same coordinator: %v) = %v, %v; want ErrKindMismatch", co == c, ok, err)
+			}
+			unchanged(fairName, before, "a read-write TryLock")
+		}
+	}
+	mustUnlock(t, fair)
+
+	// Read holds of the owner and of another reader, then plain and fair calls of the owner, here
+	// and in another coordinator (which only Redis can tell).
+	rwName := t.Name() + ":rw"
+	mine := c.RWMutex(rwName, coordinator.WithOwner(owner))
+	if err := mine.RLock(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	theirs := c.RWMutex(rwName)
+	if err := theirs.RLock(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	before = hash(rwName)
+	for _, co := range []*coordinator.Coordinator{c, c2} {
+		for _, m := range []*coordinator.Mutex{co.Mutex(rwName, coordinator.WithOwner(owner)), co.FairMutex(rwName, coordinator.WithOwner(owner))} {
+			if err := m.Unlock(t.Context()); !errors.Is(err, coordinator.ErrKindMismatch) {
+				t.Fatalf("Unlock of a read hold through another kind (same coordinator: %v) = %v, want ErrKindMismatch", co == c, err)
+			}
+			unchanged(rwName, before, "an Unlock of another kind")
+			if ok, err := m.TryLock(t.Context()); ok || !errors.Is(err, coordinator.ErrKindMismatch) {
+				t.Fatalf("TryLock over a read hold through another kind (same coordinator: %v) = %v, %v; want ErrKindMismatch", co == c, ok, err)
+			}
+			unchanged(rwName, before, "a TryLock of another kind")
+		}
+	}
+	// Another owner's plain TryLock is kept out, as before.
+	if ok, err := c2.Mutex(rwName).TryLock(t.Context()); ok || err != nil {
+		t.Fatalf("another owner's TryLock over read holds = %v, %v; want false, nil", ok, err)
+	}
+	if err := mine.RUnlock(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if err := theirs.RUnlock(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestKindMismatchForceUnlock: a ForceUnlock of a plain or fair lock does not delete a read-write lock
+// of the same name, nor a read-write ForceUnlock a plain lock, in any coordinator: ErrKindMismatch, and
+// Redis is untouched.
+func TestKindMismatchForceUnlock(t *testing.T) {
+	t.Parallel()
+	srv, client, c := setup(t)
+	c2 := newCoordinator(t, srv.Client(t))
+	hash := func(name string) map[string]string {
+		t.Helper()
+		h, err := client.HGetAll(t.Context(), name).Result()
+		if err != nil || len(h) == 0 {
+			t.Fatalf("HGETALL %s = %v, %v; want the lock", name, h, err)
+		}
+		return h
+	}
+	check := func(m *coordinator.Mutex, what string) {
+		t.Helper()
+		before := hash(m.Name())
+		if deleted, err := m.ForceUnlock(t.Context()); deleted || !errors.Is(err, coordinator.ErrKindMismatch) {
+			t.Fatalf("%s ForceUnlock = %v, %v; want ErrKindMismatch", what, deleted, err)
+		}
+		if after := hash(m.Name()); !maps.Equal(after, before) {
+			t.Fatalf("after the %s ForceUnlock: HGETALL %s = %v, want %v", what, m.Name(), after, before)
+		}
+	}
+	rwName, plainName := t.Name()+":rw", t.Name()+":plain"
+	reader := c.RWMutex(rwName)
+	if err := reader.RLock(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	plain := c.Mutex(plainName)
+	mustLock(t, plain)
+	for _, co := range []*coordinator.Coordinator{c, c2} {
+		check(co.Mutex(rwName), "plain")
+		check(co.FairMutex(rwName), "fair")
+		check(co.RWMutex(plainName).Read(), "read")
+		check(co.RWMutex(plainName).Write(), "write")
+	}
+	if err := reader.RUnlock(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	mustUnlock(t, plain)
 }

@@ -3,8 +3,10 @@ package integration
 import (
 	"errors"
 	"fmt"
+	"reflect"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -13,6 +15,7 @@ import (
 	"github.com/lockwarden/lockwarden/coordinator"
 	"github.com/lockwarden/lockwarden/integration/redistest"
 	"github.com/lockwarden/lockwarden/messages"
+	"github.com/lockwarden/lockwarden/redisops"
 )
 
 // evNext returns the next event of sub, failing the test if none arrives within a second.
@@ -348,4 +351,211 @@ func TestEventsOnApplicationEventStream(t *testing.T) {
 			t.Fatalf("no %s event on the application's EventStream", want)
 		}
 	}
+}
+
+// evEveryField returns an event whose every field holds a value other than its zero value, failing the
+// test for a field of a type it does not know, so that a field added to messages.Event is not left out
+// of the journal round trip.
+func evEveryField(t *testing.T) messages.Event {
+	t.Helper()
+	var ev messages.Event
+	v := reflect.ValueOf(&ev).Elem()
+	for i := range v.NumField() {
+		f, sf := v.Field(i), v.Type().Field(i)
+		switch {
+		case sf.Type == reflect.TypeFor[messages.EventType]():
+			f.Set(reflect.ValueOf(messages.EventHandedOff))
+		case sf.Type == reflect.TypeFor[time.Time]():
+			f.Set(reflect.ValueOf(time.Unix(1_700_000_000, 123_456_789)))
+		case f.Kind() == reflect.String:
+			f.SetString("v-" + sf.Name + ":{x}")
+		case f.Kind() == reflect.Int64:
+			f.SetInt(1_000_000_000_000 + int64(i))
+		case f.Kind() == reflect.Bool:
+			f.SetBool(true)
+		default:
+			t.Fatalf("messages.Event.%s has type %s: give it a value here", sf.Name, sf.Type)
+		}
+	}
+	return ev
+}
+
+// TestEventsJournalEveryField: every field of an event survives the journal round trip, each one set on
+// its own and all together.
+func TestEventsJournalEveryField(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t)
+	client := srv.Client(t)
+	full := evEveryField(t)
+	evs := []messages.Event{full}
+	fv := reflect.ValueOf(full)
+	for i := range fv.NumField() {
+		// The type alone, and the type with field i.
+		var ev messages.Event
+		ev.Type = messages.EventAcquired
+		reflect.ValueOf(&ev).Elem().Field(i).Set(fv.Field(i))
+		evs = append(evs, ev)
+	}
+	stream := "lockwarden:events:" + t.Name()
+	if err := redisops.AppendEvents(t.Context(), client, stream, 0, evs); err != nil {
+		t.Fatal(err)
+	}
+	got, err := coordinator.ReadJournal(t.Context(), client, stream, "0", int64(len(evs)+1), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != len(evs) {
+		t.Fatalf("journal entries = %d, want %d", len(got), len(evs))
+	}
+	for i, e := range got {
+		want := evs[i]
+		gv, wv := reflect.ValueOf(e.Event), reflect.ValueOf(want)
+		for j := range wv.NumField() {
+			name := wv.Type().Field(j).Name
+			g, w := gv.Field(j).Interface(), wv.Field(j).Interface()
+			if gt, ok := g.(time.Time); ok {
+				if wt := w.(time.Time); !gt.Equal(wt) {
+					t.Errorf("entry %d: Time = %v, want %v", i, gt, wt)
+				}
+				continue
+			}
+			if g != w {
+				t.Errorf("entry %d: %s = %v, want %v", i, name, g, w)
+			}
+		}
+	}
+}
+
+// TestEventsJournalQueued: an acquisition after a wait reads back from the journal as queued.
+func TestEventsJournalQueued(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t)
+	stream := "lockwarden:events:" + t.Name()
+	c := newCoordinator(t, srv.Client(t), coordinator.WithEventJournal(stream, 1000))
+	sub := c.Subscribe(coordinator.OfType(messages.EventAcquired, messages.EventWaitStarted), 16)
+	defer sub.Close()
+	a, b := c.Mutex(t.Name()), c.Mutex(t.Name())
+	mustLock(t, a)
+	evExpect(t, sub, messages.EventAcquired, a.Owner(), 1)
+	errc := lockAsync(t.Context(), b)
+	evExpect(t, sub, messages.EventWaitStarted, b.Owner(), 0)
+	mustUnlock(t, a)
+	if err := semRecv(t, errc, 2*time.Second, "b's Lock"); err != nil {
+		t.Fatal(err)
+	}
+	if ev := evExpect(t, sub, messages.EventAcquired, b.Owner(), 1); !ev.Queued {
+		t.Fatalf("b's acquired event = %+v, want Queued", ev)
+	}
+	deadline := time.Now().Add(2 * time.Second)
+	after := "0"
+	for time.Now().Before(deadline) {
+		entries, err := coordinator.ReadJournal(t.Context(), srv.Client(t), stream, after, 10, 200*time.Millisecond)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, e := range entries {
+			after = e.ID
+			if e.Event.Type == messages.EventAcquired && e.Event.Owner == b.Owner() {
+				if !e.Event.Queued {
+					t.Fatalf("journal: b's acquired event = %+v, want Queued", e.Event)
+				}
+				return
+			}
+		}
+	}
+	t.Fatal("b's acquired event not in the journal within 2s")
+}
+
+// TestEventsSlowEventStreamListener: a listener on the actor system's EventStream that takes 1 ms per
+// event takes no event from a subscriber that keeps up nor from the journal; what the EventStream's
+// listeners miss is counted (EventStreamDropped), and every event reached them or was counted.
+func TestEventsSlowEventStreamListener(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t)
+	stream := "lockwarden:events:" + t.Name()
+	c := newCoordinator(t, srv.Client(t), coordinator.WithEventJournal(stream, 0))
+	const workers, cycles = 8, 625 // 10,000 events: an acquired and a released per cycle
+	const total = 2 * workers * cycles
+	prefix := t.Name() + ":"
+	mine := func(ev messages.Event) bool { return len(ev.Name) > len(prefix) && ev.Name[:len(prefix)] == prefix }
+
+	var slow atomic.Bool
+	slow.Store(true)
+	var onStream atomic.Uint64
+	es := c.ActorSystem().EventStream
+	s := es.Subscribe(func(e any) {
+		if ev, ok := e.(messages.Event); ok && mine(ev) {
+			onStream.Add(1)
+			if slow.Load() {
+				time.Sleep(time.Millisecond) // the slow listener
+			}
+		}
+	})
+	defer es.Unsubscribe(s)
+
+	// A subscriber that keeps up: its buffer holds every event, so it never misses one of its own.
+	sub := c.Subscribe(mine, total)
+	defer sub.Close()
+	var got atomic.Uint64
+	reading := make(chan struct{})
+	go func() {
+		defer close(reading)
+		for range sub.Events() {
+			got.Add(1)
+		}
+	}()
+
+	var wg sync.WaitGroup
+	for w := range workers {
+		m := c.Mutex(fmt.Sprintf("%s%d", prefix, w))
+		wg.Go(func() {
+			for range cycles {
+				if err := m.Lock(t.Context()); err != nil {
+					t.Error(err)
+					return
+				}
+				if err := m.Unlock(t.Context()); err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	// The subscriber's channel is filled by the hub: wait for it to catch up, or for the events it
+	// missed to be counted.
+	evEventually(10*time.Second, func() bool { return got.Load()+sub.Dropped()+c.DroppedEvents() >= total })
+	if n, d, hub := got.Load(), sub.Dropped(), c.DroppedEvents(); n != total || d != 0 || hub != 0 {
+		t.Errorf("subscriber got %d events (Dropped %d, DroppedEvents %d), want all %d", n, d, hub, total)
+	}
+	evEventually(10*time.Second, func() bool {
+		n, _ := srv.Client(t).XLen(t.Context(), stream).Result()
+		return n+int64(c.JournalDropped()+c.DroppedEvents()) >= total
+	})
+	if n, _ := srv.Client(t).XLen(t.Context(), stream).Result(); n != total || c.JournalDropped() != 0 {
+		t.Errorf("journal has %d entries (JournalDropped %d), want all %d", n, c.JournalDropped(), total)
+	}
+	slow.Store(false)
+	groupEventually(t, 30*time.Second, "every event on the EventStream, delivered or counted", func() bool {
+		return onStream.Load()+c.EventStreamDropped() >= total
+	})
+	delivered, dropped := onStream.Load(), c.EventStreamDropped()
+	if delivered+dropped != total {
+		t.Errorf("EventStream: %d delivered + %d dropped, want %d", delivered, dropped, total)
+	}
+	t.Logf("subscriber %d of %d, journal %d, EventStream %d delivered and %d dropped", got.Load(), total, total, delivered, dropped)
+}
+
+// evEventually polls cond every 10 ms until it holds or within passes, and reports whether it held.
+func evEventually(within time.Duration, cond func() bool) bool {
+	deadline := time.Now().Add(within)
+	tick := time.NewTicker(10 * time.Millisecond)
+	defer tick.Stop()
+	for !cond() {
+		if time.Now().After(deadline) {
+			return false
+		}
+		<-tick.C
+	}
+	return true
 }

@@ -2,6 +2,7 @@ package integration
 
 import (
 	"context"
+	"slices"
 	"testing"
 	"time"
 
@@ -14,6 +15,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/lockwarden/lockwarden/coordinator"
+	"github.com/lockwarden/lockwarden/messages"
 	"github.com/lockwarden/lockwarden/telemetry"
 )
 
@@ -372,5 +374,64 @@ func TestTelemetryGaugesSettle(t *testing.T) {
 	// coordinator's callback reports them once more.
 	if w, hs := telSum(t, reader, "lockwarden.lock.waiters"), telSum(t, reader, "lockwarden.lock.holders"); w != 0 || hs != 0 {
 		t.Errorf("after Close: waiters %d, holders %d; want 0, 0", w, hs)
+	}
+}
+
+// TestTelemetryLocalHandoff: a waiter of the same coordinator that the holder's release hands the lock
+// to counts the handoff as an attempt: its acquire span covers the wait, its attempts attribute counts
+// the handoff, and the handoff is an event on it, as the attempts of a waiter woken by an unlock notice
+// are (TestTelemetryContention).
+func TestTelemetryLocalHandoff(t *testing.T) {
+	t.Parallel()
+	for _, fair := range []bool{false, true} {
+		t.Run(map[bool]string{false: "plain", true: "fair"}[fair], func(t *testing.T) {
+			t.Parallel()
+			rec, _, tracer, opts := telSetup(t)
+			_, _, c := setup(t, opts...)
+			mutex := c.Mutex
+			if fair {
+				mutex = c.FairMutex
+			}
+			name := t.Name()
+			holder, waiter := mutex(name), mutex(name)
+			sub := c.Subscribe(coordinator.ForLock(name), 16)
+			defer sub.Close()
+			mustLock(t, holder)
+			ctx, caller := tracer.Start(t.Context(), "waiter")
+			errc := lockAsync(ctx, waiter)
+			for ev := evNext(t, sub); ev.Type != messages.EventWaitStarted; ev = evNext(t, sub) {
+			}
+			const hold = 100 * time.Millisecond
+			held := time.NewTimer(hold)
+			<-held.C
+			mustUnlock(t, holder)
+			if err := semRecv(t, errc, 2*time.Second, "waiter's Lock"); err != nil {
+				t.Fatal(err)
+			}
+			caller.End()
+			handedOff := false
+			for !handedOff {
+				ev := evNext(t, sub)
+				handedOff = ev.Type == messages.EventHandedOff && ev.Owner == waiter.Owner()
+				if ev.Type == messages.EventAcquired && ev.Owner == waiter.Owner() {
+					t.Fatal("the waiter got the lock without a handoff")
+				}
+			}
+			acq := telOne(t, rec, "lockwarden.acquire", caller.SpanContext())
+			if d := acq.EndTime().Sub(acq.StartTime()); d < hold {
+				t.Errorf("waiter's acquire span lasted %v, want at least the %v hold", d, hold)
+			}
+			oks := telEvents(acq, "lockwarden.redis.acquire")
+			if len(oks) == 0 || !oks[len(oks)-1] {
+				t.Fatalf("the waiter's attempts on its span: %v, want the handoff last, a success", oks)
+			}
+			last := acq.Events()[len(acq.Events())-1]
+			if !slices.Contains(last.Attributes, telemetry.AttrHandoff.Bool(true)) {
+				t.Errorf("the last event's attributes = %v, want %s=true", last.Attributes, telemetry.AttrHandoff)
+			}
+			if v, _ := telAttr(acq, telemetry.AttrAttempts); v.AsInt64() != int64(len(oks)) {
+				t.Errorf("attempts attribute = %d, want %d (events %v)", v.AsInt64(), len(oks), oks)
+			}
+		})
 	}
 }

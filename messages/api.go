@@ -50,7 +50,8 @@ const ReleaseCauseOwnerStopped = "owner stopped"
 type Acquire struct {
 	// Name is the lock name; it must not be empty.
 	Name string
-	// Kind is the kind of lock; the zero value is KindPlain.
+	// Kind is the kind of lock; the zero value is KindPlain. When the owner holds Name as another kind
+	// of lock, the reply is an [*Error] matching coordinator.ErrKindMismatch.
 	Kind Kind
 	// Wait is how long to wait for the lock: 0 makes one attempt, a positive duration waits up to
 	// that long, and WaitForever waits until the lock is obtained. A negative Wait, or one above
@@ -70,7 +71,9 @@ type Acquire struct {
 type Release struct {
 	// Name is the lock name; it must not be empty.
 	Name string
-	// Kind is the kind of lock the hold is of.
+	// Kind is the kind of lock the hold is of. When the owner holds Name as another kind (it acquired
+	// KindFair, say, and releases KindPlain), the reply is an [*Error] matching
+	// coordinator.ErrKindMismatch and nothing is released.
 	Kind Kind
 	// Owner is the owner id; when empty, the sender actor is the owner, as for Acquire.
 	Owner string
@@ -81,6 +84,8 @@ type ForceUnlock struct {
 	// Name is the lock name; it must not be empty.
 	Name string
 	// Kind is the kind of lock; a side of a read-write lock is freed only when the lock is in its mode.
+	// A plain or fair ForceUnlock of a read-write lock, or a read-write one of a plain or fair lock,
+	// gets an [*Error] matching coordinator.ErrKindMismatch and frees nothing.
 	Kind Kind
 }
 
@@ -160,8 +165,8 @@ type StatusReply struct {
 	TTL time.Duration
 }
 
-// Error is the reply to a message that could not be carried out: invalid input, a Redis error, or a
-// closed coordinator. Err matches one of the coordinator's sentinel errors with errors.Is (for
+// Error is the reply to a message that could not be carried out: invalid input, a Kind other than the
+// kind of the owner's holds of the name, a Redis error, or a closed coordinator. Err matches one of the coordinator's sentinel errors with errors.Is (for
 // example coordinator.ErrEmptyName), or wraps the Redis error.
 type Error struct {
 	Name string

@@ -19,6 +19,9 @@ const (
 	// ReasonNotSynced means Redis gave the lock but fewer replicas than required acknowledged it in
 	// time, so the hold was given back (the replica-sync safeguard).
 	ReasonNotSynced
+	// ReasonKindMismatch means the owner holds the lock's name as another kind of lock than the
+	// command is for (a Release of KindPlain for a hold of KindFair, say); nothing was changed.
+	ReasonKindMismatch
 )
 
 // String returns the reason's name.
@@ -38,6 +41,8 @@ func (r Reason) String() string {
 		return "upgrade refused"
 	case ReasonNotSynced:
 		return "not synced to replicas"
+	case ReasonKindMismatch:
+		return "kind mismatch"
 	default:
 		return "unknown"
 	}

@@ -15,6 +15,10 @@ local wrong = wrongType({[1] = 'hash', [2] = 'string'})
 if wrong then
     return wrong
 end
+local mismatch = kindMismatch(ARGV[2], false)
+if mismatch then
+    return mismatch
+end
 local expected = tonumber(ARGV[3])
 local current = redis.call('hget', KEYS[1], ARGV[2])
 if current then

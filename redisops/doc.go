@@ -16,9 +16,11 @@
 // Every state change is one script, run with [redis.Script.Run] (EVALSHA with an EVAL fallback). Every
 // key a script touches is passed in KEYS, and the keys of one lock share the hash tag {N}, so the scripts
 // also run on Redis Cluster. A script checks the type of every key before it changes anything, and
-// answers WRONGTYPE ([ErrWrongType]) when one holds another type. The functions the scripts share
-// (wrongType, issueToken, purgeLapsed, shiftDeadlines) are defined once, in lib.lua, and prepended to
-// each script when it is loaded.
+// answers WRONGTYPE ([ErrWrongType]) when one holds another type, and WRONGKIND ([ErrKindMismatch]) when
+// the owner's field in the lock's hash belongs to the other family of locks (plain and fair against
+// read-write), or, for a force unlock, the lock is of the other family. The functions the scripts
+// share (wrongType, kindMismatch, familyMismatch, issueToken, purgeLapsed, shiftDeadlines) are defined
+// once, in lib.lua, and prepended to each script when it is loaded.
 //
 // # Replica sync
 //

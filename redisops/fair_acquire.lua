@@ -38,6 +38,10 @@ local wrong = wrongType({[1] = 'hash', [2] = 'list', [3] = 'zset', [4] = 'string
 if wrong then
     return wrong
 end
+local mismatch = kindMismatch(ARGV[2], false)
+if mismatch then
+    return mismatch
+end
 local t = redis.call('time')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 -- The watermark of a refusal (see Returns): the counter, and with expiring tokens also the clock, which

@@ -14,6 +14,10 @@ local wrong = wrongType({[1] = 'hash', [2] = 'list', [3] = 'zset', [4] = 'hash'}
 if wrong then
     return wrong
 end
+local mismatch = familyMismatch(false)
+if mismatch then
+    return mismatch
+end
 local t = redis.call('time')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 purgeLapsed(KEYS[2], KEYS[3], KEYS[4], now)

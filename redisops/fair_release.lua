@@ -54,6 +54,10 @@ if latched then
     end
     return {tonumber(remaining), tonumber(token), next, registered}
 end
+local mismatch = kindMismatch(ARGV[2], false)
+if mismatch then
+    return mismatch
+end
 
 -- Purge the waiters at the head whose window has passed (server clock), so the live head is told.
 local t = redis.call('time')

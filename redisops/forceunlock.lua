@@ -10,6 +10,10 @@ local wrong = wrongType({[1] = 'hash'})
 if wrong then
     return wrong
 end
+local mismatch = familyMismatch(false)
+if mismatch then
+    return mismatch
+end
 if redis.call('del', KEYS[1]) == 1 then
     redis.call(ARGV[2], KEYS[2], ARGV[1])
     return 1

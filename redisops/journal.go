@@ -20,8 +20,8 @@ type JournalEntry struct {
 
 // AppendEvents adds evs, in order, to the Redis Stream stream, one XADD each in one pipeline, trimming
 // the stream to about maxLen entries (MAXLEN ~; 0 keeps everything). Each entry has the fields type,
-// name, kind, owner, from, token, holds, time (Unix nanoseconds), wait_ns, held_ns, reason and
-// coordinator; ParseEvent reads them back.
+// name, kind, owner, from, token, holds, queued ("1" or "0"), time (Unix nanoseconds, empty for the zero
+// time), wait_ns, held_ns, reason and coordinator; ParseEvent reads every field of the event back.
 func AppendEvents(ctx context.Context, client redis.Cmdable, stream string, maxLen int64, evs []messages.Event) error {
 	if len(evs) == 0 {
 		return nil
@@ -39,6 +39,14 @@ func AppendEvents(ctx context.Context, client redis.Cmdable, stream string, maxL
 }
 
 func eventFields(ev messages.Event) []string {
+	queued, at := "0", ""
+	if ev.Queued {
+		queued = "1"
+	}
+	if !ev.Time.IsZero() {
+		// UnixNano of the zero time is not defined: it is written as no time at all.
+		at = strconv.FormatInt(ev.Time.UnixNano(), 10)
+	}
 	return []string{
 		"type", ev.Type.String(),
 		"name", ev.Name,
@@ -47,7 +55,8 @@ func eventFields(ev messages.Event) []string {
 		"from", ev.From,
 		"token", strconv.FormatInt(ev.Token, 10),
 		"holds", strconv.FormatInt(ev.HoldCount, 10),
-		"time", strconv.FormatInt(ev.Time.UnixNano(), 10),
+		"queued", queued,
+		"time", at,
 		"wait_ns", strconv.FormatInt(int64(ev.Wait), 10),
 		"held_ns", strconv.FormatInt(int64(ev.Held), 10),
 		"reason", ev.Reason,
@@ -72,7 +81,7 @@ func ParseEvent(msg redis.XMessage) (JournalEntry, error) {
 	}
 	ev := messages.Event{
 		Type: typ, Name: str("name"), Kind: messages.LockKind(str("kind")), Owner: str("owner"), From: str("from"),
-		Reason: str("reason"), Coordinator: str("coordinator"),
+		Reason: str("reason"), Coordinator: str("coordinator"), Queued: str("queued") == "1",
 	}
 	var nums [5]int64
 	for i, k := range []string{"token", "holds", "time", "wait_ns", "held_ns"} {
@@ -83,7 +92,9 @@ func ParseEvent(msg redis.XMessage) (JournalEntry, error) {
 		nums[i] = n
 	}
 	ev.Token, ev.HoldCount = nums[0], nums[1]
-	ev.Time = time.Unix(0, nums[2])
+	if str("time") != "" {
+		ev.Time = time.Unix(0, nums[2])
+	}
 	ev.Wait, ev.Held = time.Duration(nums[3]), time.Duration(nums[4])
 	return JournalEntry{ID: msg.ID, Event: ev}, nil
 }

@@ -15,6 +15,33 @@ local function wrongType(want)
     return nil
 end
 
+-- kindMismatch(owner, rw) returns a WRONGKIND error reply when owner has a field in the lock hash
+-- KEYS[1] that belongs to the other family of locks, or nil. A plain or fair lock (rw false) and a
+-- read-write lock (rw true) share the hash; only a read-write lock has the field mode, and both keep
+-- the owner's count in the field owner (a read count for a read-write lock). A script of one family
+-- that took the other's field for its own would count, release or delete the other's holds (and a
+-- release would delete the other owners' read holds with the hash), so it answers this before it
+-- changes anything. Other owners' holds are not looked at: they keep the families apart as Redisson
+-- does.
+local function kindMismatch(owner, rw)
+    local state = redis.call('hmget', KEYS[1], 'mode', owner)
+    if state[2] and ((state[1] ~= false) ~= rw) then
+        return redis.error_reply('WRONGKIND ' .. KEYS[1] .. ' holds a hold of ' .. owner .. ' of another kind of lock')
+    end
+    return nil
+end
+
+-- familyMismatch(rw) returns a WRONGKIND error reply when the lock hash KEYS[1] is a lock of the other
+-- family than the script's (see kindMismatch): a read-write lock for a plain or fair script (rw false),
+-- a plain or fair lock for a read-write script (rw true); nil when the lock is free or of the script's
+-- family. The force unlocks check it, so that one family's force unlock never deletes the other's lock.
+local function familyMismatch(rw)
+    if redis.call('exists', KEYS[1]) == 1 and (redis.call('hexists', KEYS[1], 'mode') == 1) ~= rw then
+        return redis.error_reply('WRONGKIND ' .. KEYS[1] .. ' holds another kind of lock')
+    end
+    return nil
+end
+
 -- issueToken(key, expiry) issues a token on the counter key (redisson_lock_token:{N}). With a token
 -- expiry of 0 the counter is INCRed and kept forever (Redisson's RFencedLock). Otherwise the token is the
 -- larger of the counter plus one and the server's clock in microseconds, and the counter keeps it until

@@ -22,6 +22,12 @@ var ErrNotHeld = errors.New("lockwarden: lock not held by this owner")
 // nothing.
 var ErrWrongType = errors.New("lockwarden: a key of the lock holds data of another type")
 
+// ErrKindMismatch is returned when the owner holds the lock as another kind than the call is for: a
+// plain or fair call on a name where the owner has read holds of a read-write lock, or a read-write
+// call where it has a plain or fair hold (the families share the hash at the lock's name). The script
+// then changed nothing.
+var ErrKindMismatch = errors.New("lockwarden: the owner holds the lock as another kind of lock")
+
 // DefaultLatchExpiry is how long a release answer is kept for retries of the same request. It covers
 // go-redis' own retries of a command whose reply was lost, and keeps the number of latch keys small: a
 // coordinator releasing N locks a second keeps about 10*N of them.
@@ -272,12 +278,25 @@ type wrongTypeError struct{ err error }
 func (e wrongTypeError) Error() string   { return e.err.Error() }
 func (e wrongTypeError) Unwrap() []error { return []error{ErrWrongType, e.err} }
 
+// kindMismatchError is the WRONGKIND error of a script that also matches [ErrKindMismatch].
+type kindMismatchError struct{ err error }
+
+func (e kindMismatchError) Error() string   { return e.err.Error() }
+func (e kindMismatchError) Unwrap() []error { return []error{ErrKindMismatch, e.err} }
+
 // typed makes a WRONGTYPE error of a script (Redis' own, or the one the scripts answer when they find a
-// key of another type before they change anything) match [ErrWrongType]; other errors pass unchanged.
+// key of another type before they change anything) match [ErrWrongType], and a WRONGKIND error (the
+// owner's field belongs to another family of locks, kindMismatch in lib.lua) match [ErrKindMismatch];
+// other errors pass unchanged.
 func typed(err error) error {
 	var rerr redis.Error
-	if errors.As(err, &rerr) && strings.HasPrefix(rerr.Error(), "WRONGTYPE") {
-		return wrongTypeError{err}
+	if errors.As(err, &rerr) {
+		switch {
+		case strings.HasPrefix(rerr.Error(), "WRONGTYPE"):
+			return wrongTypeError{err}
+		case strings.HasPrefix(rerr.Error(), "WRONGKIND"):
+			return kindMismatchError{err}
+		}
 	}
 	return err
 }

@@ -29,6 +29,10 @@ if latched then
     local sep = string.find(latched, ':', 1, true)
     return {tonumber(string.sub(latched, 1, sep - 1)), tonumber(string.sub(latched, sep + 1))}
 end
+local mismatch = kindMismatch(ARGV[2], false)
+if mismatch then
+    return mismatch
+end
 local held = redis.call('hget', KEYS[1], ARGV[2])
 if not held then
     return {-1, 0}

@@ -17,6 +17,10 @@ local wrong = wrongType({[1] = 'hash'})
 if wrong then
     return wrong
 end
+local mismatch = familyMismatch(true)
+if mismatch then
+    return mismatch
+end
 if redis.call('hget', KEYS[1], 'mode') ~= ARGV[1] then
     return 0
 end

@@ -26,6 +26,10 @@ local wrong = wrongType({[1] = 'hash', [3] = 'string'})
 if wrong then
     return wrong
 end
+local mismatch = kindMismatch(ARGV[2], true)
+if mismatch then
+    return mismatch
+end
 local lease = tonumber(ARGV[1])
 local expected = tonumber(ARGV[4])
 local state = redis.call('hmget', KEYS[1], 'mode', ARGV[2], ARGV[3])

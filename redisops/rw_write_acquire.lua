@@ -30,6 +30,10 @@ local wrong = wrongType({[1] = 'hash', [2] = 'string', [3] = 'string'})
 if wrong then
     return wrong
 end
+local mismatch = kindMismatch(ARGV[2], true)
+if mismatch then
+    return mismatch
+end
 local expected = tonumber(ARGV[4])
 local state = redis.call('hmget', KEYS[1], 'mode', ARGV[3], ARGV[2])
 local mode, current, reads = state[1], state[2], state[3]

@@ -9,7 +9,9 @@
 //     the Redis calls it makes for the caller on it, across every actor hop, as events
 //     ("lockwarden.redis.acquire", "lockwarden.redis.release", with lockwarden.redis.ok and
 //     lockwarden.redis.duration_us): the attempts of an acquisition that did not get the lock at its
-//     first attempt, and failed calls.
+//     first attempt, and failed calls. A handoff (a release that gave the waiting caller the lock in
+//     its own Redis call: a local waiter's, or a fair lock's grant notice) is one of the caller's
+//     attempts: it counts in lockwarden.lock.attempts and is an event with lockwarden.redis.handoff.
 //   - "lockwarden.renew": one span per watchdog tick of a lock actor that renews something, for every
 //     tenth tick and every tick with a failure, so that the watchdog does not flood the traces.
 //   - "lockwarden.multilock.acquire" and "lockwarden.redlock.acquire", with a child span
@@ -65,6 +67,10 @@ const (
 	AttrMembers       = attribute.Key("lockwarden.group.members")
 	AttrRenewalResult = attribute.Key("lockwarden.renewal.result")
 	AttrRenewed       = attribute.Key("lockwarden.renewal.count")
+	// AttrHandoff marks the lockwarden.redis.acquire event of an attempt that was a handoff: another
+	// owner's release gave the lock to the waiter in the same Redis call (a local handoff, or a fair
+	// lock's grant notice from any process).
+	AttrHandoff = attribute.Key("lockwarden.redis.handoff")
 )
 
 // Outcomes of an acquire call (the values of lockwarden.lock.outcome).
