@@ -86,9 +86,9 @@ func newScriptedMember(token int64) *scriptedMember {
 	return &scriptedMember{token: token, raising: make(chan struct{}, 1), raise: make(chan struct{})}
 }
 
-func (m *scriptedMember) StartAcquire(_, _ time.Duration, _ trace.Span, notify func(MemberAnswer)) func() bool {
+func (m *scriptedMember) StartAcquire(_, _ time.Duration, _ trace.Span, notify func(MemberAnswer)) (func() bool, func() error) {
 	notify(MemberAnswer{OK: true, Token: m.token})
-	return func() bool { return false }
+	return func() bool { return false }, func() error { return nil }
 }
 
 func (m *scriptedMember) StartRelease(_ trace.Span, notify func(error)) {

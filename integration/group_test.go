@@ -327,8 +327,19 @@ func TestRedLockSurvivesMinorityFailure(t *testing.T) {
 	nodes.srvs[2].Kill()
 	const wait = 500 * time.Millisecond
 	start := time.Now()
-	if ok, err := group.TryLock(t.Context(), coordinator.Wait(wait)); ok || err != nil {
-		t.Fatalf("TryLock with 3 of 5 killed = %v, %v; want false, nil", ok, err)
+	// Killed nodes are failures, not other owners' holds: TryLock says which nodes failed.
+	ok, err := group.TryLock(t.Context(), coordinator.Wait(wait))
+	var why *coordinator.GroupError
+	if ok || !errors.As(err, &why) || !errors.Is(err, coordinator.ErrNotObtained) {
+		t.Fatalf("TryLock with 3 of 5 killed = %v, %v; want false and a *GroupError", ok, err)
+	}
+	if why.Quorum != 3 || why.Taken != 2 || len(why.Members) != 3 || why.Members[0].Index != 2 || why.Members[2].Index != 4 {
+		t.Errorf("GroupError = %+v, want nodes 2, 3 and 4 failed, 2 of 3 needed taken", why)
+	}
+	for _, m := range why.Members {
+		if errors.Is(m.Err, coordinator.ErrHeldByOther) {
+			t.Errorf("killed node %d reported as held by another owner: %v", m.Index, m.Err)
+		}
 	}
 	if d := time.Since(start); d > wait+time.Second {
 		t.Errorf("TryLock(Wait %v) with 3 of 5 killed took %v", wait, d)
@@ -597,6 +608,89 @@ func TestGroupCloseWhileAcquiring(t *testing.T) {
 		<-errc
 		groupEventually(t, 2*time.Second, fmt.Sprintf("round %d: the member free after Close", round), func() bool {
 			return len(nodes.heldBy(t, 0, name)) == 0
+		})
+	}
+}
+
+// groupStartDefault starts n independent redis-servers, each with a client on go-redis's default
+// options (as an application would create it) and a coordinator with opts.
+func groupStartDefault(t *testing.T, n int, opts ...coordinator.Option) *groupNodes {
+	t.Helper()
+	g := &groupNodes{}
+	for range n {
+		srv := redistest.Start(t)
+		client := srv.Client(t)
+		g.srvs = append(g.srvs, srv)
+		g.clients = append(g.clients, client)
+		g.coords = append(g.coords, newCoordinator(t, client, opts...))
+	}
+	return g
+}
+
+// TestMultiLockMemberDownFreesHealthyMembers: a MultiLock over 3 masters with one of them killed or
+// paused returns not obtained within its wait plus the node timeout, and by the time it returns it
+// holds nothing: a second coordinator takes the healthy members' names at once.
+func TestMultiLockMemberDownFreesHealthyMembers(t *testing.T) {
+	t.Parallel()
+	for _, fault := range []string{"killed", "paused"} {
+		t.Run(fault, func(t *testing.T) {
+			t.Parallel()
+			nodes := groupStartDefault(t, 3)
+			names := groupNames(t, 3)
+			// Another process: its own coordinators on the same servers.
+			others := make([]*coordinator.Coordinator, 2)
+			for i := range others {
+				others[i] = newCoordinator(t, nodes.srvs[i].Client(t))
+			}
+			if fault == "killed" {
+				nodes.srvs[2].Kill()
+			} else {
+				nodes.srvs[2].Pause()
+				t.Cleanup(nodes.srvs[2].Resume)
+			}
+			group := nodes.coords[0].MultiLock(nodes.handles(names...))
+			const wait = 300 * time.Millisecond
+			const nodeTimeout = 500 * time.Millisecond // the default bound of a member's attempt
+			// TryLock without Wait: the member's attempt is bounded by the node timeout by default.
+			for _, call := range []string{"TryLock", "TryLock(Wait)", "Lock(ctx)"} {
+				start := time.Now()
+				var ok bool
+				var err error
+				switch call {
+				case "TryLock":
+					ok, err = group.TryLock(t.Context())
+				case "TryLock(Wait)":
+					ok, err = group.TryLock(t.Context(), coordinator.Wait(wait))
+				default:
+					ctx, cancel := context.WithTimeout(t.Context(), wait)
+					err = group.Lock(ctx)
+					cancel()
+				}
+				took := time.Since(start)
+				t.Logf("%s with member 2 %s: %v, %q after %v", call, fault, ok, err, took)
+				var why *coordinator.GroupError
+				if ok || !errors.As(err, &why) || !errors.Is(err, coordinator.ErrNotObtained) {
+					t.Fatalf("%s with member 2 %s = %v, %v; want false and a *GroupError", call, fault, ok, err)
+				}
+				if len(why.Members) != 1 || why.Members[0].Index != 2 || !errors.Is(why.Members[0].Err, coordinator.ErrNoAnswer) &&
+					fault == "paused" {
+					t.Errorf("%s: GroupError members = %v, want member 2 unanswered", call, why.Members)
+				}
+				if took > wait+nodeTimeout+500*time.Millisecond {
+					t.Errorf("%s took %v, want within its wait %v plus the node timeout %v", call, took, wait, nodeTimeout)
+				}
+				// Right after the call: the healthy members are free, in Redis and for another owner.
+				for i := range 2 {
+					groupEventually(t, 100*time.Millisecond, fmt.Sprintf("%s: member %d free in Redis", call, i), func() bool {
+						return len(nodes.heldBy(t, i, names[i])) == 0
+					})
+					m := others[i].Mutex(names[i])
+					if ok, err := m.TryLock(t.Context()); !ok || err != nil {
+						t.Fatalf("%s: another coordinator's TryLock on member %d = %v, %v; want true", call, i, ok, err)
+					}
+					mustUnlock(t, m)
+				}
+			}
 		})
 	}
 }
