@@ -694,3 +694,50 @@ func TestMultiLockMemberDownFreesHealthyMembers(t *testing.T) {
 		})
 	}
 }
+
+// TestGroupRefusalSaysWhy: a refused MultiLock or RedLock says which members were not taken and why.
+// TryLock reports (false, nil) only when other owners hold them; Lock's error holds the reasons.
+func TestGroupRefusalSaysWhy(t *testing.T) {
+	t.Parallel()
+	nodes := groupStart(t, 3)
+	names := groupNames(t, 3)
+	// Member 1 of the MultiLock, and nodes 0 and 1 of the RedLock, are held by other owners.
+	mustLock(t, nodes.coords[1].Mutex(names[1]))
+	redName := t.Name() + ":red"
+	for i := range 2 {
+		mustLock(t, nodes.coords[i].Mutex(redName))
+	}
+	for _, tc := range []struct {
+		kind  string
+		group *coordinator.Group
+		held  []int
+	}{
+		{"multilock", nodes.coords[0].MultiLock(nodes.handles(names...)), []int{1}},
+		{"redlock", nodes.coords[0].RedLock(nodes.handles(redName)), []int{0, 1}},
+	} {
+		t.Run(tc.kind, func(t *testing.T) {
+			if ok, err := tc.group.TryLock(t.Context(), coordinator.Wait(100*time.Millisecond)); ok || err != nil {
+				t.Errorf("TryLock(Wait) while other owners hold members = %v, %v; want false, nil", ok, err)
+			}
+			ctx, cancel := context.WithTimeout(t.Context(), 200*time.Millisecond)
+			defer cancel()
+			err := tc.group.Lock(ctx)
+			var why *coordinator.GroupError
+			if !errors.Is(err, coordinator.ErrNotObtained) || !errors.Is(err, context.DeadlineExceeded) || !errors.As(err, &why) {
+				t.Fatalf("Lock = %v; want ErrNotObtained, DeadlineExceeded and a *GroupError", err)
+			}
+			t.Logf("Lock: %v", err)
+			if why.RedLock != (tc.kind == "redlock") || len(why.Members) != len(tc.held) || why.Attempts < 1 {
+				t.Fatalf("GroupError = %+v, want members %v held elsewhere", why, tc.held)
+			}
+			for i, m := range why.Members {
+				if m.Index != tc.held[i] || !errors.Is(m.Err, coordinator.ErrHeldByOther) || m.Name == "" {
+					t.Errorf("GroupError member %d = %+v, want member %d held by another owner", i, m, tc.held[i])
+				}
+			}
+			if !errors.Is(err, coordinator.ErrHeldByOther) {
+				t.Errorf("Lock error does not match ErrHeldByOther: %v", err)
+			}
+		})
+	}
+}
