@@ -161,8 +161,8 @@ type GroupFailure struct {
 }
 
 // MemberFailure is why a group's attempt did not take one member: [ErrHeldByOther], [ErrNoAnswer]
-// (the member did not answer within its bound, or before the caller left), a Redis error, or the error
-// of an unusable member handle.
+// (the member did not answer within its bound, or before the caller left), a RedLock node refused
+// after a restart, a Redis error, or the error of an unusable member handle.
 type MemberFailure struct {
 	Index int
 	Err   error

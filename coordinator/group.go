@@ -7,6 +7,7 @@ import (
 	"runtime"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -39,6 +40,12 @@ type Group struct {
 	pid         *actor.PID
 	err         error
 
+	// maxLease is WithMaxLease's value, 0 for the default: the longest of knownLease (the members'
+	// own leases and watchdog timeouts) and callLease (the longest lease of the group's calls).
+	maxLease   time.Duration
+	knownLease time.Duration
+	callLease  atomic.Int64
+
 	mu      sync.Mutex
 	token   int64
 	tokens  []int64
@@ -50,6 +57,10 @@ type Group struct {
 var (
 	// ErrHeldByOther is the reason of a member that another owner holds.
 	ErrHeldByOther = actors.ErrHeldByOther
+	// ErrNodeRestarted is the reason of a RedLock node that was not asked because it restarted less
+	// than [WithMaxLease] ago (its run id changed), and may have forgotten a hold that is still
+	// valid; see [Coordinator.RedLock].
+	ErrNodeRestarted = errors.New("lockwarden: redlock node restarted recently")
 )
 
 // GroupOption configures a Group.
@@ -70,6 +81,22 @@ func WithNodeTimeout(d time.Duration) GroupOption {
 			g.err = fmt.Errorf("%w: node timeout %v must be in (0, %v]", ErrInvalidOption, d, MaxDuration)
 		}
 		g.nodeTimeout = d
+	}
+}
+
+// WithMaxLease sets the longest lease that any holder of a RedLock's name takes on its nodes, in any
+// process: a node that restarted (its run id changed) is refused for that long after the group's
+// coordinator saw the restart, since it may have forgotten a hold that is still valid. The default is
+// the longest lease the group knows of: the members' fixed leases and their coordinators' watchdog
+// timeouts, and the leases of the group's calls so far. Set it when other processes take the name
+// with longer leases. It has no effect on a MultiLock. d must be positive and at most [MaxDuration],
+// or every call returns [ErrInvalidOption].
+func WithMaxLease(d time.Duration) GroupOption {
+	return func(g *Group) {
+		if (d <= 0 || d > MaxDuration) && g.err == nil {
+			g.err = fmt.Errorf("%w: max lease %v must be in (0, %v]", ErrInvalidOption, d, MaxDuration)
+		}
+		g.maxLease = d
 	}
 }
 
@@ -108,6 +135,17 @@ func (c *Coordinator) MultiLock(members []*Mutex, opts ...GroupOption) *Group {
 // name gets a higher token, as long as the nodes keep their counters (a node that restarts empty
 // forgets its counter, as it forgets the lock). The Redlock algorithm's own safety depends on bounded
 // clock drift and pauses; prefer a [Mutex] with replica sync and fencing tokens where you can.
+//
+// Nodes that restart empty: a node that restarts without persistence forgets the holds it had, so
+// another owner could get a majority with it while the first holder's lease still runs, with a lower
+// token, which fencing cannot catch. Redlock is safe there only if a restarted node stays out of use
+// for at least the longest lease, or the nodes persist every write (appendonly yes, appendfsync
+// always). The group enforces what it can see: before each attempt on a node it reads the node's run
+// id (INFO server, one more round trip), and a node whose run id changed since its coordinator last
+// saw it is not asked, with [ErrNodeRestarted] in the [*GroupError], until [WithMaxLease] has passed
+// since the change was seen. A coordinator that meets a node for the first time after it restarted
+// cannot tell, and neither is checked a Redis Cluster client or a server that does not report its
+// run id: there the rule above is the operator's.
 func (c *Coordinator) RedLock(members []*Mutex, opts ...GroupOption) *Group {
 	return c.newGroup(true, members, opts)
 }
@@ -137,7 +175,11 @@ func (c *Coordinator) newGroup(redLock bool, members []*Mutex, opts []GroupOptio
 		if watchdog == 0 || lease < watchdog {
 			watchdog = lease
 		}
-		gms[i] = groupMember{m}
+		g.knownLease = max(g.knownLease, lease)
+		gms[i] = groupMember{m: m}
+		if redLock {
+			gms[i] = groupMember{m: m, red: g}
+		}
 	}
 	props := actors.NewGroupProps(actors.GroupConfig{
 		Members:         gms,
@@ -212,8 +254,8 @@ func (g *Group) Lock(ctx context.Context) error {
 //
 // As with [Mutex.TryLock], it reports false with a nil error only when other owners hold the group:
 // every member that the last attempt did not take is held by another owner. When a member failed
-// otherwise (a Redis error, no answer within the node timeout) or a RedLock's acquisition outlasted
-// its validity, it reports false with a [*GroupError], which
+// otherwise (a Redis error, no answer within the node timeout, a RedLock node refused after a
+// restart) or a RedLock's acquisition outlasted its validity, it reports false with a [*GroupError], which
 // matches [ErrNotObtained] and each member's error and says which members failed and why. Either way
 // the group holds nothing when TryLock returns: the members the attempt took have answered their
 // releases, or the node timeout has passed (a member that stopped answering just then; its release
@@ -243,7 +285,7 @@ func (g *Group) TryLock(ctx context.Context, opts ...TryOption) (bool, error) {
 
 // GroupError is why a MultiLock or RedLock was not obtained: which members its last attempt did not
 // take, and why. errors.Is matches [ErrNotObtained] and the error of each member (for instance
-// [ErrHeldByOther], [ErrNoAnswer], a Redis error); errors.As finds it.
+// [ErrHeldByOther], [ErrNoAnswer], [ErrNodeRestarted], a Redis error); errors.As finds it.
 type GroupError struct {
 	// RedLock is set for a RedLock, clear for a MultiLock.
 	RedLock bool
@@ -265,8 +307,8 @@ type MemberError struct {
 	Index int
 	Name  string
 	// Err is the reason: [ErrHeldByOther]; [ErrNoAnswer] when the member did not answer within the
-	// node timeout, or before the caller left; a Redis error; the error of an unusable member handle,
-	// such as [ErrClosed].
+	// node timeout, or before the caller left; [ErrNodeRestarted]; a Redis error; the error of an
+	// unusable member handle, such as [ErrClosed].
 	Err error
 }
 
@@ -375,6 +417,9 @@ func (g *Group) acquire(ctx context.Context, lease time.Duration, wait bool, dea
 	if g.redLock {
 		kind = messages.LockRedLock
 	}
+	if prev := g.callLease.Load(); int64(lease) > prev {
+		g.callLease.CompareAndSwap(prev, int64(lease)) // a lost race leaves a lease as long, or longer
+	}
 	ctx, op := g.c.tel.StartGroupAcquire(ctx, kind, len(g.members))
 	var o actors.Outcome
 	defer func() { op.EndAcquire(acquireOutcome(ok, err), o.Token, o.Attempts, err) }()
@@ -477,8 +522,78 @@ func (g *Group) ValidUntil() time.Time {
 	return g.expires
 }
 
-// groupMember drives a Mutex handle as a member of a group.
-type groupMember struct{ m *Mutex }
+// restartGrace is how long a RedLock node that restarted stays out: see [WithMaxLease].
+func (g *Group) restartGrace() time.Duration {
+	if g.maxLease > 0 {
+		return g.maxLease
+	}
+	return max(g.knownLease, time.Duration(g.callLease.Load()))
+}
+
+// nodeRuns remembers the run id of a coordinator's Redis server, as RedLock groups see it before
+// they ask the node: a server whose run id changed restarted, and without persistence forgot the
+// locks it held.
+type nodeRuns struct {
+	mu    sync.Mutex
+	runID string
+	// changed is when a change of run id was seen; zero when none was.
+	changed time.Time
+}
+
+// see records runID as seen at now and returns until when the node stays out (zero when it need
+// not): grace after the latest change of run id. The first run id seen is trusted: whether that
+// server restarted recently cannot be told.
+func (n *nodeRuns) see(runID string, now time.Time, grace time.Duration) time.Time {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	switch {
+	case n.runID == "":
+		n.runID = runID
+	case runID != n.runID:
+		n.runID, n.changed = runID, now
+	}
+	if until := n.changed.Add(grace); !n.changed.IsZero() && now.Before(until) {
+		return until
+	}
+	return time.Time{}
+}
+
+// checkNode refuses a RedLock node that restarted less than the restart grace ago, with
+// ErrNodeRestarted, or that cannot be asked, with its error.
+func (g *Group) checkNode(ctx context.Context, c *Coordinator) error {
+	runID, err := c.ops.RunID(ctx)
+	if err != nil || runID == "" {
+		return err
+	}
+	now := time.Now()
+	if until := c.runs.see(runID, now, g.restartGrace()); !until.IsZero() {
+		return fmt.Errorf("%w: kept out for another %v (a lease of %v after the restart was seen)",
+			ErrNodeRestarted, until.Sub(now).Round(time.Millisecond), g.restartGrace())
+	}
+	return nil
+}
+
+// goNodeCheck runs f on its own goroutine, which Close waits for, unless c is closed.
+func (c *Coordinator) goNodeCheck(f func()) bool {
+	c.groupsMu.Lock()
+	defer c.groupsMu.Unlock()
+	if c.isClosed() {
+		return false
+	}
+	c.stopping.Add(1)
+	go func() {
+		defer c.stopping.Done()
+		f()
+	}()
+	return true
+}
+
+// groupMember drives a Mutex handle as a member of a group; red is the group of a RedLock member,
+// whose node is checked for a restart before each attempt.
+type groupMember struct {
+	m   *Mutex
+	red *Group
+}
 
 func (gm groupMember) StartAcquire(lease, wait time.Duration, span trace.Span, notify func(actors.MemberAnswer)) (func() bool, func() error) {
 	m := gm.m
@@ -486,6 +601,82 @@ func (gm groupMember) StartAcquire(lease, wait time.Duration, span trace.Span, n
 		notify(actors.MemberAnswer{Err: err, Permanent: true})
 		return func() bool { return false }, func() error { return err }
 	}
+	if gm.red != nil {
+		return gm.checkThenAcquire(lease, wait, span, notify)
+	}
+	return gm.startAcquire(lease, wait, span, notify)
+}
+
+// checkThenAcquire asks a RedLock node for its run id and, unless it restarted too recently, for the
+// hold. The node is asked for its run id before the hold, so that a hold is never taken on a node
+// that is refused.
+func (gm groupMember) checkThenAcquire(lease, wait time.Duration, span trace.Span, notify func(actors.MemberAnswer)) (func() bool, func() error) {
+	m := gm.m
+	const (
+		checking = iota
+		settled  // answered or abandoned during the check
+		sent     // the acquisition is on its way
+	)
+	var (
+		mu                 sync.Mutex
+		state              = checking
+		abandonAcquisition func() bool
+		pendingAcquisition func() error
+	)
+	ctx, cancel := context.WithCancel(m.c.lifetime)
+	started := time.Now()
+	run := func() {
+		defer cancel()
+		err := gm.red.checkNode(ctx, m.c)
+		mu.Lock()
+		defer mu.Unlock()
+		if state != checking {
+			return
+		}
+		if err != nil {
+			state = settled
+			notify(actors.MemberAnswer{Err: err})
+			return
+		}
+		state = sent
+		abandonAcquisition, pendingAcquisition = gm.startAcquire(lease, wait, span, notify)
+	}
+	if !m.c.goNodeCheck(run) {
+		cancel()
+		notify(actors.MemberAnswer{Err: ErrClosed, Permanent: true})
+		return func() bool { return false }, func() error { return ErrClosed }
+	}
+	abandon := func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		switch state {
+		case checking:
+			state = settled
+			cancel()
+			return true
+		case sent:
+			return abandonAcquisition()
+		}
+		return false
+	}
+	pending := func() error {
+		mu.Lock()
+		st, p := state, pendingAcquisition
+		mu.Unlock()
+		if st == sent {
+			return p()
+		}
+		if d := time.Since(started); d >= actors.NoAnswerAfter {
+			return fmt.Errorf("%w for %v", ErrNoAnswer, d.Round(time.Millisecond))
+		}
+		return nil
+	}
+	return abandon, pending
+}
+
+// startAcquire sends the acquisition of one hold of the member.
+func (gm groupMember) startAcquire(lease, wait time.Duration, span trace.Span, notify func(actors.MemberAnswer)) (func() bool, func() error) {
+	m := gm.m
 	cmd := m.acquireCommand(lease, wait > 0, wait, actors.NewTicketFunc(func(o actors.Outcome) {
 		if o.Reason != messages.ReasonNone {
 			var err error

@@ -493,6 +493,8 @@ func TestGroupBadInput(t *testing.T) {
 		{"invalid member", c.MultiLock([]*coordinator.Mutex{c.Mutex("")}), coordinator.ErrEmptyName},
 		{"invalid node timeout", c.RedLock([]*coordinator.Mutex{m}, coordinator.WithNodeTimeout(-time.Second)), coordinator.ErrInvalidOption},
 		{"huge node timeout", c.RedLock([]*coordinator.Mutex{m}, coordinator.WithNodeTimeout(math.MaxInt64)), coordinator.ErrInvalidOption},
+		{"invalid max lease", c.RedLock([]*coordinator.Mutex{m}, coordinator.WithMaxLease(0)), coordinator.ErrInvalidOption},
+		{"huge max lease", c.RedLock([]*coordinator.Mutex{m}, coordinator.WithMaxLease(math.MaxInt64)), coordinator.ErrInvalidOption},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if err := tc.group.Lock(t.Context()); !errors.Is(err, tc.want) {
@@ -740,4 +742,69 @@ func TestGroupRefusalSaysWhy(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestRedLockNodeRestartedEmpty: while A holds a RedLock over 5 nodes, nodes 2, 3 and 4 restart
+// empty. B, in another process that has used the nodes before, must not get a majority on the
+// restarted nodes while A's lease may still run: a node whose run id changed is kept out for the
+// longest lease B knows of (here its watchdog timeout) after B saw the restart.
+func TestRedLockNodeRestartedEmpty(t *testing.T) {
+	t.Parallel()
+	const lease = time.Second
+	nodes := groupStart(t, 5, coordinator.WithWatchdogTimeout(lease))
+	name := t.Name()
+	// Process B: its own coordinators on the same servers.
+	bc := make([]*coordinator.Coordinator, 5)
+	bms := make([]*coordinator.Mutex, 5)
+	for i, srv := range nodes.srvs {
+		bc[i] = newCoordinator(t, redis.NewClient(&redis.Options{
+			Addr: srv.Addr(), ContextTimeoutEnabled: true, MaxRetries: -1, DialTimeout: 200 * time.Millisecond,
+		}), coordinator.WithWatchdogTimeout(lease))
+		bms[i] = bc[i].Mutex(name)
+	}
+	b := bc[0].RedLock(bms)
+	mustGroupLock(t, b) // B has met the nodes
+	mustGroupUnlock(t, b)
+
+	a := nodes.coords[0].RedLock(nodes.handles(name))
+	if ok, err := a.TryLock(t.Context(), coordinator.Lease(lease)); !ok || err != nil {
+		t.Fatalf("A's TryLock = %v, %v", ok, err)
+	}
+	validUntil := a.ValidUntil()
+	for _, i := range []int{2, 3, 4} {
+		nodes.srvs[i].Kill()
+		nodes.srvs[i].Restart(t)
+	}
+	seenAfter := time.Now()
+	ok, err := b.TryLock(t.Context(), coordinator.Wait(200*time.Millisecond))
+	if ok {
+		t.Fatalf("B took the RedLock on the restarted nodes while A's hold is valid until %v (in %v)", validUntil, time.Until(validUntil))
+	}
+	var why *coordinator.GroupError
+	if !errors.As(err, &why) || !errors.Is(err, coordinator.ErrNodeRestarted) {
+		t.Fatalf("B's TryLock = %v, %v; want a *GroupError matching ErrNodeRestarted", ok, err)
+	}
+	t.Logf("B's TryLock: %v", err)
+	for _, m := range why.Members {
+		want := coordinator.ErrNodeRestarted
+		if m.Index < 2 {
+			want = coordinator.ErrHeldByOther
+		}
+		if !errors.Is(m.Err, want) {
+			t.Errorf("node %d: %v, want %v", m.Index, m.Err, want)
+		}
+	}
+	for _, i := range []int{2, 3, 4} {
+		if fields := nodes.heldBy(t, i, name); len(fields) != 0 {
+			t.Errorf("restarted node %d = %v, want untouched", i, fields)
+		}
+	}
+	// Once a lease has passed since B saw the restart, the nodes are back.
+	if ok, err := b.TryLock(t.Context(), coordinator.Wait(5*time.Second)); !ok || err != nil {
+		t.Fatalf("B's TryLock after the grace = %v, %v", ok, err)
+	}
+	if got := time.Since(seenAfter); got < lease {
+		t.Errorf("B got the RedLock %v after the restart was seen, want at least the lease %v", got, lease)
+	}
+	mustGroupUnlock(t, b)
 }
