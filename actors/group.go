@@ -354,8 +354,12 @@ type groupActor struct {
 	settleAcks    []*Ticket
 	settlePending int
 	settleTimer   oneShot
-	// lastFailure is the failure of the request's latest failed attempt.
-	lastFailure *GroupFailure
+	// lastFailure is the failure of the request's latest failed attempt; ended and endedFailure are
+	// the ticket and the latest failure of the request answered last, for a caller whose leave comes
+	// after the answer it abandoned.
+	lastFailure  *GroupFailure
+	ended        *Ticket
+	endedFailure *GroupFailure
 
 	// closing is the GroupClose being served, and closingLeft the member actors yet to answer it.
 	closing     *GroupClose
@@ -496,7 +500,7 @@ func (g *groupActor) nodeTimeout() time.Duration {
 // startAttempt asks every member at once.
 func (g *groupActor) startAttempt(ctx actor.Context) {
 	if g.req.Ticket.Abandoned() {
-		g.req, g.busy = nil, false
+		g.endRequest()
 		return
 	}
 	g.attempt++
@@ -744,6 +748,14 @@ func (g *groupActor) finishSettle() {
 		ack.deliver(g.leftOutcome())
 	}
 	g.settling, g.settleOutcome, g.settleAcks = false, nil, nil
+	g.endRequest()
+}
+
+// endRequest ends the request in flight, keeping its latest failure for a caller that left.
+func (g *groupActor) endRequest() {
+	if g.req != nil {
+		g.ended, g.endedFailure = g.req.Ticket, g.lastFailure
+	}
 	g.req, g.busy = nil, false
 }
 
@@ -760,8 +772,12 @@ func (g *groupActor) leftOutcome() Outcome {
 // what the attempt took is released (settle).
 func (g *groupActor) onAbandon(ctx actor.Context, m *GroupAbandon) {
 	if g.req == nil || g.req.Ticket != m.Ticket {
-		// Queued (onAcquire drops it), or already answered: nothing to cancel.
-		m.Ack.deliver(Outcome{Reason: messages.ReasonNotObtained})
+		// Queued (onAcquire drops it), or already ended: nothing to cancel.
+		o := Outcome{Reason: messages.ReasonNotObtained}
+		if m.Ticket == g.ended && g.endedFailure != nil {
+			o.Err = g.endedFailure
+		}
+		m.Ack.deliver(o)
 		return
 	}
 	if g.settling {
@@ -776,12 +792,11 @@ func (g *groupActor) onAbandon(ctx actor.Context, m *GroupAbandon) {
 		// Between attempts: what the last one took is already released.
 		g.retry.stop()
 		m.Ack.deliver(g.leftOutcome())
-		g.req, g.busy = nil, false
+		g.endRequest()
 		return
 	}
-	if g.raising {
-		g.lastFailure = &GroupFailure{RedLock: g.cfg.RedLock, Quorum: g.quorum, Attempts: g.attempts}
-	} else if f := g.failure(true); len(f.Members) > 0 || g.lastFailure == nil {
+	if f := g.failure(true); len(f.Members) > 0 || g.lastFailure == nil {
+		// The attempt in flight says more than the one before, unless it had no trouble yet.
 		g.lastFailure = f
 	}
 	answered := make([]bool, len(g.children))
