@@ -180,18 +180,17 @@ func (f *GroupFailure) Error() string {
 	return b.String()
 }
 
-// Contended reports whether the attempt failed only because other owners hold members: every member
-// it did not take is held by another owner, and no validity ran out.
-func (f *GroupFailure) Contended() bool {
-	if f.Expired {
-		return false
+// reason returns why member i was not taken, nil when it was or f is nil.
+func (f *GroupFailure) reason(i int) error {
+	if f == nil {
+		return nil
 	}
 	for _, m := range f.Members {
-		if !errors.Is(m.Err, ErrHeldByOther) {
-			return false
+		if m.Index == i {
+			return m.Err
 		}
 	}
-	return true
+	return nil
 }
 
 // GroupClose shuts a group supervisor down without blocking it: callers still waiting get ReasonClosed
@@ -693,6 +692,10 @@ func (g *groupActor) failure(cancelled bool) *GroupFailure {
 				if err == nil && g.waits[i] {
 					err = ErrHeldByOther // waiting for another owner's hold to end
 				}
+			}
+			if err == nil && time.Since(g.started) < NoAnswerAfter {
+				// Asked just now: the previous attempt's reason still stands.
+				err = g.lastFailure.reason(i)
 			}
 			if err == nil {
 				err = fmt.Errorf("%w for %v", ErrNoAnswer, time.Since(g.started).Round(time.Millisecond))
