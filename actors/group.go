@@ -166,6 +166,8 @@ type GroupFailure struct {
 type MemberFailure struct {
 	Index int
 	Err   error
+	// Pending is set for a member asked less than NoAnswerAfter before the caller left: not a failure.
+	Pending bool
 }
 
 func (f *GroupFailure) Error() string {
@@ -178,19 +180,6 @@ func (f *GroupFailure) Error() string {
 		fmt.Fprintf(&b, "; member %d: %v", m.Index, m.Err)
 	}
 	return b.String()
-}
-
-// reason returns why member i was not taken, nil when it was or f is nil.
-func (f *GroupFailure) reason(i int) error {
-	if f == nil {
-		return nil
-	}
-	for _, m := range f.Members {
-		if m.Index == i {
-			return m.Err
-		}
-	}
-	return nil
 }
 
 // GroupClose shuts a group supervisor down without blocking it: callers still waiting get ReasonClosed
@@ -693,14 +682,14 @@ func (g *groupActor) failure(cancelled bool) *GroupFailure {
 					err = ErrHeldByOther // waiting for another owner's hold to end
 				}
 			}
-			if err == nil && time.Since(g.started) < NoAnswerAfter {
-				// Asked just now: the previous attempt's reason still stands.
-				err = g.lastFailure.reason(i)
+			pending := false
+			if d := time.Since(g.started); err == nil && d < NoAnswerAfter {
+				// Asked too recently to say that it failed.
+				err, pending = fmt.Errorf("lockwarden: asked %v ago, no answer yet", d.Round(time.Millisecond)), true
+			} else if err == nil {
+				err = fmt.Errorf("%w for %v", ErrNoAnswer, d.Round(time.Millisecond))
 			}
-			if err == nil {
-				err = fmt.Errorf("%w for %v", ErrNoAnswer, time.Since(g.started).Round(time.Millisecond))
-			}
-			f.Members = append(f.Members, MemberFailure{Index: i, Err: err})
+			f.Members = append(f.Members, MemberFailure{Index: i, Err: err, Pending: pending})
 		}
 	}
 	f.Expired = !cancelled && f.Taken >= g.quorum
@@ -798,9 +787,10 @@ func (g *groupActor) onAbandon(ctx actor.Context, m *GroupAbandon) {
 		g.endRequest()
 		return
 	}
-	if f := g.failure(true); len(f.Members) > 0 || g.lastFailure == nil {
-		// The attempt in flight says more than the one before, unless it had no trouble yet.
-		g.lastFailure = f
+	if g.lastFailure == nil || time.Since(g.started) >= NoAnswerAfter {
+		// The attempt in flight says more than the one before, unless it was only just sent: its
+		// members have not had the time to answer.
+		g.lastFailure = g.failure(true)
 	}
 	answered := make([]bool, len(g.children))
 	for _, r := range g.results {

@@ -57,7 +57,7 @@ type Group struct {
 var (
 	// ErrHeldByOther is the reason of a member that another owner holds.
 	ErrHeldByOther = actors.ErrHeldByOther
-	// ErrNodeRestarted is the reason of a RedLock node that was not asked because it restarted less
+	// ErrNodeRestarted is the reason of a RedLock node that does not count because it restarted less
 	// than [WithMaxLease] ago (its run id changed), and may have forgotten a hold that is still
 	// valid; see [Coordinator.RedLock].
 	ErrNodeRestarted = errors.New("lockwarden: redlock node restarted recently")
@@ -140,10 +140,11 @@ func (c *Coordinator) MultiLock(members []*Mutex, opts ...GroupOption) *Group {
 // another owner could get a majority with it while the first holder's lease still runs, with a lower
 // token, which fencing cannot catch. Redlock is safe there only if a restarted node stays out of use
 // for at least the longest lease, or the nodes persist every write (appendonly yes, appendfsync
-// always). The group enforces what it can see: before each attempt on a node it reads the node's run
-// id (INFO server, one more round trip), and a node whose run id changed since its coordinator last
-// saw it is not asked, with [ErrNodeRestarted] in the [*GroupError], until [WithMaxLease] has passed
-// since the change was seen. A coordinator that meets a node for the first time after it restarted
+// always). The group enforces what it can see: with each attempt on a node it reads the node's run
+// id (INFO server, in parallel with the acquisition), and a node whose run id changed since its
+// coordinator last saw it does not count (a hold it granted is given back at once), with
+// [ErrNodeRestarted] in the [*GroupError], until [WithMaxLease] has passed since the change was
+// seen. A coordinator that meets a node for the first time after it restarted
 // cannot tell, and neither is checked a Redis Cluster client or a server that does not report its
 // run id: there the rule above is the operator's.
 func (c *Coordinator) RedLock(members []*Mutex, opts ...GroupOption) *Group {
@@ -253,7 +254,8 @@ func (g *Group) Lock(ctx context.Context) error {
 // watchdog.
 //
 // As with [Mutex.TryLock], it reports false with a nil error only when other owners hold the group:
-// every member that the last attempt did not take is held by another owner. When a member failed
+// every member that the last attempt did not take is held by another owner (or was asked less than
+// 200 ms before the wait ran out and has not answered yet). When a member failed
 // otherwise (a Redis error, no answer within the node timeout, a RedLock node refused after a
 // restart) or a RedLock's acquisition outlasted its validity, it reports false with a [*GroupError], which
 // matches [ErrNotObtained] and each member's error and says which members failed and why. Either way
@@ -307,9 +309,12 @@ type MemberError struct {
 	Index int
 	Name  string
 	// Err is the reason: [ErrHeldByOther]; [ErrNoAnswer] when the member did not answer within the
-	// node timeout, or before the caller left; [ErrNodeRestarted]; a Redis error; the error of an
-	// unusable member handle, such as [ErrClosed].
+	// node timeout, or for 200 ms or more before the caller left; [ErrNodeRestarted]; a Redis error;
+	// the error of an unusable member handle, such as [ErrClosed].
 	Err error
+	// Pending is set for a member that was asked less than 200 ms before the caller left and had not
+	// answered yet: no failure of its own (Err says so).
+	Pending bool
 }
 
 func (e MemberError) Error() string { return fmt.Sprintf("member %d (%s): %v", e.Index, e.Name, e.Err) }
@@ -349,7 +354,7 @@ func (e *GroupError) contended() bool {
 		return false
 	}
 	for _, m := range e.Members {
-		if !errors.Is(m.Err, ErrHeldByOther) {
+		if !m.Pending && !errors.Is(m.Err, ErrHeldByOther) {
 			return false
 		}
 	}
@@ -365,7 +370,7 @@ func (g *Group) groupError(err error) *GroupError {
 	}
 	e := &GroupError{RedLock: f.RedLock, Taken: f.Taken, Quorum: f.Quorum, Attempts: f.Attempts, Expired: f.Expired}
 	for _, m := range f.Members {
-		me := MemberError{Index: m.Index, Err: m.Err}
+		me := MemberError{Index: m.Index, Err: m.Err, Pending: m.Pending}
 		if m.Index >= 0 && m.Index < len(g.members) {
 			me.Name = g.members[m.Index].name
 		}
@@ -607,66 +612,97 @@ func (gm groupMember) StartAcquire(lease, wait time.Duration, span trace.Span, n
 	return gm.startAcquire(lease, wait, span, notify)
 }
 
-// checkThenAcquire asks a RedLock node for its run id and, unless it restarted too recently, for the
-// hold. The node is asked for its run id before the hold, so that a hold is never taken on a node
-// that is refused.
+// checkThenAcquire asks a RedLock node for its run id and for the hold at once, and reports the
+// hold only if the node is not refused (see [Group.checkNode]); a hold taken on a refused node, or on
+// a node whose run id could not be read, is given back. Both requests run in parallel, so the check
+// costs no extra round trip. notify and the member's release are never called with mu held: the
+// member actor runs inline and may call abandon on the same goroutine.
 func (gm groupMember) checkThenAcquire(lease, wait time.Duration, span trace.Span, notify func(actors.MemberAnswer)) (func() bool, func() error) {
 	m := gm.m
-	const (
-		checking = iota
-		settled  // answered or abandoned during the check
-		sent     // the acquisition is on its way
-	)
 	var (
-		mu                 sync.Mutex
-		state              = checking
-		abandonAcquisition func() bool
-		pendingAcquisition func() error
+		mu       sync.Mutex
+		done     bool // answer reported, or abandoned
+		checked  bool
+		checkErr error
+		answered bool
+		answer   actors.MemberAnswer
 	)
+	release := func() { gm.StartRelease(nil, func(error) {}) }
+	// settle reports the answer once both the check and the acquisition have answered.
+	settle := func() {
+		mu.Lock()
+		if done || !checked || !answered {
+			mu.Unlock()
+			return
+		}
+		done = true
+		err, a := checkErr, answer
+		mu.Unlock()
+		switch {
+		case err != nil && a.OK:
+			release()
+			notify(actors.MemberAnswer{Err: err})
+		case errors.Is(err, ErrNodeRestarted):
+			notify(actors.MemberAnswer{Err: err})
+		default:
+			notify(a)
+		}
+	}
 	ctx, cancel := context.WithCancel(m.c.lifetime)
 	started := time.Now()
-	run := func() {
+	if !m.c.goNodeCheck(func() {
 		defer cancel()
 		err := gm.red.checkNode(ctx, m.c)
 		mu.Lock()
-		defer mu.Unlock()
-		if state != checking {
-			return
-		}
-		if err != nil {
-			state = settled
-			notify(actors.MemberAnswer{Err: err})
-			return
-		}
-		state = sent
-		abandonAcquisition, pendingAcquisition = gm.startAcquire(lease, wait, span, notify)
-	}
-	if !m.c.goNodeCheck(run) {
+		checked, checkErr = true, err
+		mu.Unlock()
+		settle()
+	}) {
 		cancel()
 		notify(actors.MemberAnswer{Err: ErrClosed, Permanent: true})
 		return func() bool { return false }, func() error { return ErrClosed }
 	}
+	abandonAcquisition, pendingAcquisition := gm.startAcquire(lease, wait, span, func(a actors.MemberAnswer) {
+		mu.Lock()
+		answered, answer = true, a
+		abandoned := done
+		mu.Unlock()
+		if abandoned {
+			if a.OK {
+				release() // nobody wants this hold any more
+			}
+			return
+		}
+		settle()
+	})
 	abandon := func() bool {
 		mu.Lock()
-		defer mu.Unlock()
-		switch state {
-		case checking:
-			state = settled
-			cancel()
-			return true
-		case sent:
-			return abandonAcquisition()
+		if done {
+			mu.Unlock()
+			return false
 		}
-		return false
+		done = true
+		wasAnswered, a := answered, answer
+		mu.Unlock()
+		cancel()
+		switch {
+		case wasAnswered:
+			if a.OK {
+				release()
+			}
+		case !abandonAcquisition():
+			// The acquisition's answer is on its way: its callback sees done and gives a hold back.
+		}
+		return true
 	}
 	pending := func() error {
 		mu.Lock()
-		st, p := state, pendingAcquisition
+		acquisitionAnswered, runChecked := answered, checked
 		mu.Unlock()
-		if st == sent {
-			return p()
+		if !acquisitionAnswered {
+			return pendingAcquisition()
 		}
-		if d := time.Since(started); d >= actors.NoAnswerAfter {
+		if d := time.Since(started); !runChecked && d >= actors.NoAnswerAfter {
 			return fmt.Errorf("%w for %v", ErrNoAnswer, d.Round(time.Millisecond))
 		}
 		return nil
