@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"go.uber.org/goleak"
 
 	"github.com/lockwarden/lockwarden/coordinator"
 	"github.com/lockwarden/lockwarden/integration/redistest"
@@ -808,4 +809,39 @@ func TestRedLockNodeRestartedEmpty(t *testing.T) {
 		t.Errorf("B got the RedLock %v after the restart was seen, want at least the lease %v", got, lease)
 	}
 	mustGroupUnlock(t, b)
+}
+
+// TestRedLockCloseLeavesNoGoroutines: RedLock coordinators that checked their nodes' run ids, one node
+// paused during an attempt, leave no goroutine behind once closed. Not parallel: goleak compares
+// against the goroutines at its start.
+func TestRedLockCloseLeavesNoGoroutines(t *testing.T) {
+	srvs := []*redistest.Server{redistest.Start(t), redistest.Start(t), redistest.Start(t)}
+	ignore := goleak.IgnoreCurrent()
+	var clients []*redis.Client
+	var coords []*coordinator.Coordinator
+	var ms []*coordinator.Mutex
+	for _, srv := range srvs {
+		client := redis.NewClient(&redis.Options{Addr: srv.Addr(), ContextTimeoutEnabled: true, MaxRetries: -1})
+		c, err := coordinator.New(client)
+		if err != nil {
+			t.Fatal(err)
+		}
+		clients, coords, ms = append(clients, client), append(coords, c), append(ms, c.Mutex(t.Name()))
+	}
+	group := coords[0].RedLock(ms, coordinator.WithNodeTimeout(100*time.Millisecond))
+	mustGroupLock(t, group)
+	mustGroupUnlock(t, group)
+	srvs[2].Pause()
+	if ok, err := group.TryLock(t.Context()); !ok || err != nil {
+		t.Fatalf("TryLock with node 2 paused = %v, %v", ok, err)
+	}
+	mustGroupUnlock(t, group)
+	// Resumed before Close: a coordinator whose Redis is paused takes its client's ReadTimeout to
+	// close, checks or not.
+	srvs[2].Resume()
+	for i := range coords {
+		_ = coords[i].Close()
+		_ = clients[i].Close()
+	}
+	goleak.VerifyNone(t, ignore)
 }
