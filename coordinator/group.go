@@ -144,7 +144,8 @@ func (c *Coordinator) MultiLock(members []*Mutex, opts ...GroupOption) *Group {
 // id (INFO server, in parallel with the acquisition), and a node whose run id changed since its
 // coordinator last saw it does not count (a hold it granted is given back at once), with
 // [ErrNodeRestarted] in the [*GroupError], until [WithMaxLease] has passed since the change was
-// seen. A coordinator that meets a node for the first time after it restarted
+// seen. A node behind Sentinel that fails over to another server counts as restarted too: the new
+// master may lack holds that had not reached it. A coordinator that meets a node for the first time after it restarted
 // cannot tell, and neither is checked a Redis Cluster client or a server that does not report its
 // run id: there the rule above is the operator's.
 func (c *Coordinator) RedLock(members []*Mutex, opts ...GroupOption) *Group {
