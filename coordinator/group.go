@@ -423,8 +423,8 @@ func (g *Group) acquire(ctx context.Context, lease time.Duration, wait bool, dea
 	if g.redLock {
 		kind = messages.LockRedLock
 	}
-	if prev := g.callLease.Load(); int64(lease) > prev {
-		g.callLease.CompareAndSwap(prev, int64(lease)) // a lost race leaves a lease as long, or longer
+	for prev := g.callLease.Load(); int64(lease) > prev && !g.callLease.CompareAndSwap(prev, int64(lease)); {
+		prev = g.callLease.Load()
 	}
 	ctx, op := g.c.tel.StartGroupAcquire(ctx, kind, len(g.members))
 	var o actors.Outcome
