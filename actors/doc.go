@@ -45,8 +45,11 @@
 // actor each. The members are asked at once; the supervisor counts the answers against the quorum
 // ([Quorum]), checks a RedLock's validity ([Validity]), releases what a failed attempt took and retries
 // after a backoff with jitter. Neither the supervisor nor its children ever block: they run inline on
-// a synchronized dispatcher, and the members are driven through callbacks ([GroupMember]). A
-// [GroupClose] shuts a supervisor down without blocking.
+// a synchronized dispatcher, and the members are driven through callbacks ([GroupMember]). Each
+// member's attempt is bounded by the node timeout ([NodeTimeoutFor] by default). A call that ends
+// answers only once the releases of what its last attempt took have answered; a caller that leaves
+// sends [GroupAbandon], which cancels the attempt in flight, and gets the [GroupFailure] that says why
+// the group was not obtained. A [GroupClose] shuts a supervisor down without blocking.
 //
 // # Callers
 //

@@ -108,6 +108,8 @@ func answerFailed(msg any, err error) {
 		t = m.Ticket
 	case *Abandon:
 		t, o = m.Ack, Outcome{}
+	case *GroupAbandon:
+		t, o = m.Ack, Outcome{Reason: messages.ReasonNotObtained}
 	}
 	if t != nil {
 		t.deliver(o)

@@ -3,7 +3,10 @@ package actors
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
+	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -25,7 +28,10 @@ type GroupMember interface {
 	// for it (0: one attempt), and reports the answer to notify exactly once, unless abandon, called
 	// first, reports true: then nothing is reported and whatever the request obtains is undone.
 	// span is the member's attempt span (nil when none): the member's Redis calls are events on it.
-	StartAcquire(lease, wait time.Duration, span trace.Span, notify func(MemberAnswer)) (abandon func() bool)
+	// pending, safe to call from any goroutine, says why the request has no answer yet: the Redis
+	// error of its latest attempt, [ErrNoAnswer] when Redis has not answered it for [NoAnswerAfter]
+	// or more, nil when Redis answers (a waiting request: the member is held by another owner).
+	StartAcquire(lease, wait time.Duration, span trace.Span, notify func(MemberAnswer)) (abandon func() bool, pending func() error)
 	// StartRelease asks to drop one hold of the member and reports the outcome to notify. A member
 	// that holds nothing is not an error.
 	StartRelease(span trace.Span, notify func(error))
@@ -117,12 +123,63 @@ type GroupAcquire struct {
 	// Wait retries until the ticket is abandoned or Deadline passes; without it there is one attempt.
 	Wait     bool
 	Deadline time.Time
-	// NodeTimeout bounds each member's attempt; 0 means NodeTimeoutFor(lease) for a RedLock, and no
-	// bound but the caller's for a MultiLock.
+	// NodeTimeout bounds each member's attempt, and how long a failed attempt waits for the releases
+	// of the members it took; 0 means NodeTimeoutFor(lease).
 	NodeTimeout time.Duration
 	// Parent is the span context of the caller's span.
 	Parent trace.SpanContext
 	Ticket *Ticket
+}
+
+// GroupAbandon tells a group supervisor that the caller of Ticket left (its context ended, or its
+// wait ran out) after abandoning the ticket. The attempt in flight is cancelled: the members' requests
+// are abandoned (their lock actors undo whatever they still obtain) and the members it took are
+// released (a RedLock: every node). Ack then gets an outcome whose Err is the [*GroupFailure] that
+// describes the cancelled attempt (or the latest failed one; nil when there is none): at once, or with
+// AfterRelease once the members the attempt took have answered their releases, bounded by the node
+// timeout.
+type GroupAbandon struct {
+	Ticket       *Ticket
+	Ack          *Ticket
+	AfterRelease bool
+}
+
+// ErrHeldByOther is the reason of a group member that was not taken because another owner holds it.
+var ErrHeldByOther = errors.New("lockwarden: held by another owner")
+
+// GroupFailure says why an attempt on a MultiLock or RedLock did not obtain it.
+type GroupFailure struct {
+	// RedLock is set for a RedLock.
+	RedLock bool
+	// Taken is how many members the attempt took, Quorum how many it needed, Attempts how many
+	// attempts the call made.
+	Taken, Quorum, Attempts int
+	// Expired is set when a RedLock's attempt took a quorum but no validity was left of its lease.
+	Expired bool
+	// Members are the members the attempt did not take, in member order.
+	Members []MemberFailure
+}
+
+// MemberFailure is why a group's attempt did not take one member: [ErrHeldByOther], [ErrNoAnswer]
+// (the member did not answer within its bound, or before the caller left), a RedLock node refused
+// after a restart, a Redis error, or the error of an unusable member handle.
+type MemberFailure struct {
+	Index int
+	Err   error
+	// Pending is set for a member asked less than NoAnswerAfter before the caller left: not a failure.
+	Pending bool
+}
+
+func (f *GroupFailure) Error() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%d of %d members taken, %d needed", f.Taken, f.Taken+len(f.Members), f.Quorum)
+	if f.Expired {
+		b.WriteString(", but the acquisition took longer than the validity of the lease")
+	}
+	for _, m := range f.Members {
+		fmt.Fprintf(&b, "; member %d: %v", m.Index, m.Err)
+	}
+	return b.String()
 }
 
 // GroupClose shuts a group supervisor down without blocking it: callers still waiting get ReasonClosed
@@ -153,10 +210,23 @@ type (
 		attempt uint64
 		answer  MemberAnswer
 	}
-	memberTimeout struct{ attempt uint64 }
+	memberTimeout struct {
+		attempt uint64
+		bound   time.Duration
+	}
+	// memberCancel abandons the member's request of attempt, if it is still in flight.
+	memberCancel struct{ attempt uint64 }
+	// memberStarted gives the supervisor the pending function of the member's request of attempt.
+	memberStarted struct {
+		index   int
+		attempt uint64
+		waits   bool
+		pending func() error
+	}
 	// memberDropped carries the outcome of a release from notify to the member actor.
 	memberDropped struct {
 		reply bool
+		seq   uint64
 		err   error
 	}
 	memberResult struct {
@@ -183,19 +253,24 @@ type (
 	}
 	// memberRelease drops the member's hold; even drops it when the member does not know of one (a
 	// RedLock's release after a failed attempt, whose answer may have been lost). reply asks for a
-	// memberReleased.
+	// memberReleased with seq.
 	memberRelease struct {
 		even  bool
 		reply bool
+		seq   uint64
 		span  trace.Span
 	}
-	memberReleased struct{ index int }
+	memberReleased struct {
+		index int
+		seq   uint64
+	}
 	// memberLost says that the member's hold ended without a release by the group.
 	memberLost struct{ index int }
 	// memberEnded is sent by a member actor's watcher to itself when the hold's done channel closes.
 	memberEnded  struct{ done <-chan struct{} }
 	groupRetry   struct{ gen uint64 }
 	groupExpired struct{ gen uint64 }
+	groupSettled struct{ gen uint64 }
 )
 
 // NewGroupProps returns the props of a group supervisor. Each member gets a child actor that drives
@@ -225,19 +300,25 @@ type groupActor struct {
 	queue []any
 	busy  bool
 
-	// The attempt in flight.
-	req      *GroupAcquire
-	attempt  uint64
-	started  time.Time
-	results  []memberResult
-	spans    []trace.Span
-	attempts int
-	pending  int
-	raising  bool
-	floor    int64
-	backoff  backoff.BackOff
-	retry    oneShot
-	waitNext time.Duration
+	// The attempt in flight. inAttempt is set while its members are asked (not during the pause
+	// between attempts, nor while a failed attempt's releases are awaited).
+	req       *GroupAcquire
+	inAttempt bool
+	attempt   uint64
+	started   time.Time
+	results   []memberResult
+	// whyPending says, for each member, why its request of the attempt has no answer yet (nil for a
+	// member not started), and waits whether that request waits on the member's lock.
+	whyPending []func() error
+	waits      []bool
+	spans      []trace.Span
+	attempts   int
+	pending    int
+	raising    bool
+	floor      int64
+	backoff    backoff.BackOff
+	retry      oneShot
+	waitNext   time.Duration
 
 	// The hold.
 	count    int
@@ -248,8 +329,25 @@ type groupActor struct {
 	expires  time.Time
 	validity oneShot
 
-	// The release in flight.
-	rel *GroupRelease
+	// The release in flight, and the sequence number of the latest releases awaited (by Unlock or by
+	// settle).
+	rel    *GroupRelease
+	relSeq uint64
+
+	// A failed or abandoned attempt that waits for the releases of the members it took (settle):
+	// settleOutcome goes to the request, settleAcks to the callers that left, once settlePending
+	// releases have answered or settleTimer fires.
+	settling      bool
+	settleOutcome *Outcome
+	settleAcks    []*Ticket
+	settlePending int
+	settleTimer   oneShot
+	// lastFailure is the failure of the request's latest failed attempt; ended and endedFailure are
+	// the ticket and the latest failure of the request answered last, for a caller whose leave comes
+	// after the answer it abandoned.
+	lastFailure  *GroupFailure
+	ended        *Ticket
+	endedFailure *GroupFailure
 
 	// closing is the GroupClose being served, and closingLeft the member actors yet to answer it.
 	closing     *GroupClose
@@ -266,6 +364,8 @@ func (g *groupActor) Receive(ctx actor.Context) {
 		g.held = make([]bool, len(g.cfg.Members))
 		g.tokens = make([]int64, len(g.cfg.Members))
 		g.spans = make([]trace.Span, len(g.cfg.Members))
+		g.whyPending = make([]func() error, len(g.cfg.Members))
+		g.waits = make([]bool, len(g.cfg.Members))
 		for i, member := range g.cfg.Members {
 			props := actor.PropsFromProducer(func() actor.Actor {
 				return &memberActor{member: member, index: i, release: g.cfg.ReleaseTimeout, logger: g.cfg.Logger}
@@ -281,6 +381,12 @@ func (g *groupActor) Receive(ctx actor.Context) {
 	case *GroupClose:
 		g.onClose(ctx, m)
 		return
+	case *GroupAbandon:
+		if g.closing != nil {
+			m.Ack.deliver(Outcome{Reason: messages.ReasonClosed})
+			return
+		}
+		g.onAbandon(ctx, m)
 	case memberClosed:
 		if g.closing != nil {
 			if g.closingLeft--; g.closingLeft == 0 {
@@ -299,8 +405,17 @@ func (g *groupActor) Receive(ctx actor.Context) {
 		} else {
 			g.onRaised(ctx, m.(memberRaised))
 		}
+	case memberStarted:
+		if m.attempt == g.attempt && g.inAttempt {
+			g.whyPending[m.index], g.waits[m.index] = m.pending, m.waits
+		}
+		return
 	case memberReleased:
 		g.onReleased(m)
+	case groupSettled:
+		if g.settleTimer.current(m.gen) && g.settling {
+			g.finishSettle()
+		}
 	case memberLost:
 		g.onLost(ctx, m)
 	case groupRetry:
@@ -350,6 +465,7 @@ func (g *groupActor) onAcquire(ctx actor.Context, m *GroupAcquire) {
 	g.attempts = 0
 	g.backoff.Reset()
 	g.waitNext = 0
+	g.lastFailure = nil
 	g.startAttempt(ctx)
 }
 
@@ -361,28 +477,33 @@ func (g *groupActor) lease() time.Duration {
 	return g.cfg.WatchdogTimeout
 }
 
+// nodeTimeout is the bound of each member's attempt of the request.
+func (g *groupActor) nodeTimeout() time.Duration {
+	if g.req.NodeTimeout > 0 {
+		return g.req.NodeTimeout
+	}
+	return NodeTimeoutFor(g.lease())
+}
+
 // startAttempt asks every member at once.
 func (g *groupActor) startAttempt(ctx actor.Context) {
 	if g.req.Ticket.Abandoned() {
-		g.req, g.busy = nil, false
+		g.endRequest()
 		return
 	}
 	g.attempt++
+	g.inAttempt = true
 	g.started = time.Now()
 	g.results = g.results[:0]
+	clear(g.whyPending)
 	g.pending = len(g.children)
 	g.raising = false
-	timeout := g.req.NodeTimeout
-	if timeout == 0 && g.cfg.RedLock {
-		timeout = NodeTimeoutFor(g.lease())
-	}
+	timeout := g.nodeTimeout()
 	wait := g.waitNext
 	if !g.req.Deadline.IsZero() {
 		wait = max(min(wait, time.Until(g.req.Deadline)), 0)
 	}
-	if timeout > 0 {
-		timeout += wait
-	}
+	timeout += wait
 	g.attempts++
 	kind := messages.LockMultiLock
 	if g.cfg.RedLock {
@@ -464,6 +585,7 @@ func (g *groupActor) onRaised(ctx actor.Context, m memberRaised) {
 		for i, r := range g.results {
 			if r.index == m.index {
 				g.results[i].ok = false // it does not count for the token's guarantee
+				g.results[i].err = fmt.Errorf("raising its fencing token: %w", m.err)
 			}
 		}
 		// Not counted, so not held by the group: release it now, or nothing ever will.
@@ -486,50 +608,221 @@ func (g *groupActor) onRaised(ctx actor.Context, m memberRaised) {
 	g.succeed(ctx)
 }
 
-// failAttempt releases what the attempt took (a RedLock: every member) and retries while the request
-// may wait, or answers that the group was not obtained. A MultiLock's next attempt waits on its members
-// (woken by their unlock notices) for the jittered pause, rather than sleeping; a RedLock's nodes get
-// short single attempts, so it sleeps for the pause, and so does a MultiLock whose member answered
-// with an error at once. A member error that trying again cannot cure fails the call with it.
+// failAttempt retries while the request may wait, releasing what the attempt took (a RedLock: every
+// member) on the way, or ends the request: it releases what the attempt took and answers once those
+// releases have answered (settle), so that a caller told "not obtained" holds nothing. A MultiLock's
+// next attempt waits on its members (woken by their unlock notices) for the jittered pause, rather
+// than sleeping; a RedLock's nodes get short single attempts, so it sleeps for the pause, and so does
+// a MultiLock whose member answered with an error. A member error that trying again cannot cure fails
+// the call with it.
 func (g *groupActor) failAttempt(ctx actor.Context) {
-	for _, r := range g.results {
-		if r.ok || g.cfg.RedLock {
-			ctx.Send(g.children[r.index], memberRelease{even: g.cfg.RedLock})
-		}
-	}
+	g.inAttempt = false
+	failure := g.failure(false)
+	g.lastFailure = failure
 	req := g.req
 	pause := g.backoff.NextBackOff()
 	now := time.Now()
-	var failed error
-	permanent := false
+	failed, permanent := false, false
 	for _, r := range g.results {
-		if r.err != nil && !errors.Is(r.err, context.DeadlineExceeded) {
-			failed = r.err
+		if r.err != nil && !errors.Is(r.err, ErrNoAnswer) {
+			failed = true
 			permanent = permanent || r.permanent
 		}
 	}
 	switch {
 	case req.Ticket.Abandoned():
+		g.settle(ctx, nil)
+		return
 	case permanent:
-		req.Ticket.deliver(Outcome{Reason: messages.ReasonRedis, Err: failed})
+		g.settle(ctx, &Outcome{Reason: messages.ReasonRedis, Err: failure})
+		return
 	case !req.Wait, !req.Deadline.IsZero() && !now.Before(req.Deadline),
 		g.cfg.RedLock && !req.Deadline.IsZero() && now.Add(pause).After(req.Deadline):
-		req.Ticket.deliver(Outcome{Reason: messages.ReasonNotObtained})
-	case !g.cfg.RedLock && failed == nil:
+		g.settle(ctx, &Outcome{Reason: messages.ReasonNotObtained, Err: failure})
+		return
+	}
+	for _, r := range g.results {
+		if r.ok || g.cfg.RedLock {
+			ctx.Send(g.children[r.index], memberRelease{even: g.cfg.RedLock})
+		}
+	}
+	if !g.cfg.RedLock && !failed {
 		g.waitNext = pause
 		g.startAttempt(ctx)
 		return
-	default:
-		g.retry.arm(g.sched, g.self, pause, func(gen uint64) any { return groupRetry{gen} })
+	}
+	g.retry.arm(g.sched, g.self, pause, func(gen uint64) any { return groupRetry{gen} })
+}
+
+// failure describes the attempt in flight: the members it did not take and why. With cancelled, the
+// members that have not answered yet count as unanswered for as long as the attempt has run.
+func (g *groupActor) failure(cancelled bool) *GroupFailure {
+	f := &GroupFailure{RedLock: g.cfg.RedLock, Quorum: g.quorum, Attempts: g.attempts}
+	answered := make([]bool, len(g.children))
+	for _, r := range g.results {
+		answered[r.index] = true
+		switch {
+		case r.ok:
+			f.Taken++
+		case r.err != nil:
+			f.Members = append(f.Members, MemberFailure{Index: r.index, Err: r.err})
+		default:
+			f.Members = append(f.Members, MemberFailure{Index: r.index, Err: ErrHeldByOther})
+		}
+	}
+	if cancelled {
+		for i, ok := range answered {
+			if ok {
+				continue
+			}
+			var err error
+			if why := g.whyPending[i]; why != nil {
+				err = why()
+				if err == nil && g.waits[i] {
+					err = ErrHeldByOther // waiting for another owner's hold to end
+				}
+			}
+			pending := false
+			if d := time.Since(g.started); err == nil && d < NoAnswerAfter {
+				// Asked too recently to say that it failed.
+				err, pending = fmt.Errorf("lockwarden: asked %v ago, no answer yet", d.Round(time.Millisecond)), true
+			} else if err == nil {
+				err = fmt.Errorf("%w for %v", ErrNoAnswer, d.Round(time.Millisecond))
+			}
+			f.Members = append(f.Members, MemberFailure{Index: i, Err: err, Pending: pending})
+		}
+	}
+	f.Expired = !cancelled && f.Taken >= g.quorum
+	slices.SortFunc(f.Members, func(a, b MemberFailure) int { return a.Index - b.Index })
+	return f
+}
+
+// settle ends the request after a failed or abandoned attempt: it releases the members the attempt
+// took (a RedLock: every node, without waiting for those it did not take, which may be down) and,
+// once they have answered or the node timeout has passed, delivers o (nil: nothing to deliver) and the
+// acks of callers that left. Anything the attempt's members still report is stale and released.
+func (g *groupActor) settle(ctx actor.Context, o *Outcome) {
+	g.inAttempt = false
+	g.retry.stop()
+	g.relSeq++
+	taken := make([]bool, len(g.children))
+	for _, r := range g.results {
+		taken[r.index] = r.ok
+	}
+	g.settlePending = 0
+	for i, child := range g.children {
+		switch {
+		case taken[i]:
+			g.settlePending++
+			ctx.Send(child, memberRelease{even: g.cfg.RedLock, reply: true, seq: g.relSeq})
+		case g.cfg.RedLock:
+			ctx.Send(child, memberRelease{even: true})
+		}
+	}
+	g.attempt++
+	g.raising, g.pending, g.results = false, 0, g.results[:0]
+	g.endSpans()
+	g.settling, g.settleOutcome = true, o
+	if g.settlePending == 0 {
+		g.finishSettle()
 		return
 	}
+	g.settleTimer.arm(g.sched, g.self, g.nodeTimeout(), func(gen uint64) any { return groupSettled{gen} })
+}
+
+// finishSettle answers the request that settle ended and the callers that left it.
+func (g *groupActor) finishSettle() {
+	g.settleTimer.stop()
+	if g.settleOutcome != nil {
+		g.req.Ticket.deliver(*g.settleOutcome)
+	}
+	for _, ack := range g.settleAcks {
+		ack.deliver(g.leftOutcome())
+	}
+	g.settling, g.settleOutcome, g.settleAcks = false, nil, nil
+	g.endRequest()
+}
+
+// endRequest ends the request in flight, keeping its latest failure for a caller that left.
+func (g *groupActor) endRequest() {
+	if g.req != nil {
+		g.ended, g.endedFailure = g.req.Ticket, g.lastFailure
+	}
 	g.req, g.busy = nil, false
+}
+
+// leftOutcome is the answer to a caller that left: why the request was not obtained.
+func (g *groupActor) leftOutcome() Outcome {
+	o := Outcome{Reason: messages.ReasonNotObtained}
+	if g.lastFailure != nil {
+		o.Err = g.lastFailure
+	}
+	return o
+}
+
+// onAbandon cancels the request whose caller left: the members' requests in flight are abandoned and
+// what the attempt took is released (settle).
+func (g *groupActor) onAbandon(ctx actor.Context, m *GroupAbandon) {
+	if g.req == nil || g.req.Ticket != m.Ticket {
+		// Queued (onAcquire drops it), or already ended: nothing to cancel.
+		o := Outcome{Reason: messages.ReasonNotObtained}
+		if m.Ticket == g.ended && g.endedFailure != nil {
+			o.Err = g.endedFailure
+		}
+		m.Ack.deliver(o)
+		return
+	}
+	if g.settling {
+		if m.AfterRelease {
+			g.settleAcks = append(g.settleAcks, m.Ack)
+		} else {
+			m.Ack.deliver(g.leftOutcome())
+		}
+		return
+	}
+	if !g.inAttempt {
+		// Between attempts: what the last one took is already released.
+		g.retry.stop()
+		m.Ack.deliver(g.leftOutcome())
+		g.endRequest()
+		return
+	}
+	if g.lastFailure == nil || time.Since(g.started) >= NoAnswerAfter {
+		// The attempt in flight says more than the one before, unless it was only just sent: its
+		// members have not had the time to answer.
+		g.lastFailure = g.failure(true)
+	}
+	answered := make([]bool, len(g.children))
+	for _, r := range g.results {
+		answered[r.index] = true
+	}
+	for i, child := range g.children {
+		if !answered[i] {
+			ctx.Send(child, memberCancel{attempt: g.attempt})
+		}
+	}
+	if m.AfterRelease {
+		g.settleAcks = append(g.settleAcks, m.Ack)
+	} else {
+		m.Ack.deliver(g.leftOutcome())
+	}
+	g.settle(ctx, nil)
+}
+
+// endSpans ends the member spans of the attempt that are still open.
+func (g *groupActor) endSpans() {
+	for i, s := range g.spans {
+		if s != nil {
+			telemetry.EndSpan(s, nil)
+			g.spans[i] = nil
+		}
+	}
 }
 
 // succeed records the hold and answers the caller, or undoes it if the caller left.
 func (g *groupActor) succeed(ctx actor.Context) {
 	req := g.req
-	g.req, g.busy = nil, false
+	g.req, g.busy, g.inAttempt = nil, false, false
 	clear(g.held)
 	clear(g.tokens)
 	g.token = 0
@@ -578,11 +871,12 @@ func (g *groupActor) onRelease(ctx actor.Context, m *GroupRelease) {
 	}
 	g.busy, g.rel = true, m
 	g.pending = 0
+	g.relSeq++
 	for i, held := range g.held {
 		switch {
 		case held:
 			g.pending++
-			ctx.Send(g.children[i], memberRelease{reply: true, span: m.Span})
+			ctx.Send(g.children[i], memberRelease{reply: true, seq: g.relSeq, span: m.Span})
 		case g.cfg.RedLock:
 			// A node the group did not get may still have granted it after its answer was lost:
 			// release there too, but don't wait for it (it may be the node that is down).
@@ -595,7 +889,16 @@ func (g *groupActor) onRelease(ctx actor.Context, m *GroupRelease) {
 	}
 }
 
-func (g *groupActor) onReleased(memberReleased) {
+func (g *groupActor) onReleased(m memberReleased) {
+	if m.seq != g.relSeq {
+		return
+	}
+	if g.settling {
+		if g.settlePending--; g.settlePending == 0 {
+			g.finishSettle()
+		}
+		return
+	}
 	if g.rel == nil {
 		return
 	}
@@ -676,6 +979,7 @@ func (g *groupActor) onClose(ctx actor.Context, m *GroupClose) {
 func (g *groupActor) answerClosed() {
 	g.retry.stop()
 	g.validity.stop()
+	g.settleTimer.stop()
 	for _, m := range g.queue {
 		closedOutcome(m)
 	}
@@ -684,6 +988,10 @@ func (g *groupActor) answerClosed() {
 		g.req.Ticket.deliver(Outcome{Reason: messages.ReasonClosed})
 		g.req = nil
 	}
+	for _, ack := range g.settleAcks {
+		ack.deliver(Outcome{Reason: messages.ReasonClosed})
+	}
+	g.settling, g.settleOutcome, g.settleAcks, g.inAttempt = false, nil, nil, false
 	// Whatever the attempt in flight still reports is stale now.
 	g.attempt++
 	g.raising, g.pending, g.results = false, 0, nil
@@ -691,12 +999,7 @@ func (g *groupActor) answerClosed() {
 		g.rel.Ticket.deliver(Outcome{})
 		g.rel = nil
 	}
-	for i, s := range g.spans {
-		if s != nil {
-			telemetry.EndSpan(s, nil)
-			g.spans[i] = nil
-		}
-	}
+	g.endSpans()
 	if g.done != nil {
 		close(g.done)
 		g.done = nil
@@ -764,17 +1067,29 @@ func (a *memberActor) Receive(ctx actor.Context) {
 	case memberTry:
 		a.attempt, a.answered = m.attempt, false
 		self, root, attempt := a.self, a.root, m.attempt
-		a.abandon = a.member.StartAcquire(m.lease, m.wait, m.span, func(ans MemberAnswer) {
+		var pending func() error
+		a.abandon, pending = a.member.StartAcquire(m.lease, m.wait, m.span, func(ans MemberAnswer) {
 			root.Send(self, memberAnswered{attempt: attempt, answer: ans})
 		})
+		ctx.Send(ctx.Parent(), memberStarted{index: a.index, attempt: attempt, waits: m.wait > 0, pending: pending})
 		if bound := max(m.timeout, m.wait); bound > 0 {
-			a.timer.arm(a.sched, a.self, bound, func(uint64) any { return memberTimeout{attempt} })
+			a.timer.arm(a.sched, a.self, bound, func(uint64) any { return memberTimeout{attempt, bound} })
 		}
 	case memberTimeout:
 		if m.attempt == a.attempt && !a.answered && a.abandon() {
 			// Nothing will be reported for the request, and what it obtains later is undone.
 			a.answered = true
-			ctx.Send(ctx.Parent(), memberResult{index: a.index, attempt: m.attempt, err: context.DeadlineExceeded})
+			err := fmt.Errorf("%w within %v", ErrNoAnswer, m.bound)
+			ctx.Send(ctx.Parent(), memberResult{index: a.index, attempt: m.attempt, err: err})
+		}
+	case memberCancel:
+		// The caller left: give up the request. If its answer is already on its way, it arrives for
+		// an attempt the supervisor has settled, and the supervisor releases what it took.
+		if m.attempt == a.attempt && !a.answered && a.abandon != nil {
+			a.timer.stop()
+			if a.abandon() {
+				a.answered = true
+			}
 		}
 	case memberAnswered:
 		if a.closing {
@@ -819,17 +1134,17 @@ func (a *memberActor) Receive(ctx actor.Context) {
 	case memberRelease:
 		if a.held || m.even {
 			a.held = false
-			self, root, reply := a.self, a.root, m.reply
-			a.member.StartRelease(m.span, func(err error) { root.Send(self, memberDropped{reply: reply, err: err}) })
+			self, root, reply, seq := a.self, a.root, m.reply, m.seq
+			a.member.StartRelease(m.span, func(err error) { root.Send(self, memberDropped{reply: reply, seq: seq, err: err}) })
 		} else if m.reply {
-			ctx.Send(ctx.Parent(), memberReleased{index: a.index})
+			ctx.Send(ctx.Parent(), memberReleased{index: a.index, seq: m.seq})
 		}
 	case memberDropped:
 		if m.err != nil {
 			a.logger.Warn("release of a group member failed; its lease will expire", "member", a.index, "err", m.err)
 		}
 		if m.reply {
-			ctx.Send(ctx.Parent(), memberReleased{index: a.index})
+			ctx.Send(ctx.Parent(), memberReleased{index: a.index, seq: m.seq})
 		}
 	case memberCloseDone:
 		if m.err != nil {

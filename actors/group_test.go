@@ -2,6 +2,7 @@ package actors
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"sync/atomic"
 	"testing"
@@ -86,9 +87,9 @@ func newScriptedMember(token int64) *scriptedMember {
 	return &scriptedMember{token: token, raising: make(chan struct{}, 1), raise: make(chan struct{})}
 }
 
-func (m *scriptedMember) StartAcquire(_, _ time.Duration, _ trace.Span, notify func(MemberAnswer)) func() bool {
+func (m *scriptedMember) StartAcquire(_, _ time.Duration, _ trace.Span, notify func(MemberAnswer)) (func() bool, func() error) {
 	notify(MemberAnswer{OK: true, Token: m.token})
-	return func() bool { return false }
+	return func() bool { return false }, func() error { return nil }
 }
 
 func (m *scriptedMember) StartRelease(_ trace.Span, notify func(error)) {
@@ -186,6 +187,80 @@ func TestGroupCloseWhileRaisingTokens(t *testing.T) {
 		t.Fatal("the group stopped answering after the stale raises")
 	}
 	for i, m := range members {
+		if n := m.released.Load(); n != 1 {
+			t.Errorf("member %d released %d times, want 1", i, n)
+		}
+	}
+}
+
+// heldMember answers StartAcquire with a hold at once; its releases answer once the test closes
+// release. silentMember never answers, and records its abandonment.
+type (
+	heldMember struct {
+		scriptedMember
+		release chan struct{}
+	}
+	silentMember struct {
+		scriptedMember
+		abandoned atomic.Bool
+	}
+)
+
+func (m *heldMember) StartRelease(_ trace.Span, notify func(error)) {
+	go func() {
+		<-m.release
+		m.released.Add(1)
+		notify(nil)
+	}()
+}
+
+func (m *silentMember) StartAcquire(_, _ time.Duration, _ trace.Span, _ func(MemberAnswer)) (func() bool, func() error) {
+	return func() bool { return m.abandoned.CompareAndSwap(false, true) }, func() error { return nil }
+}
+
+// A caller that leaves a MultiLock while a member has not answered cancels the attempt: the silent
+// member's request is abandoned, the members taken are released, and the leave is acknowledged, with
+// the reason, only once those releases have answered.
+func TestGroupAbandonReleasesBeforeAck(t *testing.T) {
+	system := actor.NewActorSystem()
+	held := []*heldMember{{release: make(chan struct{})}, {release: make(chan struct{})}}
+	silent := &silentMember{}
+	cfg := GroupConfig{
+		Members:         []GroupMember{held[0], held[1], silent},
+		WatchdogTimeout: 30 * time.Second, ReleaseTimeout: 5 * time.Second,
+		NewBackOff: DefaultGroupBackOff, Logger: slog.New(slog.DiscardHandler),
+	}
+	pid := system.Root.Spawn(NewGroupProps(cfg))
+	defer system.Root.Stop(pid)
+
+	ticket := NewTicket()
+	system.Root.Send(pid, &GroupAcquire{Lease: 10 * time.Second, NodeTimeout: 10 * time.Second, Ticket: ticket})
+	if !ticket.Abandon() {
+		t.Fatalf("the acquisition was answered with a silent member: %+v", <-ticket.Result())
+	}
+	ack := NewTicket()
+	system.Root.Send(pid, &GroupAbandon{Ticket: ticket, Ack: ack, AfterRelease: true})
+	select {
+	case o := <-ack.Result():
+		t.Fatalf("leave acknowledged before the taken members were released: %+v", o)
+	case <-time.After(100 * time.Millisecond):
+	}
+	if !silent.abandoned.Load() {
+		t.Error("the silent member's request was not abandoned")
+	}
+	close(held[0].release)
+	close(held[1].release)
+	var o Outcome
+	select {
+	case o = <-ack.Result():
+	case <-time.After(5 * time.Second):
+		t.Fatal("leave not acknowledged after the releases")
+	}
+	var f *GroupFailure
+	if !errors.As(o.Err, &f) || f.Taken != 2 || len(f.Members) != 1 || f.Members[0].Index != 2 {
+		t.Fatalf("leave outcome = %+v, want a GroupFailure with member 2 not taken", o)
+	}
+	for i, m := range held {
 		if n := m.released.Load(); n != 1 {
 			t.Errorf("member %d released %d times, want 1", i, n)
 		}

@@ -61,8 +61,11 @@ type Coordinator struct {
 	// groups are the supervisors of live Group handles, stopped at Close before the lock actors.
 	groupsMu sync.Mutex
 	groups   map[*actor.PID]struct{}
-	// stopping counts the stops of garbage-collected groups still running.
+	// stopping counts the stops of garbage-collected groups still running, and the RedLock node
+	// checks in flight.
 	stopping sync.WaitGroup
+	// runs is the run id of the Redis server, as RedLock groups last saw it.
+	runs nodeRuns
 }
 
 // New returns a Coordinator for the Redis deployment behind client: a single server (a

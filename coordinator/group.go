@@ -5,7 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"runtime"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -38,6 +40,12 @@ type Group struct {
 	pid         *actor.PID
 	err         error
 
+	// maxLease is WithMaxLease's value, 0 for the default: the longest of knownLease (the members'
+	// own leases and watchdog timeouts) and callLease (the longest lease of the group's calls).
+	maxLease   time.Duration
+	knownLease time.Duration
+	callLease  atomic.Int64
+
 	mu      sync.Mutex
 	token   int64
 	tokens  []int64
@@ -45,13 +53,28 @@ type Group struct {
 	expires time.Time
 }
 
+// Errors of a member that a group did not take; see [MemberError].
+var (
+	// ErrHeldByOther is the reason of a member that another owner holds.
+	ErrHeldByOther = actors.ErrHeldByOther
+	// ErrNodeRestarted is the reason of a RedLock node that does not count because it restarted less
+	// than [WithMaxLease] ago (its run id changed), and may have forgotten a hold that is still
+	// valid; see [Coordinator.RedLock].
+	ErrNodeRestarted = errors.New("lockwarden: redlock node restarted recently")
+)
+
 // GroupOption configures a Group.
 type GroupOption func(*Group)
 
-// WithNodeTimeout bounds each member's attempt to d. The default for a RedLock is a tenth of the lease
-// (of the watchdog timeout without one), between 10 ms and 500 ms, so that a slow or paused node costs
-// little of the validity; a MultiLock's attempts have no bound of their own by default. d must be
-// positive and at most [MaxDuration], or every call returns [ErrInvalidOption].
+// WithNodeTimeout bounds each member's attempt to d, for a MultiLock and a RedLock alike: a member
+// that has not answered by then (a paused or unreachable server) counts as not taken, with
+// [ErrNoAnswer], and whatever its request still obtains is given back. It also bounds how long a
+// failed call waits for the releases of the members it took. The default is a tenth of the lease (of
+// the shortest watchdog timeout of the members without one), between 10 ms and 500 ms, so that a slow
+// or paused member costs little of the validity and of the caller's wait; raise it for members
+// whose Redis is slow to answer, such as one whose acquisitions wait for replicas
+// ([WithReplicaSync]). d must be positive and at most [MaxDuration], or every call returns
+// [ErrInvalidOption].
 func WithNodeTimeout(d time.Duration) GroupOption {
 	return func(g *Group) {
 		if (d <= 0 || d > MaxDuration) && g.err == nil {
@@ -61,11 +84,27 @@ func WithNodeTimeout(d time.Duration) GroupOption {
 	}
 }
 
+// WithMaxLease sets the longest lease that any holder of a RedLock's name takes on its nodes, in any
+// process: a node that restarted (its run id changed) is refused for that long after the group's
+// coordinator saw the restart, since it may have forgotten a hold that is still valid. The default is
+// the longest lease the group knows of: the members' fixed leases and their coordinators' watchdog
+// timeouts, and the leases of the group's calls so far. Set it when other processes take the name
+// with longer leases. It has no effect on a MultiLock. d must be positive and at most [MaxDuration],
+// or every call returns [ErrInvalidOption].
+func WithMaxLease(d time.Duration) GroupOption {
+	return func(g *Group) {
+		if (d <= 0 || d > MaxDuration) && g.err == nil {
+			g.err = fmt.Errorf("%w: max lease %v must be in (0, %v]", ErrInvalidOption, d, MaxDuration)
+		}
+		g.maxLease = d
+	}
+}
+
 // MultiLock returns a group that holds only when it holds every one of members (Redisson's
 // RedissonMultiLock), which may sit on different coordinators and Redis servers.
 //
-// All members are asked at once. If any of them is not obtained, the group releases the others and,
-// while the call may wait, tries again: each later attempt waits on the members (woken by their unlock
+// All members are asked at once, each attempt bounded by [WithNodeTimeout]. If any of them is not
+// obtained, the group releases the others and, while the call may wait, tries again: each later attempt waits on the members (woken by their unlock
 // notices) for a backoff with jitter, from 10 ms up to 500 ms, so that two groups over the same locks in
 // different orders both get through instead of livelocking. A lease applies to every member; without
 // one each member is a watchdog hold renewed by its own coordinator. If any member's hold is lost, the
@@ -96,6 +135,19 @@ func (c *Coordinator) MultiLock(members []*Mutex, opts ...GroupOption) *Group {
 // name gets a higher token, as long as the nodes keep their counters (a node that restarts empty
 // forgets its counter, as it forgets the lock). The Redlock algorithm's own safety depends on bounded
 // clock drift and pauses; prefer a [Mutex] with replica sync and fencing tokens where you can.
+//
+// Nodes that restart empty: a node that restarts without persistence forgets the holds it had, so
+// another owner could get a majority with it while the first holder's lease still runs, with a lower
+// token, which fencing cannot catch. Redlock is safe there only if a restarted node stays out of use
+// for at least the longest lease, or the nodes persist every write (appendonly yes, appendfsync
+// always). The group enforces what it can see: with each attempt on a node it reads the node's run
+// id (INFO server, in parallel with the acquisition), and a node whose run id changed since its
+// coordinator last saw it does not count (a hold it granted is given back at once), with
+// [ErrNodeRestarted] in the [*GroupError], until [WithMaxLease] has passed since the change was
+// seen. A node behind Sentinel that fails over to another server counts as restarted too: the new
+// master may lack holds that had not reached it. A coordinator that meets a node for the first time after it restarted
+// cannot tell, and neither is checked a Redis Cluster client or a server that does not report its
+// run id: there the rule above is the operator's.
 func (c *Coordinator) RedLock(members []*Mutex, opts ...GroupOption) *Group {
 	return c.newGroup(true, members, opts)
 }
@@ -125,7 +177,11 @@ func (c *Coordinator) newGroup(redLock bool, members []*Mutex, opts []GroupOptio
 		if watchdog == 0 || lease < watchdog {
 			watchdog = lease
 		}
-		gms[i] = groupMember{m}
+		g.knownLease = max(g.knownLease, lease)
+		gms[i] = groupMember{m: m}
+		if redLock {
+			gms[i] = groupMember{m: m, red: g}
+		}
 	}
 	props := actors.NewGroupProps(actors.GroupConfig{
 		Members:         gms,
@@ -183,32 +239,180 @@ func (g *Group) usable(ctx context.Context) error {
 
 // Lock takes the group, waiting until it holds or ctx ends; the hold is a watchdog hold of every member
 // (a member handle created with [WithLease] keeps its fixed lease). When ctx ends first, the error
-// matches both [ErrNotObtained] and ctx.Err(), and whatever the attempt in flight takes is released.
-// It returns [ErrClosed] when the coordinator closes.
+// matches both [ErrNotObtained] and ctx.Err() and, when an attempt had failed or was in flight, holds
+// a [*GroupError] that says which members were not taken and why. The attempt in flight is cancelled:
+// Lock returns without waiting for Redis, and the members it took are released at once, in the
+// background (each release bounded by its coordinator's Redis calls). A member whose error trying
+// again cannot cure (its coordinator closed, [ErrUpgrade]) fails the call with a *GroupError that
+// matches that error. It returns [ErrClosed] when the group's coordinator closes.
 func (g *Group) Lock(ctx context.Context) error {
-	_, err := g.acquire(ctx, 0, true, time.Time{})
+	_, err := g.acquire(ctx, 0, true, time.Time{}, nil)
 	return err
 }
 
 // TryLock tries to take the group and reports whether it succeeded. Without [Wait] it makes one
-// attempt; with Wait(d) it tries until d has passed and then reports false with a nil error. [Lease]
-// gives every member a fixed lease with no watchdog. Errors as for [Group.Lock], plus
-// [ErrInvalidWait] and [ErrInvalidLease].
+// attempt; with Wait(d) it tries until d has passed. [Lease] gives every member a fixed lease with no
+// watchdog.
+//
+// As with [Mutex.TryLock], it reports false with a nil error only when other owners hold the group:
+// every member that the last attempt did not take is held by another owner (or was asked less than
+// 200 ms before the wait ran out and has not answered yet). When a member failed
+// otherwise (a Redis error, no answer within the node timeout, a RedLock node refused after a
+// restart) or a RedLock's acquisition outlasted its validity, it reports false with a [*GroupError], which
+// matches [ErrNotObtained] and each member's error and says which members failed and why. Either way
+// the group holds nothing when TryLock returns: the members the attempt took have answered their
+// releases, or the node timeout has passed (a member that stopped answering just then; its release
+// goes on in the background). Errors as for [Group.Lock], plus [ErrInvalidWait] and [ErrInvalidLease].
 func (g *Group) TryLock(ctx context.Context, opts ...TryOption) (bool, error) {
 	o, err := parseTryOptions(0, opts)
 	if err != nil {
 		return false, err
 	}
 	if !o.waitSet {
-		return g.acquire(ctx, o.lease, false, time.Time{})
+		return g.acquire(ctx, o.lease, false, time.Time{}, nil)
 	}
 	deadline := time.Now().Add(o.wait)
 	waitCtx, cancel := context.WithDeadline(ctx, deadline)
 	defer cancel()
-	return ownWaitRanOut(ctx)(g.acquire(waitCtx, o.lease, true, deadline))
+	ok, err := g.acquire(waitCtx, o.lease, true, deadline, ctx)
+	if err != nil && ctx.Err() == nil && errors.Is(err, context.DeadlineExceeded) {
+		// The wait ran out, not the caller's ctx.
+		var why *GroupError
+		if errors.As(err, &why) && !why.contended() {
+			return false, why
+		}
+		return false, nil
+	}
+	return ok, err
 }
 
-func (g *Group) acquire(ctx context.Context, lease time.Duration, wait bool, deadline time.Time) (ok bool, err error) {
+// GroupError is why a MultiLock or RedLock was not obtained: which members its last attempt did not
+// take, and why. errors.Is matches [ErrNotObtained] and the error of each member (for instance
+// [ErrHeldByOther], [ErrNoAnswer], [ErrNodeRestarted], a Redis error); errors.As finds it.
+type GroupError struct {
+	// RedLock is set for a RedLock, clear for a MultiLock.
+	RedLock bool
+	// Taken is how many members the last attempt took (and gave back), Quorum how many it needed:
+	// all of them for a MultiLock, a majority for a RedLock.
+	Taken, Quorum int
+	// Attempts is how many attempts the call made.
+	Attempts int
+	// Expired is set when a RedLock's last attempt took a quorum but took longer than the validity
+	// of its lease (the lease minus the drift allowance).
+	Expired bool
+	// Members are the members the last attempt did not take, in member order.
+	Members []MemberError
+}
+
+// MemberError is why a group did not take one of its members.
+type MemberError struct {
+	// Index is the member's position in the group, Name its lock name.
+	Index int
+	Name  string
+	// Err is the reason: [ErrHeldByOther]; [ErrNoAnswer] when the member did not answer within the
+	// node timeout, or for 200 ms or more before the caller left; [ErrNodeRestarted]; a Redis error;
+	// the error of an unusable member handle, such as [ErrClosed].
+	Err error
+	// Pending is set for a member that was asked less than 200 ms before the caller left and had not
+	// answered yet: no failure of its own (Err says so).
+	Pending bool
+}
+
+func (e MemberError) Error() string { return fmt.Sprintf("member %d (%s): %v", e.Index, e.Name, e.Err) }
+
+// Unwrap returns the member's reason.
+func (e MemberError) Unwrap() error { return e.Err }
+
+func (e *GroupError) Error() string {
+	var b strings.Builder
+	kind := "multilock"
+	if e.RedLock {
+		kind = "redlock"
+	}
+	fmt.Fprintf(&b, "%v: %s: %d of %d members taken, %d needed", ErrNotObtained, kind, e.Taken, e.Taken+len(e.Members), e.Quorum)
+	if e.Expired {
+		b.WriteString(", but the acquisition took longer than the validity of the lease")
+	}
+	for _, m := range e.Members {
+		b.WriteString("; ")
+		b.WriteString(m.Error())
+	}
+	return b.String()
+}
+
+// Unwrap returns [ErrNotObtained] and the members' errors.
+func (e *GroupError) Unwrap() []error {
+	errs := []error{ErrNotObtained}
+	for _, m := range e.Members {
+		errs = append(errs, m)
+	}
+	return errs
+}
+
+// contended reports whether only other owners' holds stood in the way (see [Group.TryLock]).
+func (e *GroupError) contended() bool {
+	if e.Expired {
+		return false
+	}
+	for _, m := range e.Members {
+		if !m.Pending && !errors.Is(m.Err, ErrHeldByOther) {
+			return false
+		}
+	}
+	return true
+}
+
+// groupError turns the supervisor's description of a failed attempt into a *GroupError, or returns
+// nil when err is not one.
+func (g *Group) groupError(err error) *GroupError {
+	var f *actors.GroupFailure
+	if !errors.As(err, &f) {
+		return nil
+	}
+	e := &GroupError{RedLock: f.RedLock, Taken: f.Taken, Quorum: f.Quorum, Attempts: f.Attempts, Expired: f.Expired}
+	for _, m := range f.Members {
+		me := MemberError{Index: m.Index, Err: m.Err, Pending: m.Pending}
+		if m.Index >= 0 && m.Index < len(g.members) {
+			me.Name = g.members[m.Index].name
+		}
+		e.Members = append(e.Members, me)
+	}
+	return e
+}
+
+// leaveAnswerBound bounds how long a caller that left waits for the supervisor's account of the
+// cancelled attempt; the supervisor answers without any Redis call.
+const leaveAnswerBound = 100 * time.Millisecond
+
+// leave tells the supervisor that the caller of ticket left, and returns why the group was not
+// obtained (nil when no attempt failed). With waitCtx it waits, bounded by waitCtx and the stop
+// release timeout, until the members the cancelled attempt took have answered their releases.
+func (g *Group) leave(ticket *actors.Ticket, waitCtx context.Context) *GroupError {
+	if g.c.isClosed() {
+		return nil
+	}
+	ack := actors.NewTicket()
+	msg := &actors.GroupAbandon{Ticket: ticket, Ack: ack}
+	var ctx context.Context
+	var cancel context.CancelFunc
+	if waitCtx != nil && waitCtx.Err() == nil {
+		msg.AfterRelease = true
+		ctx, cancel = context.WithTimeout(waitCtx, g.c.opts.stopReleaseTimeout)
+	} else {
+		ctx, cancel = context.WithTimeout(context.Background(), leaveAnswerBound)
+	}
+	defer cancel()
+	g.c.system.Root.Send(g.pid, msg)
+	select {
+	case o := <-ack.Result():
+		return g.groupError(o.Err)
+	case <-ctx.Done():
+	case <-g.c.closed:
+	}
+	return nil
+}
+
+func (g *Group) acquire(ctx context.Context, lease time.Duration, wait bool, deadline time.Time, leaveCtx context.Context) (ok bool, err error) {
 	if err := g.usable(ctx); err != nil {
 		if ctx.Err() != nil && err == ctx.Err() {
 			return false, errors.Join(ErrNotObtained, err)
@@ -219,6 +423,9 @@ func (g *Group) acquire(ctx context.Context, lease time.Duration, wait bool, dea
 	if g.redLock {
 		kind = messages.LockRedLock
 	}
+	for prev := g.callLease.Load(); int64(lease) > prev && !g.callLease.CompareAndSwap(prev, int64(lease)); {
+		prev = g.callLease.Load()
+	}
 	ctx, op := g.c.tel.StartGroupAcquire(ctx, kind, len(g.members))
 	var o actors.Outcome
 	defer func() { op.EndAcquire(acquireOutcome(ok, err), o.Token, o.Attempts, err) }()
@@ -228,6 +435,9 @@ func (g *Group) acquire(ctx context.Context, lease time.Duration, wait bool, dea
 	}
 	o, err = g.c.ask(ctx, g.pid, cmd, cmd.Ticket)
 	if err != nil {
+		if why := g.leave(cmd.Ticket, leaveCtx); why != nil {
+			return false, errors.Join(why, err)
+		}
 		return false, errors.Join(ErrNotObtained, err)
 	}
 	switch o.Reason {
@@ -237,8 +447,14 @@ func (g *Group) acquire(ctx context.Context, lease time.Duration, wait bool, dea
 		g.mu.Unlock()
 		return true, nil
 	case messages.ReasonNotObtained:
+		if why := g.groupError(o.Err); why != nil && !why.contended() {
+			return false, why
+		}
 		return false, nil
 	default:
+		if why := g.groupError(o.Err); why != nil {
+			return false, why
+		}
 		return false, outcomeError(o)
 	}
 }
@@ -312,15 +528,192 @@ func (g *Group) ValidUntil() time.Time {
 	return g.expires
 }
 
-// groupMember drives a Mutex handle as a member of a group.
-type groupMember struct{ m *Mutex }
+// restartGrace is how long a RedLock node that restarted stays out: see [WithMaxLease].
+func (g *Group) restartGrace() time.Duration {
+	if g.maxLease > 0 {
+		return g.maxLease
+	}
+	return max(g.knownLease, time.Duration(g.callLease.Load()))
+}
 
-func (gm groupMember) StartAcquire(lease, wait time.Duration, span trace.Span, notify func(actors.MemberAnswer)) func() bool {
+// nodeRuns remembers the run id of a coordinator's Redis server, as RedLock groups see it before
+// they ask the node: a server whose run id changed restarted, and without persistence forgot the
+// locks it held.
+type nodeRuns struct {
+	mu    sync.Mutex
+	runID string
+	// changed is when a change of run id was seen; zero when none was.
+	changed time.Time
+}
+
+// see records runID as seen at now and returns until when the node stays out (zero when it need
+// not): grace after the latest change of run id. The first run id seen is trusted: whether that
+// server restarted recently cannot be told.
+func (n *nodeRuns) see(runID string, now time.Time, grace time.Duration) time.Time {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	switch {
+	case n.runID == "":
+		n.runID = runID
+	case runID != n.runID:
+		n.runID, n.changed = runID, now
+	}
+	if until := n.changed.Add(grace); !n.changed.IsZero() && now.Before(until) {
+		return until
+	}
+	return time.Time{}
+}
+
+// checkNode refuses a RedLock node that restarted less than the restart grace ago, with
+// ErrNodeRestarted, or that cannot be asked, with its error.
+func (g *Group) checkNode(ctx context.Context, c *Coordinator) error {
+	runID, err := c.ops.RunID(ctx)
+	if err != nil || runID == "" {
+		return err
+	}
+	now := time.Now()
+	if until := c.runs.see(runID, now, g.restartGrace()); !until.IsZero() {
+		return fmt.Errorf("%w: kept out for another %v (a lease of %v after the restart was seen)",
+			ErrNodeRestarted, until.Sub(now).Round(time.Millisecond), g.restartGrace())
+	}
+	return nil
+}
+
+// goNodeCheck runs f on its own goroutine, which Close waits for, unless c is closed.
+func (c *Coordinator) goNodeCheck(f func()) bool {
+	c.groupsMu.Lock()
+	defer c.groupsMu.Unlock()
+	if c.isClosed() {
+		return false
+	}
+	c.stopping.Add(1)
+	go func() {
+		defer c.stopping.Done()
+		f()
+	}()
+	return true
+}
+
+// groupMember drives a Mutex handle as a member of a group; red is the group of a RedLock member,
+// whose node is checked for a restart before each attempt.
+type groupMember struct {
+	m   *Mutex
+	red *Group
+}
+
+func (gm groupMember) StartAcquire(lease, wait time.Duration, span trace.Span, notify func(actors.MemberAnswer)) (func() bool, func() error) {
 	m := gm.m
 	if err := m.usable(context.Background()); err != nil {
 		notify(actors.MemberAnswer{Err: err, Permanent: true})
-		return func() bool { return false }
+		return func() bool { return false }, func() error { return err }
 	}
+	if gm.red != nil {
+		return gm.checkThenAcquire(lease, wait, span, notify)
+	}
+	return gm.startAcquire(lease, wait, span, notify)
+}
+
+// checkThenAcquire asks a RedLock node for its run id and for the hold at once, and reports the
+// hold only if the node is not refused (see [Group.checkNode]); a hold taken on a refused node, or on
+// a node whose run id could not be read, is given back. Both requests run in parallel, so the check
+// costs no extra round trip. notify and the member's release are never called with mu held: the
+// member actor runs inline and may call abandon on the same goroutine.
+func (gm groupMember) checkThenAcquire(lease, wait time.Duration, span trace.Span, notify func(actors.MemberAnswer)) (func() bool, func() error) {
+	m := gm.m
+	var (
+		mu       sync.Mutex
+		done     bool // answer reported, or abandoned
+		checked  bool
+		checkErr error
+		answered bool
+		answer   actors.MemberAnswer
+	)
+	release := func() { gm.StartRelease(nil, func(error) {}) }
+	// settle reports the answer once both the check and the acquisition have answered.
+	settle := func() {
+		mu.Lock()
+		if done || !checked || !answered {
+			mu.Unlock()
+			return
+		}
+		done = true
+		err, a := checkErr, answer
+		mu.Unlock()
+		switch {
+		case err != nil && a.OK:
+			release()
+			notify(actors.MemberAnswer{Err: err})
+		case errors.Is(err, ErrNodeRestarted):
+			notify(actors.MemberAnswer{Err: err})
+		default:
+			notify(a)
+		}
+	}
+	ctx, cancel := context.WithCancel(m.c.lifetime)
+	started := time.Now()
+	if !m.c.goNodeCheck(func() {
+		defer cancel()
+		err := gm.red.checkNode(ctx, m.c)
+		mu.Lock()
+		checked, checkErr = true, err
+		mu.Unlock()
+		settle()
+	}) {
+		cancel()
+		notify(actors.MemberAnswer{Err: ErrClosed, Permanent: true})
+		return func() bool { return false }, func() error { return ErrClosed }
+	}
+	abandonAcquisition, pendingAcquisition := gm.startAcquire(lease, wait, span, func(a actors.MemberAnswer) {
+		mu.Lock()
+		answered, answer = true, a
+		abandoned := done
+		mu.Unlock()
+		if abandoned {
+			if a.OK {
+				release() // nobody wants this hold any more
+			}
+			return
+		}
+		settle()
+	})
+	abandon := func() bool {
+		mu.Lock()
+		if done {
+			mu.Unlock()
+			return false
+		}
+		done = true
+		wasAnswered, a := answered, answer
+		mu.Unlock()
+		cancel()
+		switch {
+		case wasAnswered:
+			if a.OK {
+				release()
+			}
+		case !abandonAcquisition():
+			// The acquisition's answer is on its way: its callback sees done and gives a hold back.
+		}
+		return true
+	}
+	pending := func() error {
+		mu.Lock()
+		acquisitionAnswered, runChecked := answered, checked
+		mu.Unlock()
+		if !acquisitionAnswered {
+			return pendingAcquisition()
+		}
+		if d := time.Since(started); !runChecked && d >= actors.NoAnswerAfter {
+			return fmt.Errorf("%w for %v", ErrNoAnswer, d.Round(time.Millisecond))
+		}
+		return nil
+	}
+	return abandon, pending
+}
+
+// startAcquire sends the acquisition of one hold of the member.
+func (gm groupMember) startAcquire(lease, wait time.Duration, span trace.Span, notify func(actors.MemberAnswer)) (func() bool, func() error) {
+	m := gm.m
 	cmd := m.acquireCommand(lease, wait > 0, wait, actors.NewTicketFunc(func(o actors.Outcome) {
 		if o.Reason != messages.ReasonNone {
 			var err error
@@ -336,7 +729,16 @@ func (gm groupMember) StartAcquire(lease, wait time.Duration, span trace.Span, n
 	}))
 	cmd.Span = span
 	m.c.system.Root.Send(m.c.guardian, cmd)
-	return func() bool { return m.c.abandon(cmd, cmd.Ticket) }
+	pending := func() error {
+		if err := cmd.Ticket.LastError(); err != nil {
+			return err
+		}
+		if d := cmd.Ticket.Unanswered(); d >= actors.NoAnswerAfter {
+			return fmt.Errorf("%w for %v", ErrNoAnswer, d.Round(time.Millisecond))
+		}
+		return nil
+	}
+	return func() bool { return m.c.abandon(cmd, cmd.Ticket) }, pending
 }
 
 func (gm groupMember) StartRelease(span trace.Span, notify func(error)) {

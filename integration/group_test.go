@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"go.uber.org/goleak"
 
 	"github.com/lockwarden/lockwarden/coordinator"
 	"github.com/lockwarden/lockwarden/integration/redistest"
@@ -327,8 +328,19 @@ func TestRedLockSurvivesMinorityFailure(t *testing.T) {
 	nodes.srvs[2].Kill()
 	const wait = 500 * time.Millisecond
 	start := time.Now()
-	if ok, err := group.TryLock(t.Context(), coordinator.Wait(wait)); ok || err != nil {
-		t.Fatalf("TryLock with 3 of 5 killed = %v, %v; want false, nil", ok, err)
+	// Killed nodes are failures, not other owners' holds: TryLock says which nodes failed.
+	ok, err := group.TryLock(t.Context(), coordinator.Wait(wait))
+	var why *coordinator.GroupError
+	if ok || !errors.As(err, &why) || !errors.Is(err, coordinator.ErrNotObtained) {
+		t.Fatalf("TryLock with 3 of 5 killed = %v, %v; want false and a *GroupError", ok, err)
+	}
+	if why.Quorum != 3 || why.Taken != 2 || len(why.Members) != 3 || why.Members[0].Index != 2 || why.Members[2].Index != 4 {
+		t.Errorf("GroupError = %+v, want nodes 2, 3 and 4 failed, 2 of 3 needed taken", why)
+	}
+	for _, m := range why.Members {
+		if errors.Is(m.Err, coordinator.ErrHeldByOther) {
+			t.Errorf("killed node %d reported as held by another owner: %v", m.Index, m.Err)
+		}
 	}
 	if d := time.Since(start); d > wait+time.Second {
 		t.Errorf("TryLock(Wait %v) with 3 of 5 killed took %v", wait, d)
@@ -482,6 +494,8 @@ func TestGroupBadInput(t *testing.T) {
 		{"invalid member", c.MultiLock([]*coordinator.Mutex{c.Mutex("")}), coordinator.ErrEmptyName},
 		{"invalid node timeout", c.RedLock([]*coordinator.Mutex{m}, coordinator.WithNodeTimeout(-time.Second)), coordinator.ErrInvalidOption},
 		{"huge node timeout", c.RedLock([]*coordinator.Mutex{m}, coordinator.WithNodeTimeout(math.MaxInt64)), coordinator.ErrInvalidOption},
+		{"invalid max lease", c.RedLock([]*coordinator.Mutex{m}, coordinator.WithMaxLease(0)), coordinator.ErrInvalidOption},
+		{"huge max lease", c.RedLock([]*coordinator.Mutex{m}, coordinator.WithMaxLease(math.MaxInt64)), coordinator.ErrInvalidOption},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if err := tc.group.Lock(t.Context()); !errors.Is(err, tc.want) {
@@ -599,4 +613,235 @@ func TestGroupCloseWhileAcquiring(t *testing.T) {
 			return len(nodes.heldBy(t, 0, name)) == 0
 		})
 	}
+}
+
+// groupStartDefault starts n independent redis-servers, each with a client on go-redis's default
+// options (as an application would create it) and a coordinator with opts.
+func groupStartDefault(t *testing.T, n int, opts ...coordinator.Option) *groupNodes {
+	t.Helper()
+	g := &groupNodes{}
+	for range n {
+		srv := redistest.Start(t)
+		client := srv.Client(t)
+		g.srvs = append(g.srvs, srv)
+		g.clients = append(g.clients, client)
+		g.coords = append(g.coords, newCoordinator(t, client, opts...))
+	}
+	return g
+}
+
+// TestMultiLockMemberDownFreesHealthyMembers: a MultiLock over 3 masters with one of them killed or
+// paused returns not obtained within its wait plus the node timeout, and by the time it returns it
+// holds nothing: a second coordinator takes the healthy members' names at once.
+func TestMultiLockMemberDownFreesHealthyMembers(t *testing.T) {
+	t.Parallel()
+	for _, fault := range []string{"killed", "paused"} {
+		t.Run(fault, func(t *testing.T) {
+			t.Parallel()
+			nodes := groupStartDefault(t, 3)
+			names := groupNames(t, 3)
+			// Another process: its own coordinators on the same servers.
+			others := make([]*coordinator.Coordinator, 2)
+			for i := range others {
+				others[i] = newCoordinator(t, nodes.srvs[i].Client(t))
+			}
+			if fault == "killed" {
+				nodes.srvs[2].Kill()
+			} else {
+				nodes.srvs[2].Pause()
+				t.Cleanup(nodes.srvs[2].Resume)
+			}
+			group := nodes.coords[0].MultiLock(nodes.handles(names...))
+			const wait = 300 * time.Millisecond
+			const nodeTimeout = 500 * time.Millisecond // the default bound of a member's attempt
+			// TryLock without Wait: the member's attempt is bounded by the node timeout by default.
+			for _, call := range []string{"TryLock", "TryLock(Wait)", "Lock(ctx)"} {
+				start := time.Now()
+				var ok bool
+				var err error
+				switch call {
+				case "TryLock":
+					ok, err = group.TryLock(t.Context())
+				case "TryLock(Wait)":
+					ok, err = group.TryLock(t.Context(), coordinator.Wait(wait))
+				default:
+					ctx, cancel := context.WithTimeout(t.Context(), wait)
+					err = group.Lock(ctx)
+					cancel()
+				}
+				took := time.Since(start)
+				t.Logf("%s with member 2 %s: %v, %q after %v", call, fault, ok, err, took)
+				var why *coordinator.GroupError
+				if ok || !errors.As(err, &why) || !errors.Is(err, coordinator.ErrNotObtained) {
+					t.Fatalf("%s with member 2 %s = %v, %v; want false and a *GroupError", call, fault, ok, err)
+				}
+				if len(why.Members) != 1 || why.Members[0].Index != 2 || !errors.Is(why.Members[0].Err, coordinator.ErrNoAnswer) &&
+					fault == "paused" {
+					t.Errorf("%s: GroupError members = %v, want member 2 unanswered", call, why.Members)
+				}
+				if took > wait+nodeTimeout+500*time.Millisecond {
+					t.Errorf("%s took %v, want within its wait %v plus the node timeout %v", call, took, wait, nodeTimeout)
+				}
+				// Right after the call: the healthy members are free, in Redis and for another owner.
+				for i := range 2 {
+					groupEventually(t, 100*time.Millisecond, fmt.Sprintf("%s: member %d free in Redis", call, i), func() bool {
+						return len(nodes.heldBy(t, i, names[i])) == 0
+					})
+					m := others[i].Mutex(names[i])
+					if ok, err := m.TryLock(t.Context()); !ok || err != nil {
+						t.Fatalf("%s: another coordinator's TryLock on member %d = %v, %v; want true", call, i, ok, err)
+					}
+					mustUnlock(t, m)
+				}
+			}
+		})
+	}
+}
+
+// TestGroupRefusalSaysWhy: a refused MultiLock or RedLock says which members were not taken and why.
+// TryLock reports (false, nil) only when other owners hold them; Lock's error holds the reasons.
+func TestGroupRefusalSaysWhy(t *testing.T) {
+	t.Parallel()
+	nodes := groupStart(t, 3)
+	names := groupNames(t, 3)
+	// Member 1 of the MultiLock, and nodes 0 and 1 of the RedLock, are held by other owners.
+	mustLock(t, nodes.coords[1].Mutex(names[1]))
+	redName := t.Name() + ":red"
+	for i := range 2 {
+		mustLock(t, nodes.coords[i].Mutex(redName))
+	}
+	for _, tc := range []struct {
+		kind  string
+		group *coordinator.Group
+		held  []int
+	}{
+		{"multilock", nodes.coords[0].MultiLock(nodes.handles(names...)), []int{1}},
+		{"redlock", nodes.coords[0].RedLock(nodes.handles(redName)), []int{0, 1}},
+	} {
+		t.Run(tc.kind, func(t *testing.T) {
+			if ok, err := tc.group.TryLock(t.Context(), coordinator.Wait(300*time.Millisecond)); ok || err != nil {
+				t.Errorf("TryLock(Wait) while other owners hold members = %v, %v; want false, nil", ok, err)
+			}
+			ctx, cancel := context.WithTimeout(t.Context(), 200*time.Millisecond)
+			defer cancel()
+			err := tc.group.Lock(ctx)
+			var why *coordinator.GroupError
+			if !errors.Is(err, coordinator.ErrNotObtained) || !errors.Is(err, context.DeadlineExceeded) || !errors.As(err, &why) {
+				t.Fatalf("Lock = %v; want ErrNotObtained, DeadlineExceeded and a *GroupError", err)
+			}
+			t.Logf("Lock: %v", err)
+			if why.RedLock != (tc.kind == "redlock") || len(why.Members) != len(tc.held) || why.Attempts < 1 {
+				t.Fatalf("GroupError = %+v, want members %v held elsewhere", why, tc.held)
+			}
+			for i, m := range why.Members {
+				if m.Index != tc.held[i] || !errors.Is(m.Err, coordinator.ErrHeldByOther) || m.Name == "" {
+					t.Errorf("GroupError member %d = %+v, want member %d held by another owner", i, m, tc.held[i])
+				}
+			}
+			if !errors.Is(err, coordinator.ErrHeldByOther) {
+				t.Errorf("Lock error does not match ErrHeldByOther: %v", err)
+			}
+		})
+	}
+}
+
+// TestRedLockNodeRestartedEmpty: while A holds a RedLock over 5 nodes, nodes 2, 3 and 4 restart
+// empty. B, in another process that has used the nodes before, must not get a majority on the
+// restarted nodes while A's lease may still run: a node whose run id changed is kept out for the
+// longest lease B knows of (here its watchdog timeout) after B saw the restart.
+func TestRedLockNodeRestartedEmpty(t *testing.T) {
+	t.Parallel()
+	const lease = time.Second
+	nodes := groupStart(t, 5, coordinator.WithWatchdogTimeout(lease))
+	name := t.Name()
+	// Process B: its own coordinators on the same servers.
+	bc := make([]*coordinator.Coordinator, 5)
+	bms := make([]*coordinator.Mutex, 5)
+	for i, srv := range nodes.srvs {
+		bc[i] = newCoordinator(t, redis.NewClient(&redis.Options{
+			Addr: srv.Addr(), ContextTimeoutEnabled: true, MaxRetries: -1, DialTimeout: 200 * time.Millisecond,
+		}), coordinator.WithWatchdogTimeout(lease))
+		bms[i] = bc[i].Mutex(name)
+	}
+	b := bc[0].RedLock(bms)
+	mustGroupLock(t, b) // B has met the nodes
+	mustGroupUnlock(t, b)
+
+	a := nodes.coords[0].RedLock(nodes.handles(name))
+	if ok, err := a.TryLock(t.Context(), coordinator.Lease(lease)); !ok || err != nil {
+		t.Fatalf("A's TryLock = %v, %v", ok, err)
+	}
+	validUntil := a.ValidUntil()
+	for _, i := range []int{2, 3, 4} {
+		nodes.srvs[i].Kill()
+		nodes.srvs[i].Restart(t)
+	}
+	seenAfter := time.Now()
+	ok, err := b.TryLock(t.Context(), coordinator.Wait(200*time.Millisecond))
+	if ok {
+		t.Fatalf("B took the RedLock on the restarted nodes while A's hold is valid until %v (in %v)", validUntil, time.Until(validUntil))
+	}
+	var why *coordinator.GroupError
+	if !errors.As(err, &why) || !errors.Is(err, coordinator.ErrNodeRestarted) {
+		t.Fatalf("B's TryLock = %v, %v; want a *GroupError matching ErrNodeRestarted", ok, err)
+	}
+	t.Logf("B's TryLock: %v", err)
+	for _, m := range why.Members {
+		want := coordinator.ErrNodeRestarted
+		if m.Index < 2 {
+			want = coordinator.ErrHeldByOther
+		}
+		if !errors.Is(m.Err, want) {
+			t.Errorf("node %d: %v, want %v", m.Index, m.Err, want)
+		}
+	}
+	// What a refused node granted is given back at once.
+	for _, i := range []int{2, 3, 4} {
+		groupEventually(t, 200*time.Millisecond, fmt.Sprintf("restarted node %d free", i), func() bool {
+			return len(nodes.heldBy(t, i, name)) == 0
+		})
+	}
+	// Once a lease has passed since B saw the restart, the nodes are back.
+	if ok, err := b.TryLock(t.Context(), coordinator.Wait(5*time.Second)); !ok || err != nil {
+		t.Fatalf("B's TryLock after the grace = %v, %v", ok, err)
+	}
+	if got := time.Since(seenAfter); got < lease {
+		t.Errorf("B got the RedLock %v after the restart was seen, want at least the lease %v", got, lease)
+	}
+	mustGroupUnlock(t, b)
+}
+
+// TestRedLockCloseLeavesNoGoroutines: RedLock coordinators that checked their nodes' run ids, one node
+// paused during an attempt, leave no goroutine behind once closed. Not parallel: goleak compares
+// against the goroutines at its start.
+func TestRedLockCloseLeavesNoGoroutines(t *testing.T) {
+	srvs := []*redistest.Server{redistest.Start(t), redistest.Start(t), redistest.Start(t)}
+	ignore := goleak.IgnoreCurrent()
+	var clients []*redis.Client
+	var coords []*coordinator.Coordinator
+	var ms []*coordinator.Mutex
+	for _, srv := range srvs {
+		client := redis.NewClient(&redis.Options{Addr: srv.Addr(), ContextTimeoutEnabled: true, MaxRetries: -1})
+		c, err := coordinator.New(client)
+		if err != nil {
+			t.Fatal(err)
+		}
+		clients, coords, ms = append(clients, client), append(coords, c), append(ms, c.Mutex(t.Name()))
+	}
+	group := coords[0].RedLock(ms, coordinator.WithNodeTimeout(100*time.Millisecond))
+	mustGroupLock(t, group)
+	mustGroupUnlock(t, group)
+	srvs[2].Pause()
+	if ok, err := group.TryLock(t.Context()); !ok || err != nil {
+		t.Fatalf("TryLock with node 2 paused = %v, %v", ok, err)
+	}
+	mustGroupUnlock(t, group)
+	// Resumed before Close: a coordinator whose Redis is paused takes its client's ReadTimeout to
+	// close, checks or not.
+	srvs[2].Resume()
+	for i := range coords {
+		_ = coords[i].Close()
+		_ = clients[i].Close()
+	}
+	goleak.VerifyNone(t, ignore)
 }

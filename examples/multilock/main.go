@@ -1,7 +1,8 @@
 // Command multilock shows lockwarden's MultiLock: a transfer between two accounts whose locks live on
 // two independent Redis servers takes both locks at once, or neither. A second transfer that lists the
 // same accounts in the opposite order waits its turn instead of deadlocking, and a MultiLock never
-// holds a part of its locks while another owner holds the rest.
+// holds a part of its locks while another owner holds the rest. A transfer that is refused keeps
+// nothing and says which account stood in the way.
 //
 // It needs no setup: it starts two embedded Redis servers (redis-server if it is on PATH, else
 // miniredis, whose clock follows real time).
@@ -11,6 +12,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log"
 	"sync"
@@ -95,5 +97,27 @@ func run() error {
 	}
 	wg.Wait()
 	say("both transfers done, one after the other, without a deadlock")
-	return nil
+
+	// A refused transfer keeps nothing, and says why.
+	if err := auditor.Lock(ctx); err != nil {
+		return err
+	}
+	say("auditor holds account B again")
+	group := coords[0].MultiLock([]*coordinator.Mutex{accountA(), accountB()})
+	if ok, err := group.TryLock(ctx, coordinator.Wait(200*time.Millisecond)); ok || err != nil {
+		return fmt.Errorf("TryLock(Wait) with account B held = %v, %v; want false, nil", ok, err)
+	}
+	if locked, err := accountA().IsLocked(ctx); err != nil || locked {
+		return fmt.Errorf("account A after the refused TryLock: locked %v, %v; want free", locked, err)
+	}
+	say("a transfer's TryLock(Wait 200ms): false, and account A is free: it kept nothing")
+	waitCtx, cancelWait := context.WithTimeout(ctx, 200*time.Millisecond)
+	err := group.Lock(waitCtx)
+	cancelWait()
+	var why *coordinator.GroupError
+	if !errors.As(err, &why) || !errors.Is(err, coordinator.ErrHeldByOther) {
+		return fmt.Errorf("Lock with account B held = %v; want a *GroupError naming account B", err)
+	}
+	say("a transfer's Lock that gives up after 200ms: %v", why)
+	return auditor.Unlock(ctx)
 }
