@@ -104,9 +104,12 @@ func WithMaxLease(d time.Duration) GroupOption {
 // RedissonMultiLock), which may sit on different coordinators and Redis servers.
 //
 // All members are asked at once, each attempt bounded by [WithNodeTimeout]. If any of them is not
-// obtained, the group releases the others and, while the call may wait, tries again: each later attempt waits on the members (woken by their unlock
-// notices) for a backoff with jitter, from 10 ms up to 500 ms, so that two groups over the same locks in
-// different orders both get through instead of livelocking. A lease applies to every member; without
+// obtained, the group releases the others and, while the call may wait, tries again: each later
+// attempt waits on the members (woken by their unlock notices) for a backoff with jitter, from 10 ms
+// up to 500 ms, so that two groups over the same locks in different orders both get through instead
+// of livelocking. A member that no later attempt can take (its coordinator closed: [ErrClosed]; its
+// owner holds its name as another kind of lock: [ErrKindMismatch]; an upgrade: [ErrUpgrade]) ends the
+// call at once. A lease applies to every member; without
 // one each member is a watchdog hold renewed by its own coordinator. If any member's hold is lost, the
 // group is lost: [Group.Done] closes and the other members are released.
 //
@@ -720,7 +723,9 @@ func (gm groupMember) startAcquire(lease, wait time.Duration, span trace.Span, n
 			if o.Reason != messages.ReasonNotObtained {
 				err = outcomeError(o)
 			}
-			permanent := o.Reason == messages.ReasonClosed || o.Reason == messages.ReasonUpgrade
+			// An answer that no later attempt can change ends the call at once.
+			permanent := o.Reason == messages.ReasonClosed || o.Reason == messages.ReasonUpgrade ||
+				o.Reason == messages.ReasonKindMismatch
 			notify(actors.MemberAnswer{Err: err, Permanent: permanent})
 			return
 		}

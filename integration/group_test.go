@@ -591,6 +591,37 @@ func TestMultiLockMemberClosed(t *testing.T) {
 	groupEventually(t, 2*time.Second, "member 0 free", func() bool { return len(nodes.heldBy(t, 0, names[0])) == 0 })
 }
 
+// TestMultiLockMemberKindMismatch: a member whose owner holds its name as another kind of lock fails
+// the group at once with ErrKindMismatch, as a closed member does, instead of being retried until the
+// caller gives up; the other member is left free.
+func TestMultiLockMemberKindMismatch(t *testing.T) {
+	t.Parallel()
+	nodes := groupStart(t, 2)
+	names := groupNames(t, 2)
+	owner := "job:" + t.Name()
+	fair := nodes.coords[1].FairMutex(names[1], coordinator.WithOwner(owner))
+	mustLock(t, fair)
+	members := []*coordinator.Mutex{
+		nodes.coords[0].Mutex(names[0]),
+		nodes.coords[1].Mutex(names[1], coordinator.WithOwner(owner)),
+	}
+	group := nodes.coords[0].MultiLock(members)
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	start := time.Now()
+	err := group.Lock(ctx)
+	if !errors.Is(err, coordinator.ErrKindMismatch) || !errors.Is(err, coordinator.ErrNotObtained) {
+		t.Fatalf("Lock with a member held as a fair lock by its owner = %v, want ErrKindMismatch and ErrNotObtained", err)
+	}
+	if d := time.Since(start); d > 5*time.Second {
+		t.Errorf("Lock took %v to fail, want at once, not at the caller's deadline", d)
+	}
+	groupEventually(t, 2*time.Second, "member 0 free", func() bool { return len(nodes.heldBy(t, 0, names[0])) == 0 })
+	if held, err := fair.IsHeld(t.Context()); !held || err != nil {
+		t.Errorf("the owner's fair hold: IsHeld = %v, %v; want true", held, err)
+	}
+}
+
 // TestGroupCloseWhileAcquiring: closing the coordinator of a group while its member, on another
 // coordinator, is being acquired neither stalls Close nor leaves the member held.
 func TestGroupCloseWhileAcquiring(t *testing.T) {
