@@ -92,6 +92,13 @@ func New(client redis.UniversalClient, opts ...Option) (*Coordinator, error) {
 			return nil, err
 		}
 	}
+	// The telemetry is made first: when it fails, nothing has been started that would need stopping.
+	var tel *telemetry.Telemetry
+	if !o.noTelemetry {
+		if tel, err = telemetry.New(o.telemetry); err != nil {
+			return nil, fmt.Errorf("lockwarden: telemetry: %w", err)
+		}
+	}
 	system, ownSystem := o.system, false
 	if system == nil {
 		discard := slog.New(slog.DiscardHandler)
@@ -114,6 +121,7 @@ func New(client redis.UniversalClient, opts ...Option) (*Coordinator, error) {
 		closed:    make(chan struct{}),
 		groups:    make(map[*actor.PID]struct{}),
 		stop:      actors.NewStopClock(o.stopReleaseTimeout),
+		tel:       tel,
 	}
 	var journal *eventJournal
 	if o.journalStream != "" {
@@ -125,13 +133,6 @@ func New(client redis.UniversalClient, opts ...Option) (*Coordinator, error) {
 	}
 	c.events = newEventHub(system.EventStream, base, journal, c.stop)
 	c.failures = &actors.Failures{Logger: o.logger, Events: eventSink{hub: c.events}, CoordinatorID: c.id, Inject: o.inject}
-	if !o.noTelemetry {
-		tel, err := telemetry.New(o.telemetry)
-		if err != nil {
-			return nil, fmt.Errorf("lockwarden: telemetry: %w", err)
-		}
-		c.tel = tel
-	}
 	c.pool = actors.NewWorkerPool(workerPoolSize(), 300)
 	c.bridge = system.Root.Spawn(actors.NewBridgeProps(client, deployment, lifetime, o.logger, c.stop, c.failures))
 	c.guardian = system.Root.Spawn(actors.NewGuardianProps(&actors.Env{
