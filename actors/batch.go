@@ -44,18 +44,22 @@ func (a *lockActor) batchable(owner string, kind Kind) bool {
 	if a.family != familyRW || kind != KindRead {
 		return false
 	}
-	k := holdKey{owner, kind}
+	return !a.batchTouches(holdKey{owner, kind})
+}
+
+// batchTouches reports whether the pending batch or a running one has a call on the hold k.
+func (a *lockActor) batchTouches(k holdKey) bool {
 	if a.batch != nil {
 		if _, busy := a.batch.keys[k]; busy {
-			return false
+			return true
 		}
 	}
 	for _, b := range a.running {
 		if _, busy := b.keys[k]; busy {
-			return false
+			return true
 		}
 	}
-	return true
+	return false
 }
 
 // batching reports whether a read batch is pending or running: a command that cannot join must wait

@@ -102,6 +102,8 @@ type Acquire struct {
 	// watermark is the highest Acquired.Watermark of a fair waiter's refused attempts: a grant notice
 	// whose token is not above it is older than an attempt that did not find the lock granted to it.
 	watermark int64
+	// reserved is set while the command holds its kind's reservation in Env.Held (see HeldKinds).
+	reserved bool
 }
 
 // Release drops one hold of the lock Name by Owner.

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"runtime/debug"
+	"slices"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -121,13 +122,19 @@ func answerFailed(msg any, err error) {
 // A failed stop cannot release what is left in Redis: its leases run out there; the waiters are told
 // the coordinator closed and the holders' Done channels close.
 func (a *lockActor) recovered(_ actor.ReceiverContext, msg any, err error) {
+	if m, ok := msg.(*Acquire); ok && !slices.Contains(a.queue, m) && !a.batchTouches(holdKey{m.Owner, m.Kind}) {
+		// Nothing will be done for it any more: its kind is free again. (Queued or in a batch, it
+		// is freed when that ends.)
+		a.unreserve(m)
+	}
 	answerFailed(msg, err)
 	if _, stopping := msg.(*actor.Stopping); stopping {
 		for _, m := range a.queue {
-			m.Ticket.deliver(Outcome{Reason: messages.ReasonClosed})
+			a.answer(m, Outcome{Reason: messages.ReasonClosed})
 		}
 		a.queue = nil
-		for _, h := range a.holds {
+		for k, h := range a.holds {
+			a.env.Held.remove(a.name, k.owner, k.kind)
 			h.deadline.Stop()
 			h.end()
 		}

@@ -2,19 +2,64 @@ package actors
 
 import "sync"
 
-// HeldKinds records, across the lock actors of one coordinator, which kinds of lock each owner holds on
-// each name. Each lock actor serves one family of kinds (plain, fair, read-write), and the families
-// share the hash at the name in Redis, so an owner id used for two families (an explicit owner, or an
-// actor of the message API) could release or re-enter one family's hold through the other: a plain
-// release would delete a fair lock's hash and leave its queue behind. The lock actors record their
-// holds here and refuse, with [ErrKindMismatch], a command of another family than the holds its owner
-// has on the name. It is safe for concurrent use; the zero value is ready.
+// HeldKinds records, across the lock actors of one coordinator, which kinds of lock each owner holds
+// or asks for on each name. Each lock actor serves one family of kinds (plain, fair, read-write), and
+// the families share the hash at the name in Redis, so an owner id used for two families (an explicit
+// owner, or an actor of the message API) could release or re-enter one family's hold through the
+// other: a plain release would delete a fair lock's hash and leave its queue behind, and a plain and
+// a fair acquisition of one owner sent together would both be granted, the second as a re-entry of
+// the first (the plain and fair scripts cannot tell their holds apart). So a lock actor reserves the
+// kind of an acquisition when it arrives, with a check that no other family is held or reserved for
+// the owner on the name, and frees the reservation when the acquisition ends: granted (then the
+// hold's record takes over) or not. A command of another family than what its owner holds or waits
+// for on the name is refused with [ErrKindMismatch]. It is safe for concurrent use; the zero value is
+// ready.
 type HeldKinds struct {
 	mu    sync.Mutex
-	kinds map[heldName]uint8 // a bit per Kind
+	kinds map[heldName]*ownerKinds
 }
 
 type heldName struct{ name, owner string }
+
+// ownerKinds is what one owner holds and asks for on one name.
+type ownerKinds struct {
+	held    uint8              // a bit per Kind held
+	pending [KindWrite + 1]int // acquisitions of each Kind reserved and not ended yet
+}
+
+func (o *ownerKinds) empty() bool { return o.held == 0 && o.pending == [KindWrite + 1]int{} }
+
+// otherFamily reports whether o holds or asks for a kind of another family than k.
+func (o *ownerKinds) otherFamily(k Kind) bool {
+	for other := KindPlain; other <= KindWrite; other++ {
+		if (o.held&(1<<other) != 0 || o.pending[other] > 0) && other.family() != k.family() {
+			return true
+		}
+	}
+	return false
+}
+
+// entry returns the record of owner on name, made if need be; h.mu is held.
+func (h *HeldKinds) entry(name, owner string) *ownerKinds {
+	if h.kinds == nil {
+		h.kinds = make(map[heldName]*ownerKinds)
+	}
+	key := heldName{name, owner}
+	o := h.kinds[key]
+	if o == nil {
+		o = &ownerKinds{}
+		h.kinds[key] = o
+	}
+	return o
+}
+
+// forget drops the record of owner on name when nothing is left in it; h.mu is held.
+func (h *HeldKinds) forget(name, owner string) {
+	key := heldName{name, owner}
+	if o := h.kinds[key]; o != nil && o.empty() {
+		delete(h.kinds, key)
+	}
+}
 
 func (h *HeldKinds) add(name, owner string, k Kind) {
 	if h == nil {
@@ -22,10 +67,7 @@ func (h *HeldKinds) add(name, owner string, k Kind) {
 	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if h.kinds == nil {
-		h.kinds = make(map[heldName]uint8)
-	}
-	h.kinds[heldName{name, owner}] |= 1 << k
+	h.entry(name, owner).held |= 1 << k
 }
 
 func (h *HeldKinds) remove(name, owner string, k Kind) {
@@ -34,26 +76,51 @@ func (h *HeldKinds) remove(name, owner string, k Kind) {
 	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	key := heldName{name, owner}
-	if bits := h.kinds[key] &^ (1 << k); bits != 0 {
-		h.kinds[key] = bits
-	} else {
-		delete(h.kinds, key)
+	if o := h.kinds[heldName{name, owner}]; o != nil {
+		o.held &^= 1 << k
+		h.forget(name, owner)
 	}
 }
 
-// otherFamily reports whether owner holds name as a kind of another family than k.
+// reserve records an acquisition of kind k by owner on name and reports true, unless owner holds or
+// asks for name as a kind of another family: then it records nothing and reports false. The check
+// and the record are one step, so that of two acquisitions of different families that arrive
+// together, the second is refused.
+func (h *HeldKinds) reserve(name, owner string, k Kind) bool {
+	if h == nil {
+		return true
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	o := h.entry(name, owner)
+	if o.otherFamily(k) {
+		h.forget(name, owner)
+		return false
+	}
+	o.pending[k]++
+	return true
+}
+
+// unreserve ends an acquisition that reserve recorded.
+func (h *HeldKinds) unreserve(name, owner string, k Kind) {
+	if h == nil {
+		return
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if o := h.kinds[heldName{name, owner}]; o != nil && o.pending[k] > 0 {
+		o.pending[k]--
+		h.forget(name, owner)
+	}
+}
+
+// otherFamily reports whether owner holds or asks for name as a kind of another family than k.
 func (h *HeldKinds) otherFamily(name, owner string, k Kind) bool {
 	if h == nil {
 		return false
 	}
 	h.mu.Lock()
-	bits := h.kinds[heldName{name, owner}]
-	h.mu.Unlock()
-	for other := KindPlain; other <= KindWrite; other++ {
-		if bits&(1<<other) != 0 && other.family() != k.family() {
-			return true
-		}
-	}
-	return false
+	defer h.mu.Unlock()
+	o := h.kinds[heldName{name, owner}]
+	return o != nil && o.otherFamily(k)
 }

@@ -403,7 +403,7 @@ func (a *lockActor) onAcquire(m *Acquire) {
 	if m.Ticket.Abandoned() {
 		return
 	}
-	if a.env.Held.otherFamily(a.name, m.Owner, m.Kind) {
+	if !a.reserve(m) {
 		a.refuse(m, Outcome{Reason: messages.ReasonKindMismatch, Err: redisops.ErrKindMismatch})
 		return
 	}
@@ -433,7 +433,7 @@ func (a *lockActor) onAcquire(m *Acquire) {
 	case !m.Wait:
 		// Another local owner holds the lock, or local waiters are ahead: the answer is known
 		// without asking Redis.
-		m.Ticket.deliver(Outcome{Reason: messages.ReasonNotObtained})
+		a.answer(m, Outcome{Reason: messages.ReasonNotObtained})
 	default:
 		a.queue = append(a.queue, m)
 		m.queued = true
@@ -461,11 +461,11 @@ func (a *lockActor) afterFirstAttempt(m *Acquire, reentry, ok bool, ttl time.Dur
 		case errors.Is(err, redisops.ErrKindMismatch):
 			reason = messages.ReasonKindMismatch
 		}
-		m.Ticket.deliver(Outcome{Reason: reason, Err: err})
+		a.answer(m, Outcome{Reason: reason, Err: err})
 		return
 	}
 	if !m.Wait {
-		m.Ticket.deliver(Outcome{Reason: messages.ReasonNotObtained})
+		a.answer(m, Outcome{Reason: messages.ReasonNotObtained})
 		return
 	}
 	if reentry {
@@ -748,7 +748,7 @@ func (a *lockActor) grant(m *Acquire, count, token int64, sent time.Time) {
 	default:
 		h.extend(sent, m.Lease)
 	}
-	if m.Ticket.deliver(Outcome{HoldCount: count, Token: token, Done: h.done, Attempts: m.attempts}) {
+	if a.answer(m, Outcome{HoldCount: count, Token: token, Done: h.done, Attempts: m.attempts}) {
 		h.announced = true
 		typ := messages.EventAcquired
 		if count > 1 {
@@ -899,6 +899,7 @@ func (a *lockActor) nextInLine() int {
 	clear(a.queue[len(live):])
 	a.queue = live
 	for _, m := range gone {
+		a.unreserve(m)
 		a.emitWait(messages.EventWaitTimedOut, m, "")
 		a.leaveQueue(m)
 	}
@@ -1160,6 +1161,7 @@ func (a *lockActor) handoffCandidate(owner string) *Acquire {
 		return nil
 	}
 	for len(a.queue) > 0 && a.queue[0].Ticket.Abandoned() {
+		a.unreserve(a.queue[0])
 		a.emitWait(messages.EventWaitTimedOut, a.queue[0], "")
 		a.queue = a.queue[1:]
 	}
@@ -1227,6 +1229,7 @@ func (a *lockActor) dropWaiter(ticket *Ticket) bool {
 	for i, w := range a.queue {
 		if w.Ticket == ticket {
 			a.queue = append(a.queue[:i:i], a.queue[i+1:]...)
+			a.unreserve(w)
 			a.emitWait(messages.EventWaitTimedOut, w, "")
 			a.leaveQueue(w)
 			return i == 0
@@ -1639,7 +1642,7 @@ func (a *lockActor) shutdown() {
 	for _, m := range a.queue {
 		// Whether its caller is still there (it may have left because the coordinator closes), the
 		// waiter waits no more.
-		m.Ticket.deliver(Outcome{Reason: messages.ReasonClosed})
+		a.answer(m, Outcome{Reason: messages.ReasonClosed})
 		if m.queued {
 			a.emitWait(messages.EventWaitTimedOut, m, messages.ReasonClosed.String())
 		}
@@ -1702,9 +1705,36 @@ func (a *lockActor) emitWait(typ messages.EventType, m *Acquire, reason string) 
 // refuse answers the acquire m with an unsuccessful outcome; a waiter that had queued is reported as
 // no longer waiting.
 func (a *lockActor) refuse(m *Acquire, o Outcome) {
-	if m.Ticket.deliver(o) && m.queued {
+	if a.answer(m, o) && m.queued {
 		a.emitWait(messages.EventWaitTimedOut, m, o.Reason.String())
 	}
+}
+
+// reserve reserves m's kind of lock for its owner on the name (see HeldKinds), and reports false when
+// the owner holds or asks for the name as a kind of another family.
+func (a *lockActor) reserve(m *Acquire) bool {
+	if !a.env.Held.reserve(a.name, m.Owner, m.Kind) {
+		return false
+	}
+	m.reserved = true
+	return true
+}
+
+// unreserve frees m's reservation, once m ends: answered, or dropped after its caller left. A hold
+// that m got is recorded before (grant), so that the kind stays taken without a gap.
+func (a *lockActor) unreserve(m *Acquire) {
+	if m.reserved {
+		m.reserved = false
+		a.env.Held.unreserve(a.name, m.Owner, m.Kind)
+	}
+}
+
+// answer ends the acquire m with o: it frees m's reservation, then answers the caller, and reports
+// whether the caller was still waiting. The reservation goes first, so that a caller that goes on to
+// a call of another kind finds the kind free.
+func (a *lockActor) answer(m *Acquire, o Outcome) bool {
+	a.unreserve(m)
+	return m.Ticket.deliver(o)
 }
 
 // releaseReason is the Reason of the Released event of m.

@@ -19,7 +19,7 @@
 // order across processes (RFairLock). [Coordinator.RWMutex] is a read-write lock (RReadWriteLock)
 // whose sides are [Mutex] handles too. All three use Redisson's layout in Redis, and share the hash at
 // the lock's name: an owner id used for two kinds on one name gets [ErrKindMismatch] from the calls of
-// the kind it does not hold.
+// the kind it does not hold, and from a call of one kind while a call of the other is under way.
 //
 // [Coordinator.MultiLock] takes several locks, possibly on different coordinators and servers, as one;
 // [Coordinator.RedLock] is the Redlock algorithm over the same lock on independent masters. Both are
@@ -63,8 +63,8 @@
 // or [messages.WaitForever]; Acquire.Lease is 0 for a watchdog hold. Negative durations, an empty name
 // and an unknown kind get an [messages.Error] reply ([ErrInvalidWait], [ErrInvalidLease],
 // [ErrEmptyName], [ErrInvalidKind]); so does an unknown message ([ErrInvalidMessage]), and an Acquire
-// or Release whose Kind is not the kind of the owner's holds of the name ([ErrKindMismatch]; Redis is
-// untouched).
+// or Release whose Kind is not the kind of the owner's holds of the name, or of its Acquire of the name
+// still under way ([ErrKindMismatch]; Redis is untouched).
 //
 // A message without an Owner is owned by its sender actor: the owner id is "<coordinator
 // ID>:<address>/<id>" from the sender's PID. The gateway watches that actor while it holds or waits for

@@ -53,11 +53,12 @@ var (
 	// TryLock fail at once instead of waiting. Pick another name.
 	ErrWrongType = redisops.ErrWrongType
 	// ErrKindMismatch is returned by a call of one kind of lock (plain, fair, or a side of a
-	// read-write lock) when its owner holds the lock's name as another kind: the same owner id, given
-	// with [WithOwner] or an actor's, used for a fair and a plain lock, say. Releasing or taking one
-	// kind's hold through another would count or delete the other kind's data in Redis (they share the
-	// hash at the name), so the call changes nothing. The coordinator refuses it for the holds it
-	// drives; Redis refuses it for the holds of other processes where the data tells the kinds apart
+	// read-write lock) when its owner holds the lock's name as another kind, or has a call of another
+	// kind on it waiting or under way: the same owner id, given with [WithOwner] or an actor's, used
+	// for a fair and a plain lock, say. Releasing or taking one kind's hold through another would count
+	// or delete the other kind's data in Redis (they share the hash at the name), so the call changes
+	// nothing. Of two acquisitions of different kinds sent together, one goes on and the other gets
+	// this error. The coordinator refuses it for the holds and calls it drives; Redis refuses it for the holds of other processes where the data tells the kinds apart
 	// (a read-write lock from a plain or fair one; a plain and a fair hold look alike in Redis). It is
 	// also the error of an [messages.Error] reply to a Release, or an Acquire, of the wrong Kind. A
 	// ForceUnlock returns it too when the name is held as a lock of the other family (a plain or fair

@@ -332,7 +332,7 @@ func outcomeError(o actors.Outcome) error {
 // It returns [ErrNotHeld] when m does not hold the lock, including after its lease ran out or after a
 // force unlock, and on a second Unlock. It never touches a hold of another owner. It returns
 // [ErrKindMismatch], and releases nothing, when the owner (an id given with [WithOwner]) holds the
-// name as another kind of lock. If ctx ends before
+// name as another kind of lock, or is acquiring it as another kind. If ctx ends before
 // the answer arrives, it returns ctx.Err(), and the release may still take effect.
 //
 // A release that fails on a Redis error (a cut connection, a restarting server) returns an

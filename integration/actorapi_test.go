@@ -3,6 +3,7 @@ package integration
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"maps"
 	"math"
@@ -683,6 +684,165 @@ func TestKindMismatchSameOwner(t *testing.T) {
 	}
 	if err := theirs.RUnlock(t.Context()); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestKindMismatchConcurrentSameOwner: one owner id that asks for a fair and a plain lock of one free
+// name at once gets one of them, and ErrKindMismatch for the other, every time: the kind is reserved
+// when the call arrives, not when Redis grants it (a plain and a fair hold look alike in Redis, and the
+// second script would take the first one's hold for its own). The same through the message API.
+func TestKindMismatchConcurrentSameOwner(t *testing.T) {
+	t.Parallel()
+	_, client, c := setup(t)
+	owner := "job:" + t.Name()
+	type answer struct {
+		m   *coordinator.Mutex
+		ok  bool
+		err error
+	}
+	for i := range 50 {
+		name := fmt.Sprintf("%s:%d", t.Name(), i)
+		fair := c.FairMutex(name, coordinator.WithOwner(owner))
+		plain := c.Mutex(name, coordinator.WithOwner(owner))
+		start := make(chan struct{})
+		answers := make(chan answer, 2)
+		for _, m := range []*coordinator.Mutex{fair, plain} {
+			go func() {
+				<-start
+				ok, err := m.TryLock(t.Context())
+				answers <- answer{m, ok, err}
+			}()
+		}
+		close(start)
+		a, b := semRecv(t, answers, 5*time.Second, "a TryLock"), semRecv(t, answers, 5*time.Second, "a TryLock")
+		if a.ok == b.ok {
+			t.Fatalf("run %d: TryLock of a fair and a plain lock of one owner at once = (%v, %v) and (%v, %v); want one granted and one ErrKindMismatch",
+				i, a.ok, a.err, b.ok, b.err)
+		}
+		if !a.ok {
+			a, b = b, a
+		}
+		if a.err != nil || !errors.Is(b.err, coordinator.ErrKindMismatch) {
+			t.Fatalf("run %d: the granted TryLock = %v, the other %v; want nil and ErrKindMismatch", i, a.err, b.err)
+		}
+		if h, err := client.HGetAll(t.Context(), name).Result(); err != nil || len(h) != 1 || h[owner] != "1" {
+			t.Fatalf("run %d: HGETALL %s = %v, %v; want the owner's one hold", i, name, h, err)
+		}
+		mustUnlock(t, a.m)
+		if n, err := client.Exists(t.Context(), name).Result(); err != nil || n != 0 {
+			t.Fatalf("run %d: after the Unlock, EXISTS %s = %d, %v; want 0", i, name, n, err)
+		}
+	}
+
+	// An actor of the message API that sends a fair and a plain Acquire of one name together.
+	system := newActorSystem(t)
+	ca := newCoordinator(t, client, coordinator.WithActorSystem(system))
+	holder := spawnClient(t, system, ca.PID(), "holder")
+	for i := range 20 {
+		name := fmt.Sprintf("%s:actor:%d", t.Name(), i)
+		holder.send(&messages.Acquire{Name: name, Kind: messages.KindFair})
+		holder.send(&messages.Acquire{Name: name, Kind: messages.KindPlain})
+		granted := 0
+		var kind messages.Kind
+		for range 2 {
+			switch r := holder.next(t, 5*time.Second).(type) {
+			case *messages.Acquired:
+				granted++
+				kind = r.Kind
+			case *messages.Error:
+				if !errors.Is(r, coordinator.ErrKindMismatch) {
+					t.Fatalf("run %d: got error %v, want ErrKindMismatch", i, r.Err)
+				}
+			default:
+				t.Fatalf("run %d: got %#v, want Acquired or an Error", i, r)
+			}
+		}
+		if granted != 1 {
+			t.Fatalf("run %d: %d of a fair and a plain Acquire of one actor granted, want 1", i, granted)
+		}
+		if r, ok := holder.ask(t, &messages.Release{Name: name, Kind: kind}).(*messages.Released); !ok || r.HoldCount != 0 {
+			t.Fatalf("run %d: release got %#v, want Released with 0 left", i, r)
+		}
+		if n, err := client.Exists(t.Context(), name).Result(); err != nil || n != 0 {
+			t.Fatalf("run %d: after the Release, EXISTS %s = %d, %v; want 0", i, name, n, err)
+		}
+	}
+}
+
+// TestKindMismatchReservationFreed: a call of one kind that ends without a hold (refused, its wait ran
+// out, its context ended) leaves nothing reserved: the same owner's call of another kind gets the lock
+// once it is free.
+func TestKindMismatchReservationFreed(t *testing.T) {
+	t.Parallel()
+	_, client, c := setup(t)
+	owner := "job:" + t.Name()
+	for _, first := range []string{"fair", "plain"} {
+		for _, how := range []string{"refused", "wait ran out", "ctx ended"} {
+			name := t.Name() + ":" + first + ":" + how
+			sub := c.Subscribe(coordinator.ForLock(name), 64)
+			other := c.Mutex(name)
+			mustLock(t, other)
+			fair := c.FairMutex(name, coordinator.WithOwner(owner))
+			plain := c.Mutex(name, coordinator.WithOwner(owner))
+			m, then := fair, plain
+			if first == "plain" {
+				m, then = plain, fair
+			}
+			var ok bool
+			var err error
+			switch how {
+			case "refused":
+				ok, err = m.TryLock(t.Context())
+			case "wait ran out":
+				ok, err = m.TryLock(t.Context(), coordinator.Wait(50*time.Millisecond))
+			case "ctx ended":
+				ctx, cancel := context.WithTimeout(t.Context(), 50*time.Millisecond)
+				err = m.Lock(ctx)
+				cancel()
+				if err == nil {
+					ok = true
+				} else if errors.Is(err, context.DeadlineExceeded) {
+					err = nil
+				}
+			}
+			if ok || err != nil {
+				t.Fatalf("%s %s: %s call = %v, %v; want not obtained", first, how, first, ok, err)
+			}
+			mustUnlock(t, other)
+			if how != "refused" {
+				// A plain waiter's caller is not kept waiting while its lock actor takes the waiter
+				// out of the queue: that is when the kind is free again, and the event says so.
+				waitLeft(t, sub, owner)
+			}
+			ok, err = then.TryLock(t.Context())
+			if err == nil && !ok {
+				err = errors.New("not obtained")
+			}
+			if err != nil {
+				t.Fatalf("%s %s: then the other kind's call = %v; want the lock", first, how, err)
+			}
+			mustUnlock(t, then)
+			sub.Close()
+			if n, err := client.Exists(t.Context(), name).Result(); err != nil || n != 0 {
+				t.Fatalf("%s %s: after the Unlock, EXISTS %s = %d, %v; want 0", first, how, name, n, err)
+			}
+		}
+	}
+}
+
+// waitLeft waits for the event that owner's waiter left the queue.
+func waitLeft(t *testing.T, sub *coordinator.Subscription, owner string) {
+	t.Helper()
+	deadline := time.After(5 * time.Second)
+	for {
+		select {
+		case ev := <-sub.Events():
+			if ev.Type == messages.EventWaitTimedOut && ev.Owner == owner {
+				return
+			}
+		case <-deadline:
+			t.Fatalf("no %s event of %s within 5s", messages.EventWaitTimedOut, owner)
+		}
 	}
 }
 

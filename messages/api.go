@@ -51,7 +51,9 @@ type Acquire struct {
 	// Name is the lock name; it must not be empty.
 	Name string
 	// Kind is the kind of lock; the zero value is KindPlain. When the owner holds Name as another kind
-	// of lock, the reply is an [*Error] matching coordinator.ErrKindMismatch.
+	// of lock, or has an Acquire of another kind of Name waiting or under way (a fair and a plain
+	// Acquire sent together: one is served, the other refused), the reply is an [*Error] matching
+	// coordinator.ErrKindMismatch.
 	Kind Kind
 	// Wait is how long to wait for the lock: 0 makes one attempt, a positive duration waits up to
 	// that long, and WaitForever waits until the lock is obtained. A negative Wait, or one above

@@ -20,7 +20,8 @@ const (
 	// time, so the hold was given back (the replica-sync safeguard).
 	ReasonNotSynced
 	// ReasonKindMismatch means the owner holds the lock's name as another kind of lock than the
-	// command is for (a Release of KindPlain for a hold of KindFair, say); nothing was changed.
+	// command is for (a Release of KindPlain for a hold of KindFair, say), or is acquiring it as
+	// another kind; nothing was changed.
 	ReasonKindMismatch
 )
 
