@@ -21,8 +21,10 @@ end
 -- the owner's count in the field owner (a read count for a read-write lock). A script of one family
 -- that took the other's field for its own would count, release or delete the other's holds (and a
 -- release would delete the other owners' read holds with the hash), so it answers this before it
--- changes anything. Other owners' holds are not looked at: they keep the families apart as Redisson
--- does.
+-- changes anything. It guards only the owner's own field: other owners' holds are not looked at, so
+-- it keeps nothing apart across owners. Those are left as Redisson leaves them: a plain or fair script
+-- finds a read-write lock taken by its hash, but rw_read_acquire.lua and rw_write_acquire.lua see no
+-- mode in a plain or fair hash held by another owner, add mode to it and take it.
 local function kindMismatch(owner, rw)
     local state = redis.call('hmget', KEYS[1], 'mode', owner)
     if state[2] and ((state[1] ~= false) ~= rw) then
