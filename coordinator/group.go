@@ -69,12 +69,15 @@ type GroupOption func(*Group)
 // WithNodeTimeout bounds each member's attempt to d, for a MultiLock and a RedLock alike: a member
 // that has not answered by then (a paused or unreachable server) counts as not taken, with
 // [ErrNoAnswer], and whatever its request still obtains is given back. It also bounds how long a
-// failed call waits for the releases of the members it took. The default is a tenth of the lease (of
-// the shortest watchdog timeout of the members without one), between 10 ms and 500 ms, so that a slow
-// or paused member costs little of the validity and of the caller's wait; raise it for members
-// whose Redis is slow to answer, such as one whose acquisitions wait for replicas
-// ([WithReplicaSync]). d must be positive and at most [MaxDuration], or every call returns
-// [ErrInvalidOption].
+// failed call waits for the releases of the members it took.
+//
+// The default differs. A RedLock's is a tenth of the lease (of the shortest watchdog timeout of the
+// members without one), between 10 ms and 500 ms, so that a slow or paused node costs little of the
+// validity; raise it for nodes whose acquisitions wait for replicas ([WithReplicaSync]). A MultiLock
+// has no validity to protect, so its default is generous: 1s plus the longest replica-sync timeout of
+// the members' coordinators that have replica sync on (2s with the defaults), so that a member whose
+// master waits for a lagging replica, or whose lock actor is busy, is not given up too early. d must
+// be positive and at most [MaxDuration], or every call returns [ErrInvalidOption].
 func WithNodeTimeout(d time.Duration) GroupOption {
 	return func(g *Group) {
 		if (d <= 0 || d > MaxDuration) && g.err == nil {
@@ -168,6 +171,9 @@ func (c *Coordinator) newGroup(redLock bool, members []*Mutex, opts []GroupOptio
 	if g.err != nil {
 		return g
 	}
+	if !redLock && g.nodeTimeout == 0 {
+		g.nodeTimeout = multiLockNodeTimeout(g.members)
+	}
 	// A member without a fixed lease of its own is a watchdog hold of its coordinator; the group's
 	// validity counts with the shortest of their leases.
 	watchdog := time.Duration(0)
@@ -204,6 +210,18 @@ func (c *Coordinator) newGroup(redLock bool, members []*Mutex, opts []GroupOptio
 	g.pid = pid
 	runtime.AddCleanup(g, c.stopGroup, pid)
 	return g
+}
+
+// multiLockNodeTimeout is a MultiLock's default node timeout (see [WithNodeTimeout]): 1s plus the
+// longest replica-sync timeout of the members' coordinators that wait for replicas.
+func multiLockNodeTimeout(members []*Mutex) time.Duration {
+	sync := time.Duration(0)
+	for _, m := range members {
+		if m.c.opts.syncReplicas != 0 {
+			sync = max(sync, m.c.opts.syncTimeout)
+		}
+	}
+	return time.Second + sync
 }
 
 // validateMembers returns ErrInvalidGroup for no members, a nil member or a member twice, and the
