@@ -37,8 +37,10 @@ type Group struct {
 	redLock     bool
 	members     []*Mutex
 	nodeTimeout time.Duration
-	pid         *actor.PID
-	err         error
+	// watchdog is the shortest watchdog timeout of the members without a fixed lease of their own.
+	watchdog time.Duration
+	pid      *actor.PID
+	err      error
 
 	// maxLease is WithMaxLease's value, 0 for the default: the longest of knownLease (the members'
 	// own leases and watchdog timeouts) and callLease (the longest lease of the group's calls).
@@ -147,7 +149,9 @@ func (c *Coordinator) MultiLock(members []*Mutex, opts ...GroupOption) *Group {
 // token, which fencing cannot catch. Redlock is safe there only if a restarted node stays out of use
 // for at least the longest lease, or the nodes persist every write (appendonly yes, appendfsync
 // always). The group enforces what it can see: with each attempt on a node it reads the node's run
-// id (INFO server, in parallel with the acquisition), and a node whose run id changed since its
+// id (INFO server, in parallel with the acquisition, bounded by the node timeout on a client with
+// ContextTimeoutEnabled; while one such read is still running, the node does not count for the next
+// attempts, with [ErrNoAnswer]), and a node whose run id changed since its
 // coordinator last saw it does not count (a hold it granted is given back at once), with
 // [ErrNodeRestarted] in the [*GroupError], until [WithMaxLease] has passed since the change was
 // seen. A node behind Sentinel that fails over to another server counts as restarted too: the new
@@ -192,6 +196,7 @@ func (c *Coordinator) newGroup(redLock bool, members []*Mutex, opts []GroupOptio
 			gms[i] = groupMember{m: m, red: g}
 		}
 	}
+	g.watchdog = watchdog
 	props := actors.NewGroupProps(actors.GroupConfig{
 		Members:         gms,
 		RedLock:         redLock,
@@ -565,6 +570,26 @@ type nodeRuns struct {
 	runID string
 	// changed is when a change of run id was seen; zero when none was.
 	changed time.Time
+	// checking is set while a check reads the run id, so that attempts against a node that does not
+	// answer do not pile up reads, each holding a connection.
+	checking bool
+}
+
+// startCheck reports whether a check may read the run id now: none is running. endCheck ends it.
+func (n *nodeRuns) startCheck() bool {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.checking {
+		return false
+	}
+	n.checking = true
+	return true
+}
+
+func (n *nodeRuns) endCheck() {
+	n.mu.Lock()
+	n.checking = false
+	n.mu.Unlock()
 }
 
 // see records runID as seen at now and returns until when the node stays out (zero when it need
@@ -586,7 +611,8 @@ func (n *nodeRuns) see(runID string, now time.Time, grace time.Duration) time.Ti
 }
 
 // checkNode refuses a RedLock node that restarted less than the restart grace ago, with
-// ErrNodeRestarted, or that cannot be asked, with its error.
+// ErrNodeRestarted, or that cannot be asked, with its error. ctx bounds the read of the run id (a
+// network read only with a client that has ContextTimeoutEnabled; see [Coordinator.Close]).
 func (g *Group) checkNode(ctx context.Context, c *Coordinator) error {
 	runID, err := c.ops.RunID(ctx)
 	if err != nil || runID == "" {
@@ -598,6 +624,18 @@ func (g *Group) checkNode(ctx context.Context, c *Coordinator) error {
 			ErrNodeRestarted, until.Sub(now).Round(time.Millisecond), g.restartGrace())
 	}
 	return nil
+}
+
+// checkTimeout bounds a RedLock node's run-id check for an attempt with lease (0: a watchdog hold):
+// the node timeout.
+func (g *Group) checkTimeout(lease time.Duration) time.Duration {
+	if g.nodeTimeout > 0 {
+		return g.nodeTimeout
+	}
+	if lease == 0 {
+		lease = g.watchdog
+	}
+	return actors.NodeTimeoutFor(lease)
 }
 
 // goNodeCheck runs f on its own goroutine, which Close waits for, unless c is closed.
@@ -670,17 +708,25 @@ func (gm groupMember) checkThenAcquire(lease, wait time.Duration, span trace.Spa
 			notify(a)
 		}
 	}
-	ctx, cancel := context.WithCancel(m.c.lifetime)
+	// The read of the run id is bounded like the attempt, so that a paused node holds up neither
+	// the next attempts nor Close for the client's ReadTimeout.
+	ctx, cancel := context.WithTimeout(m.c.lifetime, gm.red.checkTimeout(lease))
 	started := time.Now()
-	if !m.c.goNodeCheck(func() {
+	if !m.c.runs.startCheck() {
+		// The check of an earlier attempt has not answered: the node does not count this time.
+		cancel()
+		checked, checkErr = true, fmt.Errorf("%w: the run id check of an earlier attempt has not answered", ErrNoAnswer)
+	} else if !m.c.goNodeCheck(func() {
 		defer cancel()
 		err := gm.red.checkNode(ctx, m.c)
+		m.c.runs.endCheck()
 		mu.Lock()
 		checked, checkErr = true, err
 		mu.Unlock()
 		settle()
 	}) {
 		cancel()
+		m.c.runs.endCheck()
 		notify(actors.MemberAnswer{Err: ErrClosed, Permanent: true})
 		return func() bool { return false }, func() error { return ErrClosed }
 	}
