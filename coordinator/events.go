@@ -139,10 +139,10 @@ func (c *Coordinator) DroppedEvents() uint64 { return c.events.dropped.Load() }
 // publishing goroutine, so the coordinator publishes there from a goroutine of its own, with a queue of
 // 4096 events, and counts the events that find the queue full (and those still queued when Close's
 // stop release timeout runs out: a handler that blocks holds up Close no longer than that, though
-// the goroutine stays until the handler returns). A slow handler delays the other handlers of the same EventStream
-// and makes them miss these events too (that is how protoactor's EventStream works); it takes nothing
-// from [Coordinator.Subscribe]'s subscribers or from the journal. For a stream of one's own, use
-// Subscribe.
+// the goroutine stays until the handler returns). A slow handler delays the other handlers of the
+// same EventStream and makes them miss these events too (that is how protoactor's EventStream
+// works); it takes nothing from [Coordinator.Subscribe]'s subscribers or from the journal. For a
+// stream of one's own, use Subscribe.
 func (c *Coordinator) EventStreamDropped() uint64 { return c.events.stream.dropped.Load() }
 
 // eventHub takes the lock actors' events without blocking them and fans them out, on its own
