@@ -286,8 +286,9 @@ func (g *Group) Lock(ctx context.Context) error {
 // otherwise (a Redis error, no answer within the node timeout, a RedLock node refused after a
 // restart) or a RedLock's acquisition outlasted its validity, it reports false with a [*GroupError], which
 // matches [ErrNotObtained] and each member's error and says which members failed and why. Either way
-// the group holds nothing when TryLock returns: the members the attempt took have answered their
-// releases, or the node timeout has passed (a member that stopped answering just then; its release
+// the group holds nothing when TryLock returns: the members the call took (in its last attempt, in
+// an attempt that succeeded just as the wait ran out, or in earlier attempts whose releases were still
+// in flight) have answered their releases, or the node timeout has passed (a member that stopped answering just then; its release
 // goes on in the background). Errors as for [Group.Lock], plus [ErrInvalidWait] and [ErrInvalidLease].
 func (g *Group) TryLock(ctx context.Context, opts ...TryOption) (bool, error) {
 	o, err := parseTryOptions(0, opts)
