@@ -136,7 +136,9 @@ type GroupAcquire struct {
 // are abandoned (their lock actors undo whatever they still obtain) and the members it took are
 // released (a RedLock: every node). Ack then gets an outcome whose Err is the [*GroupFailure] that
 // describes the cancelled attempt (or the latest failed one; nil when there is none): at once, or with
-// AfterRelease once the members the attempt took have answered their releases, bounded by the node
+// AfterRelease once the members the request took (in the cancelled attempt, in an attempt that
+// succeeded after the caller left, in earlier attempts whose releases are still in flight, and in
+// requests whose answers came too late to cancel) have answered their releases, bounded by the node
 // timeout.
 type GroupAbandon struct {
 	Ticket       *Ticket
@@ -214,8 +216,18 @@ type (
 		attempt uint64
 		bound   time.Duration
 	}
-	// memberCancel abandons the member's request of attempt, if it is still in flight.
-	memberCancel struct{ attempt uint64 }
+	// memberCancel abandons the member's request of attempt, if it is still in flight; the member
+	// answers memberCancelled with seq, the request's number.
+	memberCancel struct {
+		attempt uint64
+		seq     uint64
+	}
+	// memberCancelled says that a memberCancel took effect, or, with late, that the request's answer
+	// was already on its way: the member then undoes it and answers a loose memberReleased.
+	memberCancelled struct {
+		seq  uint64
+		late bool
+	}
 	// memberStarted gives the supervisor the pending function of the member's request of attempt.
 	memberStarted struct {
 		index   int
@@ -226,6 +238,7 @@ type (
 	// memberDropped carries the outcome of a release from notify to the member actor.
 	memberDropped struct {
 		reply bool
+		loose bool
 		seq   uint64
 		err   error
 	}
@@ -253,15 +266,18 @@ type (
 	}
 	// memberRelease drops the member's hold; even drops it when the member does not know of one (a
 	// RedLock's release after a failed attempt, whose answer may have been lost). reply asks for a
-	// memberReleased with seq.
+	// memberReleased with seq; loose marks the release of a request's failed attempt (seq is then the
+	// request's number), which a caller that leaves waits for.
 	memberRelease struct {
 		even  bool
 		reply bool
+		loose bool
 		seq   uint64
 		span  trace.Span
 	}
 	memberReleased struct {
 		index int
+		loose bool
 		seq   uint64
 	}
 	// memberLost says that the member's hold ended without a release by the group.
@@ -342,6 +358,11 @@ type groupActor struct {
 	settleAcks    []*Ticket
 	settlePending int
 	settleTimer   oneShot
+	// reqSeq numbers the requests; loose counts what the request's earlier attempts and cancels left
+	// in flight (releases of failed attempts, cancels not yet confirmed, answers that came too late to
+	// cancel), which settle waits for as well.
+	reqSeq uint64
+	loose  int
 	// lastFailure is the failure of the request's latest failed attempt; ended and endedFailure are
 	// the ticket and the latest failure of the request answered last, for a caller whose leave comes
 	// after the answer it abandoned.
@@ -412,6 +433,10 @@ func (g *groupActor) Receive(ctx actor.Context) {
 		return
 	case memberReleased:
 		g.onReleased(m)
+	case memberCancelled:
+		if !m.late && m.seq == g.reqSeq {
+			g.looseDone()
+		}
 	case groupSettled:
 		if g.settleTimer.current(m.gen) && g.settling {
 			g.finishSettle()
@@ -462,6 +487,8 @@ func (g *groupActor) onAcquire(ctx actor.Context, m *GroupAcquire) {
 		return
 	}
 	g.busy, g.req = true, m
+	g.reqSeq++
+	g.loose = 0
 	g.attempts = 0
 	g.backoff.Reset()
 	g.waitNext = 0
@@ -488,7 +515,9 @@ func (g *groupActor) nodeTimeout() time.Duration {
 // startAttempt asks every member at once.
 func (g *groupActor) startAttempt(ctx actor.Context) {
 	if g.req.Ticket.Abandoned() {
-		g.endRequest()
+		// The caller left during the pause: wait for the releases of the attempts before.
+		g.results = g.results[:0]
+		g.settle(ctx, nil, false)
 		return
 	}
 	g.attempt++
@@ -631,19 +660,24 @@ func (g *groupActor) failAttempt(ctx actor.Context) {
 	}
 	switch {
 	case req.Ticket.Abandoned():
-		g.settle(ctx, nil)
+		g.settle(ctx, nil, true)
 		return
 	case permanent:
-		g.settle(ctx, &Outcome{Reason: messages.ReasonRedis, Err: failure})
+		g.settle(ctx, &Outcome{Reason: messages.ReasonRedis, Err: failure}, true)
 		return
 	case !req.Wait, !req.Deadline.IsZero() && !now.Before(req.Deadline),
 		g.cfg.RedLock && !req.Deadline.IsZero() && now.Add(pause).After(req.Deadline):
-		g.settle(ctx, &Outcome{Reason: messages.ReasonNotObtained, Err: failure})
+		g.settle(ctx, &Outcome{Reason: messages.ReasonNotObtained, Err: failure}, true)
 		return
 	}
 	for _, r := range g.results {
-		if r.ok || g.cfg.RedLock {
-			ctx.Send(g.children[r.index], memberRelease{even: g.cfg.RedLock})
+		switch {
+		case r.ok:
+			// Counted in loose: a caller that leaves before the next attempt waits for it.
+			g.loose++
+			ctx.Send(g.children[r.index], memberRelease{even: g.cfg.RedLock, reply: true, loose: true, seq: g.reqSeq})
+		case g.cfg.RedLock:
+			ctx.Send(g.children[r.index], memberRelease{even: true})
 		}
 	}
 	if !g.cfg.RedLock && !failed {
@@ -697,11 +731,12 @@ func (g *groupActor) failure(cancelled bool) *GroupFailure {
 	return f
 }
 
-// settle ends the request after a failed or abandoned attempt: it releases the members the attempt
-// took (a RedLock: every node, without waiting for those it did not take, which may be down) and,
-// once they have answered or the node timeout has passed, delivers o (nil: nothing to deliver) and the
-// acks of callers that left. Anything the attempt's members still report is stale and released.
-func (g *groupActor) settle(ctx actor.Context, o *Outcome) {
+// settle ends the request after a failed, abandoned or undone attempt: it releases the members the
+// attempt took (a RedLock, with every: every node, without waiting for those it did not take, which
+// may be down) and, once they and what the request left in flight before (loose) have answered or the
+// node timeout has passed, delivers o (nil: nothing to deliver) and the acks of callers that left.
+// Anything the attempt's members still report is stale and released.
+func (g *groupActor) settle(ctx actor.Context, o *Outcome, every bool) {
 	g.inAttempt = false
 	g.retry.stop()
 	g.relSeq++
@@ -709,13 +744,13 @@ func (g *groupActor) settle(ctx actor.Context, o *Outcome) {
 	for _, r := range g.results {
 		taken[r.index] = r.ok
 	}
-	g.settlePending = 0
+	g.settlePending = g.loose
 	for i, child := range g.children {
 		switch {
 		case taken[i]:
 			g.settlePending++
 			ctx.Send(child, memberRelease{even: g.cfg.RedLock, reply: true, seq: g.relSeq})
-		case g.cfg.RedLock:
+		case g.cfg.RedLock && every:
 			ctx.Send(child, memberRelease{even: true})
 		}
 	}
@@ -749,6 +784,7 @@ func (g *groupActor) endRequest() {
 		g.ended, g.endedFailure = g.req.Ticket, g.lastFailure
 	}
 	g.req, g.busy = nil, false
+	g.loose = 0
 }
 
 // leftOutcome is the answer to a caller that left: why the request was not obtained.
@@ -781,10 +817,14 @@ func (g *groupActor) onAbandon(ctx actor.Context, m *GroupAbandon) {
 		return
 	}
 	if !g.inAttempt {
-		// Between attempts: what the last one took is already released.
-		g.retry.stop()
-		m.Ack.deliver(g.leftOutcome())
-		g.endRequest()
+		// Between attempts: the releases of the last one may still be on their way.
+		g.results = g.results[:0]
+		if m.AfterRelease {
+			g.settleAcks = append(g.settleAcks, m.Ack)
+		} else {
+			m.Ack.deliver(g.leftOutcome())
+		}
+		g.settle(ctx, nil, false)
 		return
 	}
 	if g.lastFailure == nil || time.Since(g.started) >= NoAnswerAfter {
@@ -798,7 +838,10 @@ func (g *groupActor) onAbandon(ctx actor.Context, m *GroupAbandon) {
 	}
 	for i, child := range g.children {
 		if !answered[i] {
-			ctx.Send(child, memberCancel{attempt: g.attempt})
+			// Counted until the member confirms the cancel, and, if its answer was already on its
+			// way, until what that answer took is released.
+			g.loose++
+			ctx.Send(child, memberCancel{attempt: g.attempt, seq: g.reqSeq})
 		}
 	}
 	if m.AfterRelease {
@@ -806,7 +849,7 @@ func (g *groupActor) onAbandon(ctx actor.Context, m *GroupAbandon) {
 	} else {
 		m.Ack.deliver(g.leftOutcome())
 	}
-	g.settle(ctx, nil)
+	g.settle(ctx, nil, true)
 }
 
 // endSpans ends the member spans of the attempt that are still open.
@@ -819,10 +862,11 @@ func (g *groupActor) endSpans() {
 	}
 }
 
-// succeed records the hold and answers the caller, or undoes it if the caller left.
+// succeed records the hold and answers the caller, or, if the caller left, undoes it through settle,
+// so that a leave that waits for the releases is answered once they are done.
 func (g *groupActor) succeed(ctx actor.Context) {
 	req := g.req
-	g.req, g.busy, g.inAttempt = nil, false, false
+	g.inAttempt = false
 	clear(g.held)
 	clear(g.tokens)
 	g.token = 0
@@ -842,15 +886,20 @@ func (g *groupActor) succeed(ctx actor.Context) {
 		if !g.cfg.RedLock {
 			g.expires = g.started.Add(req.Lease)
 		}
-		g.validity.arm(g.sched, g.self, time.Until(g.expires), func(gen uint64) any { return groupExpired{gen} })
 	}
 	if !g.cfg.RedLock {
 		g.token = 0 // a MultiLock's members are different locks: only their own tokens mean something
 	}
-	if req.Ticket.deliver(g.outcome()) {
+	if !req.Ticket.deliver(g.outcome()) {
+		g.done, g.count, g.expires = nil, 0, time.Time{}
+		clear(g.held)
+		g.settle(ctx, nil, true)
 		return
 	}
-	g.endHold(ctx, false)
+	g.req, g.busy, g.loose = nil, false, 0
+	if !g.expires.IsZero() {
+		g.validity.arm(g.sched, g.self, time.Until(g.expires), func(gen uint64) any { return groupExpired{gen} })
+	}
 }
 
 func (g *groupActor) outcome() Outcome {
@@ -890,6 +939,12 @@ func (g *groupActor) onRelease(ctx actor.Context, m *GroupRelease) {
 }
 
 func (g *groupActor) onReleased(m memberReleased) {
+	if m.loose {
+		if m.seq == g.reqSeq {
+			g.looseDone()
+		}
+		return
+	}
 	if m.seq != g.relSeq {
 		return
 	}
@@ -904,6 +959,19 @@ func (g *groupActor) onReleased(m memberReleased) {
 	}
 	if g.pending--; g.pending == 0 {
 		g.finishRelease()
+	}
+}
+
+// looseDone counts one of the request's loose releases or cancels as answered.
+func (g *groupActor) looseDone() {
+	if g.req == nil || g.loose == 0 {
+		return
+	}
+	g.loose--
+	if g.settling {
+		if g.settlePending--; g.settlePending == 0 {
+			g.finishSettle()
+		}
 	}
 }
 
@@ -1041,6 +1109,11 @@ type memberActor struct {
 	abandon  func() bool
 	answered bool
 	timer    oneShot
+	// late is set when a cancel came after the request's answer was on its way: that answer, of
+	// lateAttempt, is undone, and a loose memberReleased with lateSeq says when.
+	late        bool
+	lateAttempt uint64
+	lateSeq     uint64
 
 	// held is whether the member holds a hold taken by the group; done is that hold's channel.
 	held bool
@@ -1083,14 +1156,19 @@ func (a *memberActor) Receive(ctx actor.Context) {
 			ctx.Send(ctx.Parent(), memberResult{index: a.index, attempt: m.attempt, err: err})
 		}
 	case memberCancel:
-		// The caller left: give up the request. If its answer is already on its way, it arrives for
-		// an attempt the supervisor has settled, and the supervisor releases what it took.
+		// The caller left: give up the request. If its answer is already on its way, undo what it
+		// takes when it comes, and tell the supervisor, which waits for that.
+		late := false
 		if m.attempt == a.attempt && !a.answered && a.abandon != nil {
 			a.timer.stop()
 			if a.abandon() {
 				a.answered = true
+			} else {
+				late = true
+				a.late, a.lateAttempt, a.lateSeq = true, m.attempt, m.seq
 			}
 		}
+		ctx.Send(ctx.Parent(), memberCancelled{seq: m.seq, late: late})
 	case memberAnswered:
 		if a.closing {
 			if m.answer.OK {
@@ -1098,6 +1176,20 @@ func (a *memberActor) Receive(ctx actor.Context) {
 			}
 			a.answered = true
 			a.reportClosed(ctx)
+			return
+		}
+		if a.late && m.attempt == a.lateAttempt {
+			// The answer of a request cancelled too late: undo it, and say when that is done.
+			a.late, a.answered = false, true
+			seq := a.lateSeq
+			if !m.answer.OK {
+				ctx.Send(ctx.Parent(), memberReleased{index: a.index, loose: true, seq: seq})
+				return
+			}
+			self, root := a.self, a.root
+			a.member.StartRelease(nil, func(err error) {
+				root.Send(self, memberDropped{reply: true, loose: true, seq: seq, err: err})
+			})
 			return
 		}
 		if m.attempt != a.attempt || a.answered {
@@ -1134,17 +1226,19 @@ func (a *memberActor) Receive(ctx actor.Context) {
 	case memberRelease:
 		if a.held || m.even {
 			a.held = false
-			self, root, reply, seq := a.self, a.root, m.reply, m.seq
-			a.member.StartRelease(m.span, func(err error) { root.Send(self, memberDropped{reply: reply, seq: seq, err: err}) })
+			self, root, reply, loose, seq := a.self, a.root, m.reply, m.loose, m.seq
+			a.member.StartRelease(m.span, func(err error) {
+				root.Send(self, memberDropped{reply: reply, loose: loose, seq: seq, err: err})
+			})
 		} else if m.reply {
-			ctx.Send(ctx.Parent(), memberReleased{index: a.index, seq: m.seq})
+			ctx.Send(ctx.Parent(), memberReleased{index: a.index, loose: m.loose, seq: m.seq})
 		}
 	case memberDropped:
 		if m.err != nil {
 			a.logger.Warn("release of a group member failed; its lease will expire", "member", a.index, "err", m.err)
 		}
 		if m.reply {
-			ctx.Send(ctx.Parent(), memberReleased{index: a.index, seq: m.seq})
+			ctx.Send(ctx.Parent(), memberReleased{index: a.index, loose: m.loose, seq: m.seq})
 		}
 	case memberCloseDone:
 		if m.err != nil {

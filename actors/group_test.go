@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
+	"github.com/cenkalti/backoff/v4"
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/lockwarden/lockwarden/messages"
@@ -264,5 +265,147 @@ func TestGroupAbandonReleasesBeforeAck(t *testing.T) {
 		if n := m.released.Load(); n != 1 {
 			t.Errorf("member %d released %d times, want 1", i, n)
 		}
+	}
+}
+
+// gatedMember hands its acquisitions' notify functions to the test, which answers them; abandon
+// reports cancellable (false: the answer is already on its way). Its releases answer once the test
+// closes release.
+type gatedMember struct {
+	heldMember
+	asked       chan func(MemberAnswer)
+	cancellable bool
+}
+
+func newGatedMember(cancellable bool) *gatedMember {
+	return &gatedMember{
+		heldMember:  heldMember{release: make(chan struct{})},
+		asked:       make(chan func(MemberAnswer), 4),
+		cancellable: cancellable,
+	}
+}
+
+func (m *gatedMember) StartAcquire(_, _ time.Duration, _ trace.Span, notify func(MemberAnswer)) (func() bool, func() error) {
+	m.asked <- notify
+	return func() bool { return m.cancellable }, func() error { return nil }
+}
+
+// slowBackOff keeps a group between its attempts for far longer than a test runs.
+type slowBackOff struct{}
+
+func (slowBackOff) NextBackOff() time.Duration { return time.Hour }
+func (slowBackOff) Reset()                     {}
+
+// startGatedGroup starts a MultiLock over members and asks it for the group with a wait.
+func startGatedGroup(t *testing.T, members ...*gatedMember) (*actor.ActorSystem, *actor.PID, *Ticket) {
+	t.Helper()
+	system := actor.NewActorSystem()
+	cfg := GroupConfig{
+		WatchdogTimeout: 30 * time.Second, ReleaseTimeout: 5 * time.Second,
+		NewBackOff: func() backoff.BackOff { return slowBackOff{} }, Logger: slog.New(slog.DiscardHandler),
+	}
+	for _, m := range members {
+		cfg.Members = append(cfg.Members, m)
+	}
+	pid := system.Root.Spawn(NewGroupProps(cfg))
+	t.Cleanup(func() { system.Root.Stop(pid) })
+	ticket := NewTicket()
+	system.Root.Send(pid, &GroupAcquire{
+		Lease: 10 * time.Second, Wait: true, Deadline: time.Now().Add(time.Minute), NodeTimeout: 10 * time.Second,
+		Ticket: ticket,
+	})
+	return system, pid, ticket
+}
+
+// asked returns the notify of the member's next acquisition.
+func (m *gatedMember) next(t *testing.T) func(MemberAnswer) {
+	t.Helper()
+	select {
+	case notify := <-m.asked:
+		return notify
+	case <-time.After(5 * time.Second):
+		t.Fatal("the member was not asked")
+		return nil
+	}
+}
+
+// leaveAfterRelease sends the GroupAbandon of a caller that waits for the releases, checks that it is
+// not acknowledged while the members' releases have not answered, lets them answer and waits for the
+// acknowledgement.
+func leaveAfterRelease(t *testing.T, system *actor.ActorSystem, pid *actor.PID, ticket *Ticket, members ...*gatedMember) {
+	t.Helper()
+	ack := NewTicket()
+	system.Root.Send(pid, &GroupAbandon{Ticket: ticket, Ack: ack, AfterRelease: true})
+	select {
+	case o := <-ack.Result():
+		t.Fatalf("leave acknowledged while the members' releases had not answered: %+v", o)
+	case <-time.After(100 * time.Millisecond):
+	}
+	for _, m := range members {
+		close(m.release)
+	}
+	select {
+	case <-ack.Result():
+	case <-time.After(5 * time.Second):
+		t.Fatal("leave not acknowledged after the releases answered")
+	}
+	for i, m := range members {
+		if n := m.released.Load(); n != 1 {
+			t.Errorf("member %d released %d times, want 1", i, n)
+		}
+	}
+}
+
+// An attempt that succeeds just after its caller left is undone, and the caller's leave is
+// acknowledged only once those releases have answered: the group holds nothing when it returns.
+func TestGroupSuccessAfterLeaveReleasesBeforeAck(t *testing.T) {
+	a, b := newGatedMember(true), newGatedMember(true)
+	system, pid, ticket := startGatedGroup(t, a, b)
+	na, nb := a.next(t), b.next(t)
+	if !ticket.Abandon() {
+		t.Fatal("the acquisition was answered before its members")
+	}
+	na(MemberAnswer{OK: true, Token: 1})
+	nb(MemberAnswer{OK: true, Token: 2})
+	leaveAfterRelease(t, system, pid, ticket, a, b)
+}
+
+// A caller that leaves during the pause after a failed attempt waits for that attempt's releases.
+func TestGroupLeaveBetweenAttemptsWaitsForReleases(t *testing.T) {
+	a, b := newGatedMember(true), newGatedMember(true)
+	system, pid, ticket := startGatedGroup(t, a, b)
+	na, nb := a.next(t), b.next(t)
+	na(MemberAnswer{OK: true, Token: 1})
+	nb(MemberAnswer{Err: errors.New("redis down")}) // an error: the next attempt comes after the pause
+	if !ticket.Abandon() {
+		t.Fatal("the acquisition was answered")
+	}
+	leaveAfterRelease(t, system, pid, ticket, a)
+}
+
+// A member whose request cannot be cancelled any more (its answer is on its way) is waited for too.
+func TestGroupLeaveWaitsForLateMember(t *testing.T) {
+	a, b := newGatedMember(true), newGatedMember(false)
+	system, pid, ticket := startGatedGroup(t, a, b)
+	_, nb := a.next(t), b.next(t)
+	if !ticket.Abandon() {
+		t.Fatal("the acquisition was answered")
+	}
+	ack := NewTicket()
+	system.Root.Send(pid, &GroupAbandon{Ticket: ticket, Ack: ack, AfterRelease: true})
+	nb(MemberAnswer{OK: true, Token: 2})
+	select {
+	case o := <-ack.Result():
+		t.Fatalf("leave acknowledged while the late member's release had not answered: %+v", o)
+	case <-time.After(100 * time.Millisecond):
+	}
+	close(b.release)
+	select {
+	case <-ack.Result():
+	case <-time.After(5 * time.Second):
+		t.Fatal("leave not acknowledged after the release answered")
+	}
+	if n := b.released.Load(); n != 1 {
+		t.Errorf("late member released %d times, want 1", n)
 	}
 }

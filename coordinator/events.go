@@ -138,10 +138,11 @@ func (c *Coordinator) DroppedEvents() uint64 { return c.events.dropped.Load() }
 // listeners fell behind: protoactor runs an EventStream's handlers one after the other on the
 // publishing goroutine, so the coordinator publishes there from a goroutine of its own, with a queue of
 // 4096 events, and counts the events that find the queue full (and those still queued when Close's
-// stop release timeout runs out). A slow handler delays the other handlers of the same EventStream
-// and makes them miss these events too (that is how protoactor's EventStream works); it takes nothing
-// from [Coordinator.Subscribe]'s subscribers or from the journal. For a stream of one's own, use
-// Subscribe.
+// stop release timeout runs out: a handler that blocks holds up Close no longer than that, though
+// the goroutine stays until the handler returns). A slow handler delays the other handlers of the
+// same EventStream and makes them miss these events too (that is how protoactor's EventStream
+// works); it takes nothing from [Coordinator.Subscribe]'s subscribers or from the journal. For a
+// stream of one's own, use Subscribe.
 func (c *Coordinator) EventStreamDropped() uint64 { return c.events.stream.dropped.Load() }
 
 // eventHub takes the lock actors' events without blocking them and fans them out, on its own
@@ -305,10 +306,22 @@ func (f *streamForwarder) run() {
 }
 
 // close publishes what is queued, until the stop deadline (the rest is counted as dropped), and stops.
+// A handler that blocks past the deadline keeps the forwarder's goroutine until it returns, but not
+// close: close then takes what is still queued and counts it as dropped.
 func (f *streamForwarder) close() {
-	f.deadline.Store(f.stop.Deadline().UnixNano())
+	deadline := f.stop.Deadline()
+	f.deadline.Store(deadline.UnixNano())
 	close(f.in)
-	<-f.done
+	timer := time.NewTimer(time.Until(deadline))
+	defer timer.Stop()
+	select {
+	case <-f.done:
+	case <-timer.C:
+		// run, should its handler return, drops what it still takes: each event is counted once.
+		for range f.in {
+			f.dropped.Add(1)
+		}
+	}
 }
 
 // eventJournal appends events to a Redis Stream from its own goroutine, in batches, so that a slow

@@ -37,8 +37,10 @@ type Group struct {
 	redLock     bool
 	members     []*Mutex
 	nodeTimeout time.Duration
-	pid         *actor.PID
-	err         error
+	// watchdog is the shortest watchdog timeout of the members without a fixed lease of their own.
+	watchdog time.Duration
+	pid      *actor.PID
+	err      error
 
 	// maxLease is WithMaxLease's value, 0 for the default: the longest of knownLease (the members'
 	// own leases and watchdog timeouts) and callLease (the longest lease of the group's calls).
@@ -69,12 +71,15 @@ type GroupOption func(*Group)
 // WithNodeTimeout bounds each member's attempt to d, for a MultiLock and a RedLock alike: a member
 // that has not answered by then (a paused or unreachable server) counts as not taken, with
 // [ErrNoAnswer], and whatever its request still obtains is given back. It also bounds how long a
-// failed call waits for the releases of the members it took. The default is a tenth of the lease (of
-// the shortest watchdog timeout of the members without one), between 10 ms and 500 ms, so that a slow
-// or paused member costs little of the validity and of the caller's wait; raise it for members
-// whose Redis is slow to answer, such as one whose acquisitions wait for replicas
-// ([WithReplicaSync]). d must be positive and at most [MaxDuration], or every call returns
-// [ErrInvalidOption].
+// failed call waits for the releases of the members it took.
+//
+// The default differs. A RedLock's is a tenth of the lease (of the shortest watchdog timeout of the
+// members without one), between 10 ms and 500 ms, so that a slow or paused node costs little of the
+// validity; raise it for nodes whose acquisitions wait for replicas ([WithReplicaSync]). A MultiLock
+// has no validity to protect, so its default is generous: 1s plus the longest replica-sync timeout of
+// the members' coordinators that have replica sync on (2s with the defaults), so that a member whose
+// master waits for a lagging replica, or whose lock actor is busy, is not given up too early. d must
+// be positive and at most [MaxDuration], or every call returns [ErrInvalidOption].
 func WithNodeTimeout(d time.Duration) GroupOption {
 	return func(g *Group) {
 		if (d <= 0 || d > MaxDuration) && g.err == nil {
@@ -144,7 +149,9 @@ func (c *Coordinator) MultiLock(members []*Mutex, opts ...GroupOption) *Group {
 // token, which fencing cannot catch. Redlock is safe there only if a restarted node stays out of use
 // for at least the longest lease, or the nodes persist every write (appendonly yes, appendfsync
 // always). The group enforces what it can see: with each attempt on a node it reads the node's run
-// id (INFO server, in parallel with the acquisition), and a node whose run id changed since its
+// id (INFO server, in parallel with the acquisition, bounded by the node timeout on a client with
+// ContextTimeoutEnabled; while one such read is still running, the node does not count for the next
+// attempts, with [ErrNoAnswer]), and a node whose run id changed since its
 // coordinator last saw it does not count (a hold it granted is given back at once), with
 // [ErrNodeRestarted] in the [*GroupError], until [WithMaxLease] has passed since the change was
 // seen. A node behind Sentinel that fails over to another server counts as restarted too: the new
@@ -168,6 +175,9 @@ func (c *Coordinator) newGroup(redLock bool, members []*Mutex, opts []GroupOptio
 	if g.err != nil {
 		return g
 	}
+	if !redLock && g.nodeTimeout == 0 {
+		g.nodeTimeout = multiLockNodeTimeout(g.members)
+	}
 	// A member without a fixed lease of its own is a watchdog hold of its coordinator; the group's
 	// validity counts with the shortest of their leases.
 	watchdog := time.Duration(0)
@@ -186,6 +196,7 @@ func (c *Coordinator) newGroup(redLock bool, members []*Mutex, opts []GroupOptio
 			gms[i] = groupMember{m: m, red: g}
 		}
 	}
+	g.watchdog = watchdog
 	props := actors.NewGroupProps(actors.GroupConfig{
 		Members:         gms,
 		RedLock:         redLock,
@@ -204,6 +215,18 @@ func (c *Coordinator) newGroup(redLock bool, members []*Mutex, opts []GroupOptio
 	g.pid = pid
 	runtime.AddCleanup(g, c.stopGroup, pid)
 	return g
+}
+
+// multiLockNodeTimeout is a MultiLock's default node timeout (see [WithNodeTimeout]): 1s plus the
+// longest replica-sync timeout of the members' coordinators that wait for replicas.
+func multiLockNodeTimeout(members []*Mutex) time.Duration {
+	sync := time.Duration(0)
+	for _, m := range members {
+		if m.c.opts.syncReplicas != 0 {
+			sync = max(sync, m.c.opts.syncTimeout)
+		}
+	}
+	return time.Second + sync
 }
 
 // validateMembers returns ErrInvalidGroup for no members, a nil member or a member twice, and the
@@ -263,8 +286,9 @@ func (g *Group) Lock(ctx context.Context) error {
 // otherwise (a Redis error, no answer within the node timeout, a RedLock node refused after a
 // restart) or a RedLock's acquisition outlasted its validity, it reports false with a [*GroupError], which
 // matches [ErrNotObtained] and each member's error and says which members failed and why. Either way
-// the group holds nothing when TryLock returns: the members the attempt took have answered their
-// releases, or the node timeout has passed (a member that stopped answering just then; its release
+// the group holds nothing when TryLock returns: the members the call took (in its last attempt, in
+// an attempt that succeeded just as the wait ran out, or in earlier attempts whose releases were still
+// in flight) have answered their releases, or the node timeout has passed (a member that stopped answering just then; its release
 // goes on in the background). Errors as for [Group.Lock], plus [ErrInvalidWait] and [ErrInvalidLease].
 func (g *Group) TryLock(ctx context.Context, opts ...TryOption) (bool, error) {
 	o, err := parseTryOptions(0, opts)
@@ -547,6 +571,26 @@ type nodeRuns struct {
 	runID string
 	// changed is when a change of run id was seen; zero when none was.
 	changed time.Time
+	// checking is set while a check reads the run id, so that attempts against a node that does not
+	// answer do not pile up reads, each holding a connection.
+	checking bool
+}
+
+// startCheck reports whether a check may read the run id now: none is running. endCheck ends it.
+func (n *nodeRuns) startCheck() bool {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.checking {
+		return false
+	}
+	n.checking = true
+	return true
+}
+
+func (n *nodeRuns) endCheck() {
+	n.mu.Lock()
+	n.checking = false
+	n.mu.Unlock()
 }
 
 // see records runID as seen at now and returns until when the node stays out (zero when it need
@@ -568,7 +612,8 @@ func (n *nodeRuns) see(runID string, now time.Time, grace time.Duration) time.Ti
 }
 
 // checkNode refuses a RedLock node that restarted less than the restart grace ago, with
-// ErrNodeRestarted, or that cannot be asked, with its error.
+// ErrNodeRestarted, or that cannot be asked, with its error. ctx bounds the read of the run id (a
+// network read only with a client that has ContextTimeoutEnabled; see [Coordinator.Close]).
 func (g *Group) checkNode(ctx context.Context, c *Coordinator) error {
 	runID, err := c.ops.RunID(ctx)
 	if err != nil || runID == "" {
@@ -580,6 +625,18 @@ func (g *Group) checkNode(ctx context.Context, c *Coordinator) error {
 			ErrNodeRestarted, until.Sub(now).Round(time.Millisecond), g.restartGrace())
 	}
 	return nil
+}
+
+// checkTimeout bounds a RedLock node's run-id check for an attempt with lease (0: a watchdog hold):
+// the node timeout.
+func (g *Group) checkTimeout(lease time.Duration) time.Duration {
+	if g.nodeTimeout > 0 {
+		return g.nodeTimeout
+	}
+	if lease == 0 {
+		lease = g.watchdog
+	}
+	return actors.NodeTimeoutFor(lease)
 }
 
 // goNodeCheck runs f on its own goroutine, which Close waits for, unless c is closed.
@@ -652,17 +709,25 @@ func (gm groupMember) checkThenAcquire(lease, wait time.Duration, span trace.Spa
 			notify(a)
 		}
 	}
-	ctx, cancel := context.WithCancel(m.c.lifetime)
+	// The read of the run id is bounded like the attempt, so that a paused node holds up neither
+	// the next attempts nor Close for the client's ReadTimeout.
+	ctx, cancel := context.WithTimeout(m.c.lifetime, gm.red.checkTimeout(lease))
 	started := time.Now()
-	if !m.c.goNodeCheck(func() {
+	if !m.c.runs.startCheck() {
+		// The check of an earlier attempt has not answered: the node does not count this time.
+		cancel()
+		checked, checkErr = true, fmt.Errorf("%w: the run id check of an earlier attempt has not answered", ErrNoAnswer)
+	} else if !m.c.goNodeCheck(func() {
 		defer cancel()
 		err := gm.red.checkNode(ctx, m.c)
+		m.c.runs.endCheck()
 		mu.Lock()
 		checked, checkErr = true, err
 		mu.Unlock()
 		settle()
 	}) {
 		cancel()
+		m.c.runs.endCheck()
 		notify(actors.MemberAnswer{Err: ErrClosed, Permanent: true})
 		return func() bool { return false }, func() error { return ErrClosed }
 	}

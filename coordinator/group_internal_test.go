@@ -3,6 +3,10 @@ package coordinator
 import (
 	"testing"
 	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/lockwarden/lockwarden/integration/redistest"
 )
 
 // nodeRuns keeps a RedLock node out for the grace after a change of run id was seen, and trusts the
@@ -32,5 +36,60 @@ func TestNodeRunsSee(t *testing.T) {
 		if !got.Equal(want) {
 			t.Errorf("%s: see(%q) at +%v = %v, want %v", step.what, step.runID, step.at, got, want)
 		}
+	}
+}
+
+// The run-id checks of a paused RedLock node are bounded by the node timeout (with a client that has
+// ContextTimeoutEnabled), so Close, which waits for them, is not held up for the client's
+// ReadTimeout; and attempts against the paused node skip the check while one runs, rather than
+// piling up reads that each hold a connection.
+func TestRedLockNodeChecksBounded(t *testing.T) {
+	t.Parallel()
+	var coords []*Coordinator
+	var clients []*redis.Client
+	var ms []*Mutex
+	srvs := []*redistest.Server{redistest.Start(t), redistest.Start(t), redistest.Start(t)}
+	for _, srv := range srvs {
+		client := redis.NewClient(&redis.Options{Addr: srv.Addr(), ContextTimeoutEnabled: true, ReadTimeout: 10 * time.Second})
+		t.Cleanup(func() { _ = client.Close() })
+		c, err := New(client)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = c.Close() })
+		coords, clients, ms = append(coords, c), append(clients, client), append(ms, c.Mutex(t.Name()))
+	}
+	group := coords[0].RedLock(ms, WithNodeTimeout(100*time.Millisecond))
+	ctx := t.Context()
+	if err := group.Lock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := group.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	srvs[2].Pause()
+	t.Cleanup(srvs[2].Resume)
+	for range 5 {
+		if ok, err := group.TryLock(ctx, Lease(time.Second)); !ok || err != nil {
+			t.Fatalf("TryLock with node 2 paused = %v, %v", ok, err)
+		}
+		if err := group.Unlock(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	start := time.Now()
+	checked := make(chan struct{})
+	go func() {
+		coords[2].stopping.Wait()
+		close(checked)
+	}()
+	select {
+	case <-checked:
+		t.Logf("the paused node's checks ended %v after the last attempt", time.Since(start))
+	case <-time.After(2 * time.Second):
+		t.Errorf("the paused node's run-id checks still running 2s after the last attempt (node timeout 100ms)")
+	}
+	if n := clients[2].PoolStats().TotalConns; n > 3 {
+		t.Errorf("connections to the paused node after 5 attempts = %d, want at most 3", n)
 	}
 }

@@ -559,3 +559,44 @@ func evEventually(within time.Duration, cond func() bool) bool {
 	}
 	return true
 }
+
+// TestEventsBlockedEventStreamHandlerClose: an EventStream handler that blocks does not hold up Close
+// past its stop release timeout; the events still queued for the EventStream are counted as dropped.
+func TestEventsBlockedEventStreamHandlerClose(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t)
+	const stopTimeout = 200 * time.Millisecond
+	c, err := coordinator.New(srv.Client(t), coordinator.WithStopReleaseTimeout(stopTimeout))
+	if err != nil {
+		t.Fatal(err)
+	}
+	unblock := make(chan struct{})
+	blocked := make(chan struct{})
+	var once sync.Once
+	es := c.ActorSystem().EventStream
+	es.Subscribe(func(e any) {
+		if ev, ok := e.(messages.Event); ok && ev.Name == t.Name() {
+			once.Do(func() { close(blocked) })
+			<-unblock
+		}
+	})
+	t.Cleanup(func() { close(unblock) })
+	m := c.Mutex(t.Name())
+	const cycles = 3 // 6 events: the handler blocks on the first
+	for range cycles {
+		mustLock(t, m)
+		mustUnlock(t, m)
+	}
+	waitFor(t, blocked, 5*time.Second, "the handler blocking")
+	closed := make(chan struct{})
+	start := time.Now()
+	go func() {
+		_ = c.Close()
+		close(closed)
+	}()
+	waitFor(t, closed, stopTimeout+2*time.Second, "Close with a blocked EventStream handler")
+	t.Logf("Close took %v with a blocked EventStream handler; %d events dropped", time.Since(start), c.EventStreamDropped())
+	if n := c.EventStreamDropped(); n != 2*cycles-1 {
+		t.Errorf("EventStreamDropped = %d, want %d (every event after the one the handler blocks on)", n, 2*cycles-1)
+	}
+}

@@ -684,7 +684,7 @@ func TestMultiLockMemberDownFreesHealthyMembers(t *testing.T) {
 			}
 			group := nodes.coords[0].MultiLock(nodes.handles(names...))
 			const wait = 300 * time.Millisecond
-			const nodeTimeout = 500 * time.Millisecond // the default bound of a member's attempt
+			const nodeTimeout = 2 * time.Second // a MultiLock's default bound: 1s plus the 1s replica-sync timeout
 			// TryLock without Wait: the member's attempt is bounded by the node timeout by default.
 			for _, call := range []string{"TryLock", "TryLock(Wait)", "Lock(ctx)"} {
 				start := time.Now()
@@ -875,4 +875,35 @@ func TestRedLockCloseLeavesNoGoroutines(t *testing.T) {
 		_ = clients[i].Close()
 	}
 	goleak.VerifyNone(t, ignore)
+}
+
+// TestMultiLockMemberWithLaggingReplica: a MultiLock member whose master waits for a replica that
+// lags by more than the RedLock default bound (500 ms) but answers within the replica-sync timeout is
+// taken: a MultiLock's default bound covers the members' replica sync.
+func TestMultiLockMemberWithLaggingReplica(t *testing.T) {
+	t.Parallel()
+	master := redistest.Start(t)
+	_, link := redistest.StartReplicaVia(t, master)
+	other := redistest.Start(t)
+	lagged := newCoordinator(t, master.Client(t)) // replica sync on, by default, with 1s
+	plain := newCoordinator(t, other.Client(t))
+	names := groupNames(t, 2)
+	members := []*coordinator.Mutex{lagged.Mutex(names[0]), plain.Mutex(names[1])}
+	// The first lock counts the master's replicas and loads the scripts, before the lag.
+	mustLock(t, members[0])
+	mustUnlock(t, members[0])
+	link.AddLatency(350 * time.Millisecond) // WAIT's round trip to the replica: 700 ms or more
+
+	group := lagged.MultiLock(members)
+	start := time.Now()
+	ok, err := group.TryLock(t.Context())
+	took := time.Since(start)
+	t.Logf("TryLock with a replica lagging 700 ms: %v, %v after %v", ok, err, took)
+	if !ok || err != nil {
+		t.Fatalf("TryLock = %v, %v; want true", ok, err)
+	}
+	if took < 700*time.Millisecond {
+		t.Errorf("TryLock took %v, want at least the replica's lag of 700ms", took)
+	}
+	mustGroupUnlock(t, group)
 }
