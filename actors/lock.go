@@ -615,6 +615,7 @@ func (a *lockActor) settleAttempt(m *Acquire, sent time.Time, res redisops.Acqui
 		// Redis gave the hold and took it back because replicas did not acknowledge it. The call
 		// fails, waiting or not: trying again would most likely meet the same replicas.
 		a.refuse(m, Outcome{Reason: messages.ReasonNotSynced, Err: err})
+		a.cutAfterUndoneReentry(k, sent, m.Lease)
 		return true, 0, nil
 	}
 	if err != nil {
@@ -653,6 +654,28 @@ func (a *lockActor) settleAttempt(m *Acquire, sent time.Time, res redisops.Acqui
 		}
 	}
 	return true, 0, nil
+}
+
+// cutAfterUndoneReentry keeps the plain or fair hold of k honest after its re-entry with lease, sent at
+// sent, was given back because replicas did not acknowledge it. The re-entry set the lock's expiry to
+// its own lease (acquire.lua, fair_acquire.lua), and so did the release that gave it back; a replica
+// may have either. So the hold's validity is cut to the re-entry's, when that is shorter, and a
+// watchdog hold is renewed at once, so that the master (and, once they acknowledge, the replicas)
+// get the watchdog's lease again; until a renewal counts, Done closes before the shorter expiry ends.
+// A hold with a fixed lease keeps the cut validity: nothing renews it. The read-write lock's
+// re-entries and releases only ever raise its expiry, so its holds keep theirs.
+func (a *lockActor) cutAfterUndoneReentry(k holdKey, sent time.Time, lease time.Duration) {
+	h := a.holds[k]
+	if h == nil || a.family == familyRW {
+		return
+	}
+	if v := validUntil(sent, lease); v.Before(h.expires) {
+		h.expires = v
+		h.deadline.Reset(time.Until(v))
+	}
+	if h.watchdog && a.renewHold(k, h) {
+		a.tryHead()
+	}
 }
 
 // ErrGrantTooLate is the error of an acquisition whose grant came back from Redis after the lease had

@@ -370,3 +370,66 @@ func TestReplicaSyncDefaultMajority(t *testing.T) {
 	}
 	mustUnlock(t, o)
 }
+
+// TestReplicaSyncShortReentryUndone: a re-entry with a shorter lease than the hold's, given back because
+// the paused replica did not acknowledge it, leaves no second owner. The re-entry and its undo cut the
+// lock's expiry on the master (and perhaps on a replica) to the short lease; the hold's validity must
+// not outlast that, so another coordinator gets the lock only after the holder's Done closed, and
+// while the replica stays paused (no renewal counts) Done closes.
+func TestReplicaSyncShortReentryUndone(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		fair  bool
+		lease time.Duration // of the outer hold; 0 for a watchdog hold
+	}{
+		{name: "plain"},
+		{name: "fair", fair: true},
+		{name: "plain-fixed-lease", lease: 20 * time.Second},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			replica, client, _ := replicated(t)
+			c := newCoordinator(t, client, coordinator.WithReplicaSync(1, replicaSyncTimeout))
+			other := newCoordinator(t, client, coordinator.WithoutReplicaSync())
+			ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+			defer cancel()
+			name := "replicasync:short-reentry:" + tc.name
+			mutex := c.Mutex
+			if tc.fair {
+				mutex = c.FairMutex
+			}
+			m := mutex(name)
+			if tc.lease > 0 {
+				if ok, err := m.TryLock(ctx, coordinator.Lease(tc.lease)); !ok || err != nil {
+					t.Fatalf("TryLock(Lease(%v)) = %v, %v", tc.lease, ok, err)
+				}
+			} else {
+				mustLock(t, m)
+			}
+			replica.Pause()
+			t.Cleanup(replica.Resume)
+			expectNotSynced(t, "short re-entry", func() error {
+				ok, err := m.TryLock(ctx, coordinator.Lease(500*time.Millisecond))
+				if ok {
+					t.Error("TryLock reported true")
+				}
+				return err
+			})
+			contender := other.Mutex(name)
+			if tc.fair {
+				contender = other.FairMutex(name)
+			}
+			ok, err := contender.TryLock(ctx, coordinator.Wait(3*time.Second))
+			if err != nil && !errors.Is(err, coordinator.ErrNotObtained) {
+				t.Fatalf("contender TryLock: %v", err)
+			}
+			select {
+			case <-m.Done():
+			default:
+				if ok {
+					t.Fatal("another coordinator got the lock while the holder's Done was still open")
+				}
+				t.Fatal("the holder's Done is open 3s after a 500ms re-entry was undone, with no renewal acknowledged")
+			}
+		})
+	}
+}
