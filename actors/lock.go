@@ -1587,18 +1587,18 @@ func (a *lockActor) renewOnce(k holdKey, h *hold) (bool, error) {
 	err := a.proto.renew(ctx, k, a.env.WatchdogTimeout)
 	cancel()
 	switch {
-	case err == nil && h.ended():
+	case err == nil && (h.ended() || lateGrant(sent, a.env.WatchdogTimeout)):
 		// Done closed while the renewal was on its way (a WAIT for a lagging replica, a client without
-		// ContextTimeoutEnabled): the holder has been told the hold ended, and it stays ended.
-		err = fmt.Errorf("%w (renewal answered after the hold's validity ran out)", ErrGrantTooLate)
+		// ContextTimeoutEnabled), or the renewal came back with no validity left: the renewal set the
+		// expiry to the watchdog's lease from some moment after sent, which can no longer be counted
+		// on, and may have cut a longer one. The holder has been told, or must be, that the hold
+		// ended, and it stays ended. The renewal did take effect, and nobody would
+		// own what it renewed, so the owner's holds are given back (with the owner check) rather
+		// than left to keep contenders out for a whole watchdog timeout.
+		err = fmt.Errorf("%w (renewal answered after %v, the hold's validity ran out)", ErrGrantTooLate, time.Since(sent).Round(time.Millisecond))
 		a.lose(k, "lease ran out")
+		a.clearLost(k)
 		return true, err
-	case err == nil && lateGrant(sent, a.env.WatchdogTimeout):
-		// The renewal came back too late to count: the expiry timer declares the loss.
-		err = fmt.Errorf("%w (renewal answered after %v)", ErrGrantTooLate, time.Since(sent).Round(time.Millisecond))
-		a.log().Warn("renewal answered too late; retrying soon", "owner", k.owner, "err", err)
-		a.emitHold(messages.EventRenewalFailed, k, h, h.count, err.Error())
-		return false, err
 	case err == nil:
 		h.lease = a.env.WatchdogTimeout
 		h.extend(sent, a.env.WatchdogTimeout)
