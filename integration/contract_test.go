@@ -141,6 +141,13 @@ func TestContractRenewalAfterDoneGivesBack(t *testing.T) {
 	srv := redistest.Start(t)
 	client := redis.NewClient(&redis.Options{Addr: srv.Addr(), ReadTimeout: 10 * time.Second, MaxRetries: -1})
 	t.Cleanup(func() { _ = client.Close() })
+	// The renewal that the pause holds back must run as it is sent: with the script not cached, its
+	// EVALSHA would answer NOSCRIPT and the EVAL after it, past the hold's deadline, would not go.
+	for _, script := range redisops.Scripts() {
+		if err := script.Load(t.Context(), client).Err(); err != nil {
+			t.Fatalf("SCRIPT LOAD: %v", err)
+		}
+	}
 	c := newCoordinator(t, client, coordinator.WithWatchdogTimeout(watchdog))
 	name := "contract-renewal-after-done"
 	m := c.Mutex(name)
