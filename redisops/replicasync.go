@@ -348,7 +348,7 @@ func (o *Ops) runSynced(ctx context.Context, calls []call) (replies []*redis.Cmd
 			switch err := replies[i].Err(); {
 			case err != nil && isNoScript(err):
 				again = append(again, i)
-			case err == nil || isErrorReply(err):
+			case scriptRan(err):
 				rs.setLoaded(t.master, calls[i].script.Hash())
 			}
 		}
@@ -614,6 +614,22 @@ func parseReplication(info string) (replicas int, replID string) {
 		return online, replID
 	}
 	return connected, replID
+}
+
+// scriptRan reports whether err, the error of an EVAL or EVALSHA (nil when it succeeded), shows that
+// the script ran, and so is in the server's script cache: no error, or an error the script raised
+// (WRONGTYPE, WRONGKIND, or Redis' "ERR ... script" of a Lua error). The refusals that come before
+// a script runs (MOVED, ASK, READONLY, LOADING, BUSY, NOPERM, OOM, ...) do not.
+func scriptRan(err error) bool {
+	if err == nil {
+		return true
+	}
+	if !isErrorReply(err) {
+		return false
+	}
+	msg := err.Error()
+	return strings.HasPrefix(msg, "WRONGTYPE ") || strings.HasPrefix(msg, "WRONGKIND ") ||
+		(strings.HasPrefix(msg, "ERR ") && strings.Contains(strings.ToLower(msg), "script"))
 }
 
 // isNoScript reports whether err is Redis' answer to EVALSHA of a script it does not have.

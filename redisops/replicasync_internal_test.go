@@ -83,3 +83,41 @@ func TestReplicaSyncWantAfterWaitsForALaterReading(t *testing.T) {
 		t.Errorf("the counts were read at %v, not after %v", rs.checked, after)
 	}
 }
+
+// replyError is an error reply of a server, as go-redis gives it.
+type replyError string
+
+func (e replyError) Error() string { return string(e) }
+func (replyError) RedisError()     {}
+
+// TestScriptRan: only an answer the script itself gave marks the script as loaded on a master; a
+// refusal before it ran (a redirection, a replica, a loading or busy server, missing permissions)
+// does not, or the next call would send EVALSHA, meet NOSCRIPT and wait twice.
+func TestScriptRan(t *testing.T) {
+	tests := []struct {
+		err  error
+		want bool
+	}{
+		{nil, true},
+		{replyError("WRONGTYPE {l} holds a string, not a hash"), true},
+		{replyError("WRONGTYPE Operation against a key holding the wrong kind of value script: 3c5e, on @user_script:12."), true},
+		{replyError("WRONGKIND {l} holds another kind of lock"), true},
+		{replyError("ERR user_script:1: Script attempted to access nonexistent global variable 'x' script: 3c5e, on @user_script:1."), true},
+		{replyError("ERR Error running script (call to f_3c5e): @user_script:1: oops"), true},
+		{replyError("MOVED 3999 127.0.0.1:6381"), false},
+		{replyError("ASK 3999 127.0.0.1:6381"), false},
+		{replyError("READONLY You can't write against a read only replica. script: 3c5e, on @user_script:3."), false},
+		{replyError("LOADING Redis is loading the dataset in memory"), false},
+		{replyError("BUSY Redis is busy running a script. You can only call SCRIPT KILL or SHUTDOWN NOSCRIPT."), false},
+		{replyError("NOPERM User default has no permissions to run the 'evalsha' command"), false},
+		{replyError("OOM command not allowed when used memory > 'maxmemory'."), false},
+		{replyError("ERR wrong number of arguments for 'evalsha' command"), false},
+		{replyError("NOSCRIPT No matching script. Please use EVAL."), false},
+		{context.DeadlineExceeded, false},
+	}
+	for _, tt := range tests {
+		if got := scriptRan(tt.err); got != tt.want {
+			t.Errorf("scriptRan(%v) = %v, want %v", tt.err, got, tt.want)
+		}
+	}
+}
