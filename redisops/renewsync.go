@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 )
@@ -25,10 +26,10 @@ var ErrRenewalNotSynced = errors.New("lockwarden: renewal not acknowledged by re
 // when the script renewed but fewer replicas than required acknowledged it: it matches
 // [ErrRenewalNotSynced], and the renewal is not undone.
 //
-// The script goes with EVAL, not EVALSHA: a renewal is small and comes every third of a watchdog
-// timeout, and a server that does not know the script (a replica just promoted has none cached) would
-// otherwise answer NOSCRIPT beside a WAIT that still waits its whole timeout, just when the hold has
-// least time to spare.
+// The script goes with EVALSHA where the master is known to have it, and with EVAL where it is not
+// (its first use there, or after a connection error or a new replication id, as after a failover or a
+// restart), as for acquisitions. A server that lost it unnoticed answers NOSCRIPT: the renewal then
+// goes again with EVAL, followed by a second WAIT.
 func (o *Ops) runRenewing(ctx context.Context, c call) (reply *redis.Cmd, syncErr error) {
 	rs := o.sync
 	if rs == nil || rs.unsupported.Load() || len(c.keys) == 0 {
@@ -48,12 +49,34 @@ func (o *Ops) runRenewing(ctx context.Context, c call) (reply *redis.Cmd, syncEr
 		return o.run(ctx, c), nil
 	}
 	timeout := rs.waitTimeout(t.opts)
-	pipe := t.pipe.Pipeline()
-	reply = c.script.Eval(ctx, pipe, c.keys, c.args...)
-	wait := pipe.Do(ctx, "wait", want, timeout.Milliseconds())
-	_, _ = pipe.Exec(ctx) // each command keeps its own error
+	var wait *redis.Cmd
+	for round := 0; ; round++ {
+		pipe := t.pipe.Pipeline()
+		if round > 0 || !rs.isLoaded(t.master, c.script.Hash()) {
+			reply = c.script.Eval(ctx, pipe, c.keys, c.args...)
+		} else {
+			reply = c.script.EvalSha(ctx, pipe, c.keys, c.args...)
+		}
+		wait = pipe.Do(ctx, "wait", want, timeout.Milliseconds())
+		_, _ = pipe.Exec(ctx) // each command keeps its own error
+		err := reply.Err()
+		if scriptRan(err) {
+			rs.setLoaded(t.master, c.script.Hash())
+		}
+		if err == nil || !isNoScript(err) || round > 0 {
+			break
+		}
+		// The server lost its scripts (a restart, a failover, SCRIPT FLUSH): the renewal did not
+		// run. It goes again with EVAL, against counts read again, since the server may be another.
+		rs.forgetScripts()
+		rs.markStale()
+		if want = rs.wantAfter(ctx, o.client, t.master, time.Now()); want == 0 {
+			return o.run(ctx, c), nil
+		}
+	}
 	if err := reply.Err(); err != nil {
-		if !isErrorReply(err) {
+		if !isErrorReply(err) && !callerGone(ctx, err) {
+			rs.forgetScripts()
 			rs.markStale() // perhaps a failover: the replicas may have changed
 		}
 		if cc, ok := o.client.(*redis.ClusterClient); ok && isRedirect(err) {

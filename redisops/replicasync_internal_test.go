@@ -4,6 +4,8 @@ import (
 	"context"
 	"testing"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 )
 
 func TestReplicaSyncOf(t *testing.T) {
@@ -118,6 +120,33 @@ func TestScriptRan(t *testing.T) {
 	for _, tt := range tests {
 		if got := scriptRan(tt.err); got != tt.want {
 			t.Errorf("scriptRan(%v) = %v, want %v", tt.err, got, tt.want)
+		}
+	}
+}
+
+// TestCheckSyncedCallerGone: a call that failed because its caller's context ended says nothing of the
+// server: the scripts the masters are known to have are kept, and the replica counts are not read
+// again.
+func TestCheckSyncedCallerGone(t *testing.T) {
+	for _, cause := range []error{context.Canceled, context.DeadlineExceeded} {
+		o := &Ops{}
+		o.SetReplicaSync(1, time.Second)
+		rs := o.sync
+		rs.setLoaded("", renewScript.Hash())
+		ctx, cancel := context.WithCancel(context.Background())
+		cancel()
+		reply, wait := redis.NewCmd(ctx), redis.NewCmd(ctx)
+		reply.SetErr(cause)
+		wait.SetErr(cause)
+		c := call{script: acquireScript, keys: []string{"l"}}
+		if err := o.checkSynced(ctx, c, reply, wait, "", 1, time.Second); err != nil {
+			t.Errorf("%v: checkSynced = %v, want nil", cause, err)
+		}
+		if !rs.isLoaded("", renewScript.Hash()) {
+			t.Errorf("%v: the masters' scripts were forgotten", cause)
+		}
+		if !rs.invalidated.IsZero() {
+			t.Errorf("%v: the replica counts were marked stale", cause)
 		}
 	}
 }
