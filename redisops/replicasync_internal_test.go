@@ -3,6 +3,7 @@ package redisops
 import (
 	"context"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -56,34 +57,68 @@ func TestParseReplication(t *testing.T) {
 }
 
 // TestReplicaSyncWantAfterWaitsForALaterReading: a caller that needs counts read after a moment waits
-// for the reading in progress only if it started after that moment, and otherwise for a new one; a
-// caller whose counts are only old does not wait for a reading in progress.
+// for the reading in progress, and when that one started before the moment, for a new one after it;
+// a caller whose counts are only old does not wait for a reading in progress. The bubble's clock and
+// synctest.Wait make each step certain: the caller is blocked on the reading before it finishes.
 func TestReplicaSyncWantAfterWaitsForALaterReading(t *testing.T) {
-	rs := &replicaSync{replicas: MajorityOfReplicas, counts: map[string]int{"": 2}, checked: time.Now().Add(-2 * time.Second)}
-	old := &countReading{started: time.Now().Add(-time.Second), done: make(chan struct{})}
-	rs.reading = old
-	after := time.Now()
-	got := make(chan int, 1)
-	go func() { got <- rs.wantAfter(context.Background(), nil, "", after) }()
-	// Finishing the older reading does not answer the caller: it starts its own (a nil client is
-	// neither a *redis.Client nor a *redis.ClusterClient: it has no replicas).
-	rs.mu.Lock()
-	rs.reading = nil
-	close(old.done)
-	rs.mu.Unlock()
-	select {
-	case n := <-got:
-		if n != 0 {
-			t.Errorf("got %d, want 0, from a reading of its own", n)
-		}
-	case <-time.After(10 * time.Second):
-		t.Fatal("wantAfter did not return")
-	}
-	rs.mu.Lock()
-	defer rs.mu.Unlock()
-	if !rs.checked.After(after) {
-		t.Errorf("the counts were read at %v, not after %v", rs.checked, after)
-	}
+	t.Run("reading started before the moment", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			rs := &replicaSync{replicas: MajorityOfReplicas, counts: map[string]int{"": 2}, checked: time.Now().Add(-2 * time.Second)}
+			old := &countReading{started: time.Now().Add(-time.Second), done: make(chan struct{})}
+			rs.reading = old
+			after := time.Now()
+			got := make(chan int, 1)
+			go func() { got <- rs.wantAfter(context.Background(), nil, "", after) }()
+			synctest.Wait() // the caller waits for the reading in progress
+			select {
+			case n := <-got:
+				t.Fatalf("wantAfter answered %d while the reading it waits for was in progress", n)
+			default:
+			}
+			time.Sleep(time.Millisecond)
+			// Finishing the older reading does not answer the caller: it starts its own (a nil client
+			// is neither a *redis.Client nor a *redis.ClusterClient: it has no replicas).
+			rs.mu.Lock()
+			rs.reading = nil
+			close(old.done)
+			rs.mu.Unlock()
+			if n := <-got; n != 0 {
+				t.Errorf("got %d, want 0, from a reading of its own", n)
+			}
+			rs.mu.Lock()
+			defer rs.mu.Unlock()
+			if !rs.checked.After(after) {
+				t.Errorf("the counts were read at %v, not after %v", rs.checked, after)
+			}
+		})
+	})
+	t.Run("counts only old", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			checked := time.Now().Add(-ReplicaRefreshInterval - time.Second)
+			rs := &replicaSync{replicas: MajorityOfReplicas, counts: map[string]int{"": 2}, checked: checked}
+			old := &countReading{started: time.Now().Add(-time.Second), done: make(chan struct{})}
+			rs.reading = old
+			got := make(chan int, 1)
+			go func() { got <- rs.want(context.Background(), nil, "") }()
+			synctest.Wait()
+			select {
+			case n := <-got:
+				if n != 2 {
+					t.Errorf("got %d, want 2 from the old counts", n)
+				}
+			default:
+				t.Error("want waited for the reading in progress, with counts that are only old")
+			}
+			rs.mu.Lock()
+			rs.reading = nil
+			close(old.done)
+			rs.mu.Unlock()
+			synctest.Wait()
+			if !rs.checked.Equal(checked) {
+				t.Errorf("the counts were read again at %v", rs.checked)
+			}
+		})
+	})
 }
 
 // replyError is an error reply of a server, as go-redis gives it.
