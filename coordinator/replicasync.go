@@ -57,8 +57,8 @@ import (
 // The wait adds up to timeout to a lock call, and to each renewal (renewals of one lock name in one
 // coordinator run one after another), while a replica lags, and holds a pool connection meanwhile.
 // It must stay below the client's ReadTimeout (go-redis' default is 5s), or it is cut to three
-// quarters of it (a timeout of 5s or more
-// waits 3.75s with the default). replicas 0 turns the safeguard off, like [WithoutReplicaSync].
+// quarters of it (a timeout of 5s or more waits 3.75s with the default). replicas 0 turns the
+// safeguard off, like [WithoutReplicaSync].
 // replicas must be positive, 0 or [MajorityOfReplicas], and timeout must be positive and at most
 // [MaxDuration], or New returns [ErrInvalidOption]. The default is on, with [MajorityOfReplicas] and a
 // timeout of 1s (Redisson's slavesSyncTimeout).
