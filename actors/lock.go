@@ -1525,6 +1525,11 @@ func renewRetryDelay(watchdog time.Duration) time.Duration { return max(watchdog
 
 // renewAll renews every watchdog hold. An error is not a loss: the next tick, soon, tries again, and the
 // expiry timer declares the loss if the lease runs out first.
+//
+// The holds are renewed one after another, each in its own round trip and, with replica sync on,
+// with its own WAIT: while a replica lags, a tick of an actor with N watchdog holds (the readers of a
+// read-write lock in this coordinator) blocks it for up to N times the sync timeout, and a hold
+// renewed late in the tick may run out of validity first.
 func (a *lockActor) renewAll() {
 	a.renewTicks++
 	a.renewSoon = false
