@@ -54,8 +54,9 @@ import (
 // *redis.Client (single server, Sentinel) and *redis.ClusterClient, whose script and WAIT go in one
 // pipeline to the master of the lock's slot.
 //
-// The wait adds up to timeout to a lock call, and to each renewal (renewals of one lock name in one
-// coordinator run one after another), while a replica lags, and holds a pool connection meanwhile.
+// The wait adds up to timeout to a lock call, and to each watchdog tick of a lock name (the renewals
+// of its holds in one coordinator share one WAIT), while a replica lags, and holds a pool connection
+// meanwhile.
 // It must stay below the client's ReadTimeout (go-redis' default is 5s), or it is cut to three
 // quarters of it (a timeout of 5s or more waits 3.75s with the default). replicas 0 turns the
 // safeguard off, like [WithoutReplicaSync].

@@ -13,6 +13,7 @@ import (
 
 	"github.com/lockwarden/lockwarden/coordinator"
 	"github.com/lockwarden/lockwarden/integration/redistest"
+	"github.com/lockwarden/lockwarden/messages"
 	"github.com/lockwarden/lockwarden/redisops"
 )
 
@@ -431,5 +432,43 @@ func TestReplicaSyncShortReentryUndone(t *testing.T) {
 				t.Fatal("the holder's Done is open 3s after a 500ms re-entry was undone, with no renewal acknowledged")
 			}
 		})
+	}
+}
+
+// TestReplicaSyncRenewalsOneWaitPerTick: the watchdog renews the holds of one name in one coordinator
+// (here 5 readers of a read-write lock) in one pipeline followed by one WAIT, so a lagging replica
+// costs a tick one sync timeout, not one per hold.
+func TestReplicaSyncRenewalsOneWaitPerTick(t *testing.T) {
+	replica, client, waits := replicated(t)
+	c := newCoordinator(t, client, coordinator.WithReplicaSync(1, replicaSyncTimeout),
+		coordinator.WithWatchdogTimeout(3*time.Second))
+	const name, readers = "replicasync:renewals-one-wait", 5
+	for range readers {
+		if err := c.RWMutex(name).RLock(t.Context()); err != nil {
+			t.Fatalf("RLock: %v", err)
+		}
+	}
+	sub := c.Subscribe(nil, 0)
+	defer sub.Close()
+	replica.Pause()
+	t.Cleanup(replica.Resume)
+	before := waits.n.Load()
+	start := time.Now()
+	deadline := time.After(10 * time.Second)
+	for failed := 0; failed < readers; {
+		select {
+		case ev := <-sub.Events():
+			if ev.Type == messages.EventRenewalFailed {
+				failed++
+			}
+		case <-deadline:
+			t.Fatalf("%d of %d renewals failed within 10s of the replica's pause", failed, readers)
+		}
+	}
+	if n := waits.n.Load() - before; n != 1 {
+		t.Errorf("%d WAITs for the first tick's %d renewals, want 1", n, readers)
+	}
+	if took := time.Since(start); took > time.Second+2*replicaSyncTimeout {
+		t.Errorf("the first tick's renewals failed %v after the pause, want within one tick (1s) and one sync timeout", took.Round(time.Millisecond))
 	}
 }
