@@ -164,3 +164,31 @@ func TestReplicaSyncRenewalsUseEvalSha(t *testing.T) {
 		}
 	}
 }
+
+// TestRenewMany: the renewals of one lock's holds answer each as on its own (renewed, not held, a
+// renewal of an unknown kind refused), after one WAIT for all of them.
+func TestRenewMany(t *testing.T) {
+	_, _, client := startWithReplica(t)
+	ops := syncedOps(client)
+	const name = "replicasync:renew-many"
+	renewalHolds(t, ops, name)
+	if got, err := ops.ReadAcquire(t.Context(), name+":r", "r2", 10*time.Second, 0); err != nil || !got.OK {
+		t.Fatalf("second read acquire = %+v, %v; want a hold", got, err)
+	}
+	before := waitCalls(t, client)
+	errs := ops.RenewMany(t.Context(), name+":r", []redisops.Renewal{
+		{Owner: "r", Kind: redisops.RenewRead, Lease: time.Minute},
+		{Owner: "nobody", Kind: redisops.RenewRead, Lease: time.Minute},
+		{Owner: "r2", Kind: redisops.RenewRead, Lease: time.Minute},
+		{Owner: "r", Kind: redisops.RenewKind(9), Lease: time.Minute},
+	})
+	if errs[0] != nil || !errors.Is(errs[1], redisops.ErrNotHeld) || errs[2] != nil || !errors.Is(errs[3], redisops.ErrInvalidRenewal) {
+		t.Errorf("RenewMany = %v; want nil, ErrNotHeld, nil, ErrInvalidRenewal", errs)
+	}
+	if n := waitCalls(t, client) - before; n != 1 {
+		t.Errorf("%d WAITs, want 1", n)
+	}
+	if d := pttl(t, client, name+":r"); d < 30*time.Second {
+		t.Errorf("PTTL after RenewMany = %v, want about a minute", d)
+	}
+}
