@@ -1581,7 +1581,7 @@ type renewal struct {
 func (a *lockActor) renewMany(ks []holdKey) []renewal {
 	var deadline time.Time
 	for _, k := range ks {
-		if h := a.holds[k]; h.expires.After(deadline) {
+		if h := a.holds[k]; h != nil && h.expires.After(deadline) {
 			deadline = h.expires
 		}
 	}
