@@ -615,6 +615,7 @@ func (a *lockActor) settleAttempt(m *Acquire, sent time.Time, res redisops.Acqui
 		// Redis gave the hold and took it back because replicas did not acknowledge it. The call
 		// fails, waiting or not: trying again would most likely meet the same replicas.
 		a.refuse(m, Outcome{Reason: messages.ReasonNotSynced, Err: err})
+		a.cutAfterUndoneReentry(k, sent, m.Lease)
 		return true, 0, nil
 	}
 	if err != nil {
@@ -653,6 +654,28 @@ func (a *lockActor) settleAttempt(m *Acquire, sent time.Time, res redisops.Acqui
 		}
 	}
 	return true, 0, nil
+}
+
+// cutAfterUndoneReentry keeps the plain or fair hold of k honest after its re-entry with lease, sent at
+// sent, was given back because replicas did not acknowledge it. The re-entry set the lock's expiry to
+// its own lease (acquire.lua, fair_acquire.lua), and so did the release that gave it back; a replica
+// may have either. So the hold's validity is cut to the re-entry's, when that is shorter, and a
+// watchdog hold is renewed at once, so that the master (and, once they acknowledge, the replicas)
+// get the watchdog's lease again; until a renewal counts, Done closes before the shorter expiry ends.
+// A hold with a fixed lease keeps the cut validity: nothing renews it. The read-write lock's
+// re-entries and releases only ever raise its expiry, so its holds keep theirs.
+func (a *lockActor) cutAfterUndoneReentry(k holdKey, sent time.Time, lease time.Duration) {
+	h := a.holds[k]
+	if h == nil || a.family == familyRW {
+		return
+	}
+	if v := validUntil(sent, lease); v.Before(h.expires) {
+		h.expires = v
+		h.deadline.Reset(time.Until(v))
+	}
+	if h.watchdog && a.renewHold(k, h) {
+		a.tryHead()
+	}
 }
 
 // ErrGrantTooLate is the error of an acquisition whose grant came back from Redis after the lease had
@@ -1505,30 +1528,78 @@ func renewRetryDelay(watchdog time.Duration) time.Duration { return max(watchdog
 
 // renewAll renews every watchdog hold. An error is not a loss: the next tick, soon, tries again, and the
 // expiry timer declares the loss if the lease runs out first.
+//
+// The holds go to Redis together (redisops.Ops.RenewMany): with replica sync on, in one pipeline
+// followed by one WAIT, so that replicas that lag cost a tick one sync timeout however many watchdog
+// holds the actor has (the readers of a read-write lock in this coordinator). The round trip is
+// bounded by the latest of their validities; a hold whose own validity ran out before the answer is
+// lost (see settleRenewal).
 func (a *lockActor) renewAll() {
 	a.renewTicks++
 	a.renewSoon = false
+	var ks []holdKey
+	for k, h := range a.holds {
+		if h.watchdog {
+			ks = append(ks, k)
+		}
+	}
 	lost := false
 	renewed, failed := 0, 0
 	var lastErr error
-	for k, h := range a.holds {
-		if !h.watchdog {
-			continue
+	for try := 0; len(ks) > 0; try++ {
+		var again []holdKey
+		for _, r := range a.renewMany(ks) {
+			if try == 0 && !r.gone && errors.Is(r.err, redisops.ErrReplicasChanged) {
+				// The master has fewer replicas than the WAIT asked for (a failover left the new
+				// master without the old one's): ask again at once for what it has now.
+				again = append(again, r.k)
+				continue
+			}
+			if r.err != nil {
+				failed++
+				lastErr = r.err
+				a.renewSoon = a.renewSoon || !r.gone
+			} else {
+				renewed++
+			}
+			lost = lost || r.gone
 		}
-		gone, err := a.renew(k, h)
-		if err != nil {
-			failed++
-			lastErr = err
-			a.renewSoon = a.renewSoon || !gone
-		} else {
-			renewed++
-		}
-		lost = lost || gone
+		ks = again
 	}
 	a.traceRenewals(renewed, failed, lastErr)
 	if lost {
 		a.tryHead()
 	}
+}
+
+// renewal is the outcome of one hold's renewal in renewMany.
+type renewal struct {
+	k    holdKey
+	gone bool
+	err  error
+}
+
+// renewMany makes one renewal of each watchdog hold of ks in one round trip, and settles each as
+// renewOnce does.
+func (a *lockActor) renewMany(ks []holdKey) []renewal {
+	var deadline time.Time
+	for _, k := range ks {
+		if h := a.holds[k]; h != nil && h.expires.After(deadline) {
+			deadline = h.expires
+		}
+	}
+	sent := time.Now()
+	ctx, cancel := context.WithDeadline(a.redisContext(), deadline)
+	errs := a.proto.renewMany(ctx, ks, a.env.WatchdogTimeout)
+	cancel()
+	out := make([]renewal, len(ks))
+	for i, k := range ks {
+		out[i].k = k
+		if h := a.holds[k]; h != nil {
+			out[i].gone, out[i].err = a.settleRenewal(k, h, sent, errs[i])
+		}
+	}
+	return out
 }
 
 // renewHold renews the watchdog hold h of k at once, outside the watchdog's tick, and reports whether
@@ -1566,19 +1637,25 @@ func (a *lockActor) renewOnce(k holdKey, h *hold) (bool, error) {
 	ctx, cancel := context.WithDeadline(a.redisContext(), h.expires)
 	err := a.proto.renew(ctx, k, a.env.WatchdogTimeout)
 	cancel()
+	return a.settleRenewal(k, h, sent, err)
+}
+
+// settleRenewal takes the answer err to a renewal of the watchdog hold h of k sent at sent, and reports
+// whether the hold was found gone (and lost), and the error of a renewal that did not count.
+func (a *lockActor) settleRenewal(k holdKey, h *hold, sent time.Time, err error) (bool, error) {
 	switch {
-	case err == nil && h.ended():
+	case err == nil && (h.ended() || lateGrant(sent, a.env.WatchdogTimeout)):
 		// Done closed while the renewal was on its way (a WAIT for a lagging replica, a client without
-		// ContextTimeoutEnabled): the holder has been told the hold ended, and it stays ended.
-		err = fmt.Errorf("%w (renewal answered after the hold's validity ran out)", ErrGrantTooLate)
+		// ContextTimeoutEnabled), or the renewal came back with no validity left: the renewal set the
+		// expiry to the watchdog's lease from some moment after sent, which can no longer be counted
+		// on, and may have cut a longer one. The holder has been told, or must be, that the hold
+		// ended, and it stays ended. The renewal did take effect, and nobody would own what it
+		// renewed, so the owner's holds are given back (with the owner check) rather than left to
+		// keep contenders out for a whole watchdog timeout.
+		err = fmt.Errorf("%w (renewal answered after %v, the hold's validity ran out)", ErrGrantTooLate, time.Since(sent).Round(time.Millisecond))
 		a.lose(k, "lease ran out")
+		a.clearLost(k)
 		return true, err
-	case err == nil && lateGrant(sent, a.env.WatchdogTimeout):
-		// The renewal came back too late to count: the expiry timer declares the loss.
-		err = fmt.Errorf("%w (renewal answered after %v)", ErrGrantTooLate, time.Since(sent).Round(time.Millisecond))
-		a.log().Warn("renewal answered too late; retrying soon", "owner", k.owner, "err", err)
-		a.emitHold(messages.EventRenewalFailed, k, h, h.count, err.Error())
-		return false, err
 	case err == nil:
 		h.lease = a.env.WatchdogTimeout
 		h.extend(sent, a.env.WatchdogTimeout)

@@ -17,6 +17,9 @@ type protocol interface {
 	// release drops one hold. next is a local owner to hand the lock to (plain locks only).
 	release(ctx context.Context, k holdKey, requestID string, lease time.Duration, next *redisops.Handoff) (redisops.Released, error)
 	renew(ctx context.Context, k holdKey, lease time.Duration) error
+	// renewMany renews the holds ks in one round trip (one WAIT with replica sync on), and returns
+	// each one's error in the order of ks.
+	renewMany(ctx context.Context, ks []holdKey, lease time.Duration) []error
 	forceUnlock(ctx context.Context, kind Kind) (bool, error)
 	// holdCount reads the owner's hold count of the kind from Redis.
 	holdCount(ctx context.Context, k holdKey) (int64, error)
@@ -55,6 +58,19 @@ func (p plainProtocol) release(ctx context.Context, k holdKey, requestID string,
 
 func (p plainProtocol) renew(ctx context.Context, k holdKey, lease time.Duration) error {
 	return p.ops.Renew(ctx, p.name, k.owner, lease)
+}
+
+func (p plainProtocol) renewMany(ctx context.Context, ks []holdKey, lease time.Duration) []error {
+	return p.ops.RenewMany(ctx, p.name, lockRenewals(ks, lease))
+}
+
+// lockRenewals are the renewals of the reentrant or fair lock holds ks.
+func lockRenewals(ks []holdKey, lease time.Duration) []redisops.Renewal {
+	rs := make([]redisops.Renewal, len(ks))
+	for i, k := range ks {
+		rs[i] = redisops.Renewal{Owner: k.owner, Kind: redisops.RenewLock, Lease: lease}
+	}
+	return rs
 }
 
 func (p plainProtocol) forceUnlock(ctx context.Context, _ Kind) (bool, error) {
@@ -106,6 +122,10 @@ func (p fairProtocol) release(ctx context.Context, k holdKey, requestID string, 
 
 func (p fairProtocol) renew(ctx context.Context, k holdKey, lease time.Duration) error {
 	return p.ops.Renew(ctx, p.name, k.owner, lease)
+}
+
+func (p fairProtocol) renewMany(ctx context.Context, ks []holdKey, lease time.Duration) []error {
+	return p.ops.RenewMany(ctx, p.name, lockRenewals(ks, lease))
 }
 
 func (p fairProtocol) forceUnlock(ctx context.Context, _ Kind) (bool, error) {
@@ -171,6 +191,18 @@ func (p rwProtocol) renew(ctx context.Context, k holdKey, lease time.Duration) e
 		return p.ops.WriteRenew(ctx, p.name, k.owner, lease)
 	}
 	return p.ops.ReadRenew(ctx, p.name, k.owner, lease)
+}
+
+func (p rwProtocol) renewMany(ctx context.Context, ks []holdKey, lease time.Duration) []error {
+	rs := make([]redisops.Renewal, len(ks))
+	for i, k := range ks {
+		kind := redisops.RenewRead
+		if k.kind == KindWrite {
+			kind = redisops.RenewWrite
+		}
+		rs[i] = redisops.Renewal{Owner: k.owner, Kind: kind, Lease: lease}
+	}
+	return p.ops.RenewMany(ctx, p.name, rs)
 }
 
 func (p rwProtocol) forceUnlock(ctx context.Context, kind Kind) (bool, error) {

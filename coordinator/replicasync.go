@@ -27,14 +27,23 @@ import (
 // its replicas (with 2 replicas, both must acknowledge), at the price of failing every lock, after the
 // timeout, while a majority lags or is down. 1 (Redisson's rule) keeps locks available while all but
 // one replica lag, and loses the lagged holds if the master and the one replica that had them fail
-// together. n asks for every replica.
+// together. n asks for every replica. The count applies to the watchdog's renewals too: with the
+// majority default every renewal must reach a majority. A replica listed online that does not
+// acknowledge (one still loading a full sync, the old master rejoining as a replica after a failover,
+// one cut off by a partition, which the master lists until repl-timeout, 60s by default) makes
+// renewals fail until it catches up; from 2/3 of the watchdog timeout after it stopped, watchdog holds
+// have their [Mutex.Done] closed, and after the whole timeout every one of them. With 2 replicas one
+// such replica is enough.
 //
 // The watchdog's renewals are followed by WAIT too. A renewal that fewer replicas acknowledge stands
 // on the master but does not count: the hold keeps the validity of its last acknowledged renewal or
 // acquisition, which is the expiry a promoted replica has (Redis replicates an expiry as an absolute
 // time), and the watchdog tries again after a tenth of its timeout. So across a failover to a replica
 // that acknowledged the hold, the hold either survives, renewed on the new master, or its [Mutex.Done]
-// closes before the copy that replica kept expires and another owner can take the lock.
+// closes before the copy that replica kept expires and another owner can take the lock. At worst the
+// hold survives when the new master takes renewals within 2T/3 − drift − (T/10 + timeout) after the
+// replica stopped acknowledging (T the watchdog timeout): about 15.7s with the defaults, 2.3s with a
+// 6s watchdog, since a failed round spends up to timeout in WAIT before the next is armed.
 //
 // The replicas attached to the master (those INFO replication lists as online) are counted when the
 // coordinator first gives a lock, every 5s after that, and at once after a connection error, a WAIT
@@ -45,9 +54,12 @@ import (
 // *redis.Client (single server, Sentinel) and *redis.ClusterClient, whose script and WAIT go in one
 // pipeline to the master of the lock's slot.
 //
-// The wait adds up to timeout to a lock call while a replica lags. It must stay below the client's
-// ReadTimeout (go-redis' default is 5s), or it is cut to three quarters of it (a timeout of 5s or more
-// waits 3.75s with the default). replicas 0 turns the safeguard off, like [WithoutReplicaSync].
+// The wait adds up to timeout to a lock call, and to each watchdog tick of a lock name (the renewals
+// of its holds in one coordinator share one WAIT), while a replica lags, and holds a pool connection
+// meanwhile.
+// It must stay below the client's ReadTimeout (go-redis' default is 5s), or it is cut to three
+// quarters of it (a timeout of 5s or more waits 3.75s with the default). replicas 0 turns the
+// safeguard off, like [WithoutReplicaSync].
 // replicas must be positive, 0 or [MajorityOfReplicas], and timeout must be positive and at most
 // [MaxDuration], or New returns [ErrInvalidOption]. The default is on, with [MajorityOfReplicas] and a
 // timeout of 1s (Redisson's slavesSyncTimeout).

@@ -132,6 +132,49 @@ func TestContractLateGrantTryLockGivesBack(t *testing.T) {
 	}
 }
 
+// TestContractRenewalAfterDoneGivesBack: a renewal that Redis answers after the holder's Done closed
+// (a paused server) took effect but counts for nothing: the hold is lost, and its field is given back
+// (with the owner check), so that contenders do not wait a whole watchdog timeout for a lock nobody
+// holds.
+func TestContractRenewalAfterDoneGivesBack(t *testing.T) {
+	const watchdog = 3 * time.Second
+	srv := redistest.Start(t)
+	client := redis.NewClient(&redis.Options{Addr: srv.Addr(), ReadTimeout: 10 * time.Second, MaxRetries: -1})
+	t.Cleanup(func() { _ = client.Close() })
+	// The renewal that the pause holds back must run as it is sent: with the script not cached, its
+	// EVALSHA would answer NOSCRIPT and the EVAL after it, past the hold's deadline, would not go.
+	for _, script := range redisops.Scripts() {
+		if err := script.Load(t.Context(), client).Err(); err != nil {
+			t.Fatalf("SCRIPT LOAD: %v", err)
+		}
+	}
+	c := newCoordinator(t, client, coordinator.WithWatchdogTimeout(watchdog))
+	name := "contract-renewal-after-done"
+	m := c.Mutex(name)
+	mustLock(t, m)
+	// The key outlives the holder's estimate in Redis (as the late renewal itself makes it do), so
+	// that what is left once the renewal answers does not depend on when the server resumes.
+	if err := client.PExpire(t.Context(), name, time.Minute).Err(); err != nil {
+		t.Fatalf("PEXPIRE: %v", err)
+	}
+	srv.Pause()
+	t.Cleanup(srv.Resume)
+	waitFor(t, m.Done(), 2*watchdog, "Done closing while the server is paused")
+	srv.Resume()
+	resumed := time.Now()
+	for {
+		n, err := client.Exists(t.Context(), name).Result()
+		if err == nil && n == 0 {
+			break
+		}
+		if time.Since(resumed) > watchdog/2 {
+			pttl, _ := client.PTTL(t.Context(), name).Result()
+			t.Fatalf("the lost hold is still in Redis %v after the server resumed (PTTL %v), want it given back", time.Since(resumed).Round(time.Millisecond), pttl)
+		}
+		time.Sleep(5 * time.Millisecond) // a poll interval
+	}
+}
+
 // TestContractFailedUnlockStopsRenewal: an Unlock that fails on a cut connection returns the error,
 // stops the watchdog, and the lock frees itself within one lease: another coordinator gets it and the
 // first holder's Done closes. Without that, the watchdog renewed the hold for the life of the process.

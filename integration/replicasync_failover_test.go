@@ -38,7 +38,7 @@ func concurrentLocksAfterFailover(t *testing.T, replicas int) {
 	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
 	defer cancel()
 
-	// The coordinator counts the old master's 2 replicas.
+	// The coordinator counts the old master's replicas.
 	before := c.Mutex(t.Name() + ":before")
 	mustLock(t, before)
 	mustUnlock(t, before)

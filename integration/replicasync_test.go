@@ -13,6 +13,7 @@ import (
 
 	"github.com/lockwarden/lockwarden/coordinator"
 	"github.com/lockwarden/lockwarden/integration/redistest"
+	"github.com/lockwarden/lockwarden/messages"
 	"github.com/lockwarden/lockwarden/redisops"
 )
 
@@ -369,4 +370,107 @@ func TestReplicaSyncDefaultMajority(t *testing.T) {
 		t.Fatalf("TryLock with WithReplicaSync(1) and 1 of 2 replicas frozen = %v, %v; want true, nil", ok, err)
 	}
 	mustUnlock(t, o)
+}
+
+// TestReplicaSyncShortReentryUndone: a re-entry with a shorter lease than the hold's, given back because
+// the paused replica did not acknowledge it, leaves no second owner. The re-entry and its undo cut the
+// lock's expiry on the master (and perhaps on a replica) to the short lease; the hold's validity must
+// not outlast that, so another coordinator gets the lock only after the holder's Done closed, and
+// while the replica stays paused (no renewal counts) Done closes.
+func TestReplicaSyncShortReentryUndone(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		fair  bool
+		lease time.Duration // of the outer hold; 0 for a watchdog hold
+	}{
+		{name: "plain"},
+		{name: "fair", fair: true},
+		{name: "plain-fixed-lease", lease: 20 * time.Second},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			replica, client, _ := replicated(t)
+			c := newCoordinator(t, client, coordinator.WithReplicaSync(1, replicaSyncTimeout))
+			other := newCoordinator(t, client, coordinator.WithoutReplicaSync())
+			ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+			defer cancel()
+			name := "replicasync:short-reentry:" + tc.name
+			mutex := c.Mutex
+			if tc.fair {
+				mutex = c.FairMutex
+			}
+			m := mutex(name)
+			if tc.lease > 0 {
+				if ok, err := m.TryLock(ctx, coordinator.Lease(tc.lease)); !ok || err != nil {
+					t.Fatalf("TryLock(Lease(%v)) = %v, %v", tc.lease, ok, err)
+				}
+			} else {
+				mustLock(t, m)
+			}
+			replica.Pause()
+			t.Cleanup(replica.Resume)
+			expectNotSynced(t, "short re-entry", func() error {
+				ok, err := m.TryLock(ctx, coordinator.Lease(500*time.Millisecond))
+				if ok {
+					t.Error("TryLock reported true")
+				}
+				return err
+			})
+			contender := other.Mutex(name)
+			if tc.fair {
+				contender = other.FairMutex(name)
+			}
+			ok, err := contender.TryLock(ctx, coordinator.Wait(3*time.Second))
+			if err != nil && !errors.Is(err, coordinator.ErrNotObtained) {
+				t.Fatalf("contender TryLock: %v", err)
+			}
+			select {
+			case <-m.Done():
+			default:
+				if ok {
+					t.Fatal("another coordinator got the lock while the holder's Done was still open")
+				}
+				t.Fatal("the holder's Done is open 3s after a 500ms re-entry was undone, with no renewal acknowledged")
+			}
+		})
+	}
+}
+
+// TestReplicaSyncRenewalsOneWaitPerTick: the watchdog renews the holds of one name in one coordinator
+// (here 5 readers of a read-write lock) in one pipeline followed by one WAIT, so a lagging replica
+// costs a tick one sync timeout, not one per hold.
+func TestReplicaSyncRenewalsOneWaitPerTick(t *testing.T) {
+	replica, client, waits := replicated(t)
+	c := newCoordinator(t, client, coordinator.WithReplicaSync(1, replicaSyncTimeout),
+		coordinator.WithWatchdogTimeout(3*time.Second))
+	const name, readers = "replicasync:renewals-one-wait", 5
+	for range readers {
+		if err := c.RWMutex(name).RLock(t.Context()); err != nil {
+			t.Fatalf("RLock: %v", err)
+		}
+	}
+	sub := c.Subscribe(nil, 0)
+	defer sub.Close()
+	replica.Pause()
+	t.Cleanup(replica.Resume)
+	before := waits.n.Load()
+	start := time.Now()
+	deadline := time.After(10 * time.Second)
+	for failed := 0; failed < readers; {
+		select {
+		case ev := <-sub.Events():
+			if ev.Type == messages.EventRenewalFailed {
+				failed++
+			}
+		case <-deadline:
+			t.Fatalf("%d of %d renewals failed within 10s of the replica's pause", failed, readers)
+		}
+	}
+	if n := waits.n.Load() - before; n != 1 {
+		t.Errorf("%d WAITs for the first tick's %d renewals, want 1", n, readers)
+	}
+	took := time.Since(start)
+	t.Logf("the first tick's %d renewals failed %v after the pause", readers, took.Round(time.Millisecond))
+	if took > time.Second+2*replicaSyncTimeout {
+		t.Errorf("the first tick's renewals failed %v after the pause, want within one tick (1s) and one sync timeout", took.Round(time.Millisecond))
+	}
 }

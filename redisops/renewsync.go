@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 )
@@ -25,64 +26,206 @@ var ErrRenewalNotSynced = errors.New("lockwarden: renewal not acknowledged by re
 // when the script renewed but fewer replicas than required acknowledged it: it matches
 // [ErrRenewalNotSynced], and the renewal is not undone.
 //
-// The script goes with EVAL, not EVALSHA: a renewal is small and comes every third of a watchdog
-// timeout, and a server that does not know the script (a replica just promoted has none cached) would
-// otherwise answer NOSCRIPT beside a WAIT that still waits its whole timeout, just when the hold has
-// least time to spare.
+// The script goes with EVALSHA where the master is known to have it, and with EVAL where it is not
+// (its first use there, or after a connection error or a new replication id, as after a failover or a
+// restart), as for acquisitions. A server that lost it unnoticed answers NOSCRIPT: the renewal then
+// goes again with EVAL, followed by a second WAIT.
 func (o *Ops) runRenewing(ctx context.Context, c call) (reply *redis.Cmd, syncErr error) {
-	rs := o.sync
-	if rs == nil || rs.unsupported.Load() || len(c.keys) == 0 {
-		return o.run(ctx, c), nil
+	replies, syncErrs := o.runRenewals(ctx, []call{c})
+	return replies[0], syncErrs[0]
+}
+
+// runRenewals is runRenewing for calls, renewals on the keys of one lock: they go in one pipeline
+// followed by one WAIT, which covers every write before it on the connection.
+func (o *Ops) runRenewals(ctx context.Context, calls []call) (replies []*redis.Cmd, syncErrs []error) {
+	replies, syncErrs = make([]*redis.Cmd, len(calls)), make([]error, len(calls))
+	runAll := func(todo []int) {
+		for _, i := range todo {
+			replies[i] = o.run(ctx, calls[i])
+		}
 	}
-	t, ok, err := o.syncTarget(ctx, c.keys[0])
+	all := make([]int, len(calls))
+	for i := range all {
+		all[i] = i
+	}
+	rs := o.sync
+	if rs == nil || rs.unsupported.Load() || len(calls) == 0 || len(calls[0].keys) == 0 {
+		runAll(all)
+		return replies, syncErrs
+	}
+	t, ok, err := o.syncTarget(ctx, calls[0].keys[0])
 	switch {
 	case err != nil:
-		reply = redis.NewCmd(ctx)
-		reply.SetErr(err)
-		return reply, nil
+		for i := range replies {
+			replies[i] = redis.NewCmd(ctx)
+			replies[i].SetErr(err)
+		}
+		return replies, syncErrs
 	case !ok:
-		return o.run(ctx, c), nil
+		runAll(all)
+		return replies, syncErrs
 	}
 	want := rs.want(ctx, o.client, t.master)
 	if want == 0 {
-		return o.run(ctx, c), nil
+		runAll(all)
+		return replies, syncErrs
 	}
 	timeout := rs.waitTimeout(t.opts)
-	pipe := t.pipe.Pipeline()
-	reply = c.script.Eval(ctx, pipe, c.keys, c.args...)
-	wait := pipe.Do(ctx, "wait", want, timeout.Milliseconds())
-	_, _ = pipe.Exec(ctx) // each command keeps its own error
+	waits, wants := make([]*redis.Cmd, len(calls)), make([]int, len(calls))
+	for round, todo := 0, all; len(todo) > 0; round++ {
+		pipe := t.pipe.Pipeline()
+		for _, i := range todo {
+			c := calls[i]
+			if round > 0 || !rs.isLoaded(t.master, c.script.Hash()) {
+				replies[i] = c.script.Eval(ctx, pipe, c.keys, c.args...)
+			} else {
+				replies[i] = c.script.EvalSha(ctx, pipe, c.keys, c.args...)
+			}
+		}
+		wait := pipe.Do(ctx, "wait", want, timeout.Milliseconds())
+		_, _ = pipe.Exec(ctx) // each command keeps its own error
+		var again []int
+		for _, i := range todo {
+			waits[i], wants[i] = wait, want
+			switch err := replies[i].Err(); {
+			case err != nil && isNoScript(err):
+				again = append(again, i)
+			case scriptRan(err):
+				rs.setLoaded(t.master, calls[i].script.Hash())
+			}
+		}
+		if len(again) == 0 || round > 0 {
+			break
+		}
+		// The server lost its scripts (a restart, a failover, SCRIPT FLUSH): those renewals did not
+		// run. They go again with EVAL, against counts read again, since the server may be another.
+		rs.forgetScripts()
+		rs.markStale()
+		if want = rs.wantAfter(ctx, o.client, t.master, time.Now()); want == 0 {
+			runAll(again)
+			for _, i := range again {
+				waits[i] = nil
+			}
+			break
+		}
+		todo = again
+	}
+	// changed caches, per WAIT, whether the replica count read again after it fell short is lower.
+	changed := make(map[*redis.Cmd]bool)
+	for i := range calls {
+		if waits[i] != nil {
+			syncErrs[i] = o.checkRenewed(ctx, replies[i], waits[i], t.master, wants[i], timeout, changed)
+		}
+	}
+	return replies, syncErrs
+}
+
+// checkRenewed looks at the reply of a renewal and at the WAIT that followed it, and returns an error
+// matching [ErrRenewalNotSynced] when it renewed but fewer than want replicas acknowledged it.
+func (o *Ops) checkRenewed(ctx context.Context, reply, wait *redis.Cmd, master string, want int, timeout time.Duration, changed map[*redis.Cmd]bool) error {
+	rs := o.sync
 	if err := reply.Err(); err != nil {
-		if !isErrorReply(err) {
+		if !isErrorReply(err) && !callerGone(ctx, err) {
+			rs.forgetScripts()
 			rs.markStale() // perhaps a failover: the replicas may have changed
 		}
 		if cc, ok := o.client.(*redis.ClusterClient); ok && isRedirect(err) {
 			cc.ReloadState(ctx)
 		}
-		return reply, nil
+		return nil
 	}
 	if n, err := reply.Int64(); err != nil || n != 1 {
-		return reply, nil // not renewed: nothing to wait for
+		return nil // not renewed: nothing to wait for
 	}
 	acked, err := wait.Int64()
 	switch {
 	case err != nil && isErrorReply(err):
 		// WAIT is not offered here: the safeguard is given up, as for acquisitions.
 		rs.unsupported.Store(true)
-		return reply, nil
+		return nil
 	case err == nil && acked >= int64(want):
-		return reply, nil
+		return nil
 	}
 	rs.markStale()
 	if err != nil {
-		return reply, fmt.Errorf("%w: WAIT for %d replicas failed: %w", ErrRenewalNotSynced, want, err)
+		return fmt.Errorf("%w: WAIT for %d replicas failed: %w", ErrRenewalNotSynced, want, err)
 	}
 	why := fmt.Sprintf("%d of %d replicas acknowledged within %v", acked, want, timeout)
-	if rs.want(ctx, o.client, t.master) < want {
-		return reply, fmt.Errorf("%w (%w): %s", ErrRenewalNotSynced, ErrReplicasChanged, why)
+	lower, ok := changed[wait]
+	if !ok {
+		lower = rs.want(ctx, o.client, master) < want
+		changed[wait] = lower
 	}
-	return reply, fmt.Errorf("%w: %s", ErrRenewalNotSynced, why)
+	if lower {
+		return fmt.Errorf("%w (%w): %s", ErrRenewalNotSynced, ErrReplicasChanged, why)
+	}
+	return fmt.Errorf("%w: %s", ErrRenewalNotSynced, why)
 }
+
+// RenewKind says which hold of a lock a [Renewal] renews.
+type RenewKind int
+
+const (
+	// RenewLock renews a hold of a reentrant or fair lock, as [Ops.Renew] does.
+	RenewLock RenewKind = iota
+	// RenewRead renews an owner's read holds of a read-write lock, as [Ops.ReadRenew] does.
+	RenewRead
+	// RenewWrite renews the write hold of a read-write lock, as [Ops.WriteRenew] does.
+	RenewWrite
+)
+
+// Renewal is one renewal of [Ops.RenewMany].
+type Renewal struct {
+	Owner string
+	Kind  RenewKind
+	Lease time.Duration
+}
+
+// RenewMany makes the renewals of holds on the lock name, each as [Ops.Renew], [Ops.ReadRenew] or
+// [Ops.WriteRenew] would, in one round trip: with the replica-sync safeguard on, the scripts go in one
+// pipeline followed by one WAIT (which covers every write before it on the connection), so replicas
+// that lag cost the renewals one sync timeout, not one each. It returns each renewal's error, nil
+// when it counted, in the order of renewals; an unknown kind gets [ErrInvalidRenewal].
+func (o *Ops) RenewMany(ctx context.Context, name string, renewals []Renewal) []error {
+	errs := make([]error, len(renewals))
+	calls, at := make([]call, 0, len(renewals)), make([]int, 0, len(renewals))
+	for i, r := range renewals {
+		var c call
+		switch r.Kind {
+		case RenewLock:
+			c = call{script: renewScript, keys: []string{LockKey(name)}, args: []any{millis(r.Lease), r.Owner}}
+		case RenewRead:
+			c = call{script: rwReadRenewScript, keys: []string{LockKey(name), readTimeoutPrefix(name, r.Owner)},
+				args: []any{millis(r.Lease), r.Owner}}
+		case RenewWrite:
+			c = call{script: rwWriteRenewScript, keys: []string{LockKey(name)},
+				args: []any{millis(r.Lease), WriteField(r.Owner), r.Owner}}
+		default:
+			errs[i] = fmt.Errorf("%w: kind %d", ErrInvalidRenewal, r.Kind)
+			continue
+		}
+		calls, at = append(calls, c), append(at, i)
+	}
+	if len(calls) == 0 {
+		return errs
+	}
+	replies, syncErrs := o.runRenewals(ctx, calls)
+	for j, i := range at {
+		n, err := replies[j].Int64()
+		switch {
+		case err != nil:
+			errs[i] = fmt.Errorf("lockwarden: renew %q: %w", name, typed(err))
+		case n == 0:
+			errs[i] = ErrNotHeld
+		case syncErrs[j] != nil:
+			errs[i] = fmt.Errorf("lockwarden: renew %q: %w", name, syncErrs[j])
+		}
+	}
+	return errs
+}
+
+// ErrInvalidRenewal is returned by [Ops.RenewMany] for a [Renewal] of an unknown kind.
+var ErrInvalidRenewal = errors.New("lockwarden: invalid renewal")
 
 // WaitsForReplicas reports whether a call on the lock name that gives or renews a hold would now be
 // followed by WAIT: the replica-sync safeguard is on and the master has replicas to wait for. A write

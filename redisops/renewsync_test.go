@@ -3,8 +3,11 @@ package redisops_test
 import (
 	"context"
 	"errors"
+	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 
 	"github.com/lockwarden/lockwarden/redisops"
 )
@@ -47,7 +50,8 @@ func renewalHolds(t *testing.T, ops *redisops.Ops, name string) {
 // one WAIT. With the replica in sync it succeeds; with the replica paused it takes effect on the master
 // all the same (nothing is given back) but answers ErrRenewalNotSynced after about the sync timeout,
 // without ErrReplicasChanged (the replica is still attached). A renewal of a hold that is gone answers
-// ErrNotHeld. A server that lost its scripts costs no second WAIT.
+// ErrNotHeld. A server that lost its scripts unnoticed gets the renewal again with EVAL, after a
+// second WAIT.
 func TestReplicaSyncRenewals(t *testing.T) {
 	_, replica, client := startWithReplica(t)
 	ops := syncedOps(client)
@@ -64,7 +68,7 @@ func TestReplicaSyncRenewals(t *testing.T) {
 		}
 	}
 
-	// A server without the scripts (a restart, a promoted replica, SCRIPT FLUSH): one WAIT per renewal.
+	// A server that lost the scripts unnoticed (SCRIPT FLUSH): NOSCRIPT, then EVAL, each with a WAIT.
 	if err := client.ScriptFlush(t.Context()).Err(); err != nil {
 		t.Fatalf("SCRIPT FLUSH: %v", err)
 	}
@@ -72,8 +76,8 @@ func TestReplicaSyncRenewals(t *testing.T) {
 	if err := ops.Renew(t.Context(), name, "a", time.Minute); err != nil {
 		t.Fatalf("renew after SCRIPT FLUSH = %v, want nil", err)
 	}
-	if n := waitCalls(t, client) - before; n != 1 {
-		t.Errorf("renew after SCRIPT FLUSH: %d WAITs, want 1", n)
+	if n := waitCalls(t, client) - before; n != 2 {
+		t.Errorf("renew after SCRIPT FLUSH: %d WAITs, want 2", n)
 	}
 
 	replica.Pause()
@@ -104,5 +108,87 @@ func TestReplicaSyncRenewals(t *testing.T) {
 	// Not held: ErrNotHeld, whatever the replica does.
 	if err := ops.Renew(t.Context(), name, "nobody", time.Minute); !errors.Is(err, redisops.ErrNotHeld) {
 		t.Errorf("renew by an owner that holds nothing = %v, want ErrNotHeld", err)
+	}
+}
+
+// evalHook counts the EVAL and EVALSHA commands a client sends, pipelined or not.
+type evalHook struct{ eval, evalSha atomic.Int64 }
+
+func (h *evalHook) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (h *evalHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		h.count(cmd)
+		return next(ctx, cmd)
+	}
+}
+
+func (h *evalHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		for _, cmd := range cmds {
+			h.count(cmd)
+		}
+		return next(ctx, cmds)
+	}
+}
+
+func (h *evalHook) count(cmd redis.Cmder) {
+	switch cmd.Name() {
+	case "eval":
+		h.eval.Add(1)
+	case "evalsha":
+		h.evalSha.Add(1)
+	}
+}
+
+// TestReplicaSyncRenewalsUseEvalSha: a synced renewal sends its script with EVAL only while the master
+// is not known to have it, and with EVALSHA (41 bytes rather than the whole script) after that.
+func TestReplicaSyncRenewalsUseEvalSha(t *testing.T) {
+	_, _, client := startWithReplica(t)
+	evals := &evalHook{}
+	client.AddHook(evals)
+	ops := syncedOps(client)
+	const name = "replicasync:renewals-evalsha"
+	renewalHolds(t, ops, name)
+	for round := range 2 {
+		eval, evalSha := evals.eval.Load(), evals.evalSha.Load()
+		for _, r := range renewals(ops, name) {
+			if err := r.renew(t.Context()); err != nil {
+				t.Fatalf("%s, round %d = %v, want nil", r.what, round+1, err)
+			}
+		}
+		if round == 1 {
+			if n, m := evals.eval.Load()-eval, evals.evalSha.Load()-evalSha; n != 0 || m != 4 {
+				t.Errorf("second round of renewals: %d EVAL and %d EVALSHA, want 0 and 4", n, m)
+			}
+		}
+	}
+}
+
+// TestRenewMany: the renewals of one lock's holds answer each as on its own (renewed, not held, a
+// renewal of an unknown kind refused), after one WAIT for all of them.
+func TestRenewMany(t *testing.T) {
+	_, _, client := startWithReplica(t)
+	ops := syncedOps(client)
+	const name = "replicasync:renew-many"
+	renewalHolds(t, ops, name)
+	if got, err := ops.ReadAcquire(t.Context(), name+":r", "r2", 10*time.Second, 0); err != nil || !got.OK {
+		t.Fatalf("second read acquire = %+v, %v; want a hold", got, err)
+	}
+	before := waitCalls(t, client)
+	errs := ops.RenewMany(t.Context(), name+":r", []redisops.Renewal{
+		{Owner: "r", Kind: redisops.RenewRead, Lease: time.Minute},
+		{Owner: "nobody", Kind: redisops.RenewRead, Lease: time.Minute},
+		{Owner: "r2", Kind: redisops.RenewRead, Lease: time.Minute},
+		{Owner: "r", Kind: redisops.RenewKind(9), Lease: time.Minute},
+	})
+	if errs[0] != nil || !errors.Is(errs[1], redisops.ErrNotHeld) || errs[2] != nil || !errors.Is(errs[3], redisops.ErrInvalidRenewal) {
+		t.Errorf("RenewMany = %v; want nil, ErrNotHeld, nil, ErrInvalidRenewal", errs)
+	}
+	if n := waitCalls(t, client) - before; n != 1 {
+		t.Errorf("%d WAITs, want 1", n)
+	}
+	if d := pttl(t, client, name+":r"); d < 30*time.Second {
+		t.Errorf("PTTL after RenewMany = %v, want about a minute", d)
 	}
 }

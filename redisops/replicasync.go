@@ -348,7 +348,7 @@ func (o *Ops) runSynced(ctx context.Context, calls []call) (replies []*redis.Cmd
 			switch err := replies[i].Err(); {
 			case err != nil && isNoScript(err):
 				again = append(again, i)
-			case err == nil || isErrorReply(err):
+			case scriptRan(err):
 				rs.setLoaded(t.master, calls[i].script.Hash())
 			}
 		}
@@ -375,7 +375,7 @@ func (o *Ops) runSynced(ctx context.Context, calls []call) (replies []*redis.Cmd
 func (o *Ops) checkSynced(ctx context.Context, c call, reply, wait *redis.Cmd, master string, want int, timeout time.Duration) error {
 	rs := o.sync
 	if err := reply.Err(); err != nil {
-		if !isErrorReply(err) {
+		if !isErrorReply(err) && !callerGone(ctx, err) {
 			rs.forgetScripts()
 			rs.markStale() // perhaps a failover: the replicas may have changed
 		}
@@ -616,6 +616,22 @@ func parseReplication(info string) (replicas int, replID string) {
 	return connected, replID
 }
 
+// scriptRan reports whether err, the error of an EVAL or EVALSHA (nil when it succeeded), shows that
+// the script ran, and so is in the server's script cache: no error, or an error the script raised
+// (WRONGTYPE, WRONGKIND, or Redis' "ERR ... script" of a Lua error). The refusals that come before
+// a script runs (MOVED, ASK, READONLY, LOADING, BUSY, NOPERM, OOM, ...) do not.
+func scriptRan(err error) bool {
+	if err == nil {
+		return true
+	}
+	if !isErrorReply(err) {
+		return false
+	}
+	msg := err.Error()
+	return strings.HasPrefix(msg, "WRONGTYPE ") || strings.HasPrefix(msg, "WRONGKIND ") ||
+		(strings.HasPrefix(msg, "ERR ") && strings.Contains(strings.ToLower(msg), "script"))
+}
+
 // isNoScript reports whether err is Redis' answer to EVALSHA of a script it does not have.
 func isNoScript(err error) bool { return strings.HasPrefix(err.Error(), "NOSCRIPT") }
 
@@ -625,6 +641,13 @@ func isErrorReply(err error) bool {
 	var re redis.Error
 	return errors.As(err, &re) && !errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded) &&
 		!strings.HasPrefix(err.Error(), "redis: ")
+}
+
+// callerGone reports whether err, the error of a call made with ctx, comes from the caller's context
+// ending (canceled, or past its deadline) rather than from the server or the connection: it says
+// nothing of the server, so the scripts it is known to have and its replica count stand.
+func callerGone(ctx context.Context, err error) bool {
+	return errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) || ctx.Err() != nil
 }
 
 // isRedirect reports whether err is a Redis Cluster redirection.
