@@ -139,16 +139,7 @@ func TestEventsPerLockOrder(t *testing.T) {
 		for range workers {
 			m := c.Mutex(name)
 			wg.Go(func() {
-				for range rounds {
-					if err := m.Lock(t.Context()); err != nil {
-						t.Error(err)
-						return
-					}
-					if err := m.Unlock(t.Context()); err != nil {
-						t.Error(err)
-						return
-					}
-				}
+				lockCycles(t, m, rounds)
 			})
 		}
 	}
@@ -187,16 +178,7 @@ func TestEventsSlowSubscriber(t *testing.T) {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		for range 200 {
-			if err := m.Lock(t.Context()); err != nil {
-				t.Error(err)
-				return
-			}
-			if err := m.Unlock(t.Context()); err != nil {
-				t.Error(err)
-				return
-			}
-		}
+		lockCycles(t, m, 200)
 	}()
 	waitFor(t, done, 10*time.Second, "200 lock cycles with a blocked subscriber")
 	// 400 events (acquired and released) were published for a buffer of 1.
@@ -509,16 +491,7 @@ func TestEventsSlowEventStreamListener(t *testing.T) {
 	for w := range workers {
 		m := c.Mutex(fmt.Sprintf("%s%d", prefix, w))
 		wg.Go(func() {
-			for range cycles {
-				if err := m.Lock(t.Context()); err != nil {
-					t.Error(err)
-					return
-				}
-				if err := m.Unlock(t.Context()); err != nil {
-					t.Error(err)
-					return
-				}
-			}
+			lockCycles(t, m, cycles)
 		})
 	}
 	wg.Wait()

@@ -71,3 +71,19 @@ func lockAsync(ctx context.Context, m *coordinator.Mutex) <-chan error {
 	go func() { errc <- m.Lock(ctx) }()
 	return errc
 }
+
+// lockCycles locks and unlocks m n times, reporting the first error with t.Error (it may run on any
+// goroutine); it returns false after an error.
+func lockCycles(t *testing.T, m *coordinator.Mutex, n int) bool {
+	for range n {
+		if err := m.Lock(t.Context()); err != nil {
+			t.Error(err)
+			return false
+		}
+		if err := m.Unlock(t.Context()); err != nil {
+			t.Error(err)
+			return false
+		}
+	}
+	return true
+}
