@@ -223,7 +223,8 @@ type (
 		seq     uint64
 	}
 	// memberCancelled says that a memberCancel took effect, or, with late, that the request's answer
-	// was already on its way: the member then undoes it and answers a loose memberReleased.
+	// was already on its way (to the member, or as a result to the supervisor): the member then
+	// undoes what it took and answers a loose memberReleased.
 	memberCancelled struct {
 		seq  uint64
 		late bool
@@ -1159,7 +1160,8 @@ func (a *memberActor) Receive(ctx actor.Context) {
 		// The caller left: give up the request. If its answer is already on its way, undo what it
 		// takes when it comes, and tell the supervisor, which waits for that.
 		late := false
-		if m.attempt == a.attempt && !a.answered && a.abandon != nil {
+		switch {
+		case m.attempt == a.attempt && !a.answered && a.abandon != nil:
 			a.timer.stop()
 			if a.abandon() {
 				a.answered = true
@@ -1167,6 +1169,16 @@ func (a *memberActor) Receive(ctx actor.Context) {
 				late = true
 				a.late, a.lateAttempt, a.lateSeq = true, m.attempt, m.seq
 			}
+		case m.attempt == a.attempt && a.answered && a.held:
+			// The request's answer took the hold and its result is on its way to the supervisor,
+			// which no longer wants it: release it here, as a late answer, so that the supervisor
+			// waits for the release (the stale result then finds nothing held).
+			late = true
+			a.held = false
+			self, root, seq := a.self, a.root, m.seq
+			a.member.StartRelease(nil, func(err error) {
+				root.Send(self, memberDropped{reply: true, loose: true, seq: seq, err: err})
+			})
 		}
 		ctx.Send(ctx.Parent(), memberCancelled{seq: m.seq, late: late})
 	case memberAnswered:
@@ -1179,8 +1191,12 @@ func (a *memberActor) Receive(ctx actor.Context) {
 			return
 		}
 		if a.late && m.attempt == a.lateAttempt {
-			// The answer of a request cancelled too late: undo it, and say when that is done.
-			a.late, a.answered = false, true
+			// The answer of a request cancelled too late: undo it, and say when that is done. A
+			// later request may have asked the member since: this is not its answer.
+			a.late = false
+			if m.attempt == a.attempt {
+				a.answered = true
+			}
 			seq := a.lateSeq
 			if !m.answer.OK {
 				ctx.Send(ctx.Parent(), memberReleased{index: a.index, loose: true, seq: seq})
