@@ -37,6 +37,8 @@ type Group struct {
 	redLock     bool
 	members     []*Mutex
 	nodeTimeout time.Duration
+	// defaultTimeout is set when nodeTimeout is a MultiLock's default, which a call's lease caps.
+	defaultTimeout bool
 	// watchdog is the shortest watchdog timeout of the members without a fixed lease of their own.
 	watchdog time.Duration
 	pid      *actor.PID
@@ -75,11 +77,14 @@ type GroupOption func(*Group)
 //
 // The default differs. A RedLock's is a tenth of the lease (of the shortest watchdog timeout of the
 // members without one), between 10 ms and 500 ms, so that a slow or paused node costs little of the
-// validity; raise it for nodes whose acquisitions wait for replicas ([WithReplicaSync]). A MultiLock
-// has no validity to protect, so its default is generous: 1s plus the longest replica-sync timeout of
-// the members' coordinators that have replica sync on (2s with the defaults), so that a member whose
-// master waits for a lagging replica, or whose lock actor is busy, is not given up too early. d must
-// be positive and at most [MaxDuration], or every call returns [ErrInvalidOption].
+// validity; raise it for nodes whose acquisitions wait for replicas ([WithReplicaSync]). A
+// MultiLock's watchdog holds are renewed as soon as each member is taken, so its default is
+// generous: 1s plus the longest replica-sync timeout of the members' coordinators that have replica
+// sync on (2s with the defaults), so that a member whose master waits for a lagging replica, or whose
+// lock actor is busy, is not given up too early. A MultiLock call with a fixed lease ([Lease]) has a
+// validity to protect, as a RedLock has: its default is at most the lease minus the drift allowance
+// (1% of the lease plus 2 ms), since the members taken first expire with their lease. d must be
+// positive and at most [MaxDuration], or every call returns [ErrInvalidOption].
 func WithNodeTimeout(d time.Duration) GroupOption {
 	return func(g *Group) {
 		if (d <= 0 || d > MaxDuration) && g.err == nil {
@@ -115,8 +120,11 @@ func WithMaxLease(d time.Duration) GroupOption {
 // of livelocking. A member that no later attempt can take (its coordinator closed: [ErrClosed]; its
 // owner holds its name as another kind of lock: [ErrKindMismatch]; an upgrade: [ErrUpgrade]) ends the
 // call at once. A lease applies to every member; without
-// one each member is a watchdog hold renewed by its own coordinator. If any member's hold is lost, the
-// group is lost: [Group.Done] closes and the other members are released.
+// one each member is a watchdog hold renewed by its own coordinator. With a lease, the hold is valid
+// for the lease minus the time the acquisition took minus the drift allowance, as a RedLock's
+// ([Group.ValidUntil]): the member taken first expires with its lease, so an attempt that leaves no
+// validity fails (with Expired in the [*GroupError]) and releases what it took. If any member's hold
+// is lost, the group is lost: [Group.Done] closes and the other members are released.
 //
 // An invalid group (no members, a nil member, a member twice) makes every call return
 // [ErrInvalidGroup]; a member handle that is itself invalid makes every call return its error.
@@ -176,7 +184,7 @@ func (c *Coordinator) newGroup(redLock bool, members []*Mutex, opts []GroupOptio
 		return g
 	}
 	if !redLock && g.nodeTimeout == 0 {
-		g.nodeTimeout = multiLockNodeTimeout(g.members)
+		g.nodeTimeout, g.defaultTimeout = multiLockNodeTimeout(g.members), true
 	}
 	// A member without a fixed lease of its own is a watchdog hold of its coordinator; the group's
 	// validity counts with the shortest of their leases.
@@ -217,8 +225,19 @@ func (c *Coordinator) newGroup(redLock bool, members []*Mutex, opts []GroupOptio
 	return g
 }
 
+// callNodeTimeout is the node timeout of a call with lease (0: watchdog holds). A MultiLock's default
+// is cut to the lease minus the drift allowance, the longest an attempt can take and still leave
+// some validity: waiting longer for a slow member could only end in an expired attempt.
+func (g *Group) callNodeTimeout(lease time.Duration) time.Duration {
+	if !g.defaultTimeout || lease <= 0 {
+		return g.nodeTimeout
+	}
+	return min(g.nodeTimeout, max(lease-actors.DriftOf(lease), time.Millisecond))
+}
+
 // multiLockNodeTimeout is a MultiLock's default node timeout (see [WithNodeTimeout]): 1s plus the
-// longest replica-sync timeout of the members' coordinators that wait for replicas.
+// longest replica-sync timeout of the members' coordinators that wait for replicas. A call with a
+// lease caps it (see [Group.callNodeTimeout]).
 func multiLockNodeTimeout(members []*Mutex) time.Duration {
 	sync := time.Duration(0)
 	for _, m := range members {
@@ -284,7 +303,8 @@ func (g *Group) Lock(ctx context.Context) error {
 // every member that the last attempt did not take is held by another owner (or was asked less than
 // 200 ms before the wait ran out and has not answered yet). When a member failed
 // otherwise (a Redis error, no answer within the node timeout, a RedLock node refused after a
-// restart) or a RedLock's acquisition outlasted its validity, it reports false with a [*GroupError], which
+// restart) or the acquisition of a RedLock, or of a MultiLock with a fixed lease, outlasted its
+// validity, it reports false with a [*GroupError], which
 // matches [ErrNotObtained] and each member's error and says which members failed and why. Either way
 // the group holds nothing when TryLock returns: the members the call took (in its last attempt, in
 // an attempt that succeeded just as the wait ran out, or in earlier attempts whose releases were still
@@ -324,8 +344,8 @@ type GroupError struct {
 	Taken, Quorum int
 	// Attempts is how many attempts the call made.
 	Attempts int
-	// Expired is set when a RedLock's last attempt took a quorum but took longer than the validity
-	// of its lease (the lease minus the drift allowance).
+	// Expired is set when the last attempt of a RedLock, or of a MultiLock with a fixed lease, took
+	// a quorum but took longer than the validity of its lease (the lease minus the drift allowance).
 	Expired bool
 	// Members are the members the last attempt did not take, in member order.
 	Members []MemberError
@@ -457,7 +477,7 @@ func (g *Group) acquire(ctx context.Context, lease time.Duration, wait bool, dea
 	var o actors.Outcome
 	defer func() { op.EndAcquire(acquireOutcome(ok, err), o.Token, o.Attempts, err) }()
 	cmd := &actors.GroupAcquire{
-		Lease: lease, Wait: wait, Deadline: deadline, NodeTimeout: g.nodeTimeout, Parent: spanParent(ctx),
+		Lease: lease, Wait: wait, Deadline: deadline, NodeTimeout: g.callNodeTimeout(lease), Parent: spanParent(ctx),
 		Ticket: actors.NewTicket(),
 	}
 	o, err = g.c.ask(ctx, g.pid, cmd, cmd.Ticket)
@@ -543,8 +563,9 @@ func (g *Group) Done() <-chan struct{} {
 	return g.done
 }
 
-// ValidUntil returns when the current hold stops being valid if it was taken with a fixed lease: for a
-// RedLock the start of the acquisition plus the lease minus the drift allowance. It returns the zero
+// ValidUntil returns when the current hold stops being valid if it was taken with a fixed lease: the
+// start of the acquisition plus the lease minus the drift allowance (1% of the lease plus 2 ms), for
+// a MultiLock as for a RedLock; Done closes then. It returns the zero
 // time for a watchdog hold, which is valid until Done closes, and when the group holds nothing.
 func (g *Group) ValidUntil() time.Time {
 	g.mu.Lock()

@@ -93,3 +93,26 @@ func TestRedLockNodeChecksBounded(t *testing.T) {
 		t.Errorf("connections to the paused node after 5 attempts = %d, want at most 3", n)
 	}
 }
+
+// A MultiLock's default node timeout is cut, for a call with a fixed lease, to the lease minus the
+// drift allowance: a member answering later could only leave an expired hold. A node timeout set
+// with WithNodeTimeout, and a call without a lease, keep theirs.
+func TestMultiLockCallNodeTimeout(t *testing.T) {
+	for _, tc := range []struct {
+		what        string
+		nodeTimeout time.Duration
+		isDefault   bool
+		lease, want time.Duration
+	}{
+		{"watchdog holds keep the default", 2 * time.Second, true, 0, 2 * time.Second},
+		{"a long lease keeps the default", 2 * time.Second, true, 30 * time.Second, 2 * time.Second},
+		{"a short lease caps the default", 2 * time.Second, true, 100 * time.Millisecond, 97 * time.Millisecond},
+		{"a lease shorter than the drift", 2 * time.Second, true, time.Millisecond, time.Millisecond},
+		{"a node timeout that was set", 2 * time.Second, false, 100 * time.Millisecond, 2 * time.Second},
+	} {
+		g := &Group{nodeTimeout: tc.nodeTimeout, defaultTimeout: tc.isDefault}
+		if got := g.callNodeTimeout(tc.lease); got != tc.want {
+			t.Errorf("%s: callNodeTimeout(%v) = %v, want %v", tc.what, tc.lease, got, tc.want)
+		}
+	}
+}
