@@ -158,8 +158,10 @@ func (c *Coordinator) MultiLock(members []*Mutex, opts ...GroupOption) *Group {
 // for at least the longest lease, or the nodes persist every write (appendonly yes, appendfsync
 // always). The group enforces what it can see: with each attempt on a node it reads the node's run
 // id (INFO server, in parallel with the acquisition, bounded by the node timeout on a client with
-// ContextTimeoutEnabled; while one such read is still running, the node does not count for the next
-// attempts, with [ErrNoAnswer]), and a node whose run id changed since its
+// ContextTimeoutEnabled; attempts that start while such a read runs, of any group on the node's
+// coordinator, share its answer instead of sending their own, and one that finds the read running
+// for a whole node timeout does not count the node, with [ErrNoAnswer]), and a node whose run id
+// changed since its
 // coordinator last saw it does not count (a hold it granted is given back at once), with
 // [ErrNodeRestarted] in the [*GroupError], until [WithMaxLease] has passed since the change was
 // seen. A node behind Sentinel that fails over to another server counts as restarted too: the new
@@ -592,26 +594,42 @@ type nodeRuns struct {
 	runID string
 	// changed is when a change of run id was seen; zero when none was.
 	changed time.Time
-	// checking is set while a check reads the run id, so that attempts against a node that does not
-	// answer do not pile up reads, each holding a connection.
-	checking bool
+	// read is the read of the run id in progress (nil when none is), which every attempt on the node
+	// that starts meanwhile shares, whichever group it is for: attempts against a node that does not
+	// answer do not pile up reads, each holding a connection, and concurrent attempts on a healthy
+	// node all get its answer.
+	read *runRead
 }
 
-// startCheck reports whether a check may read the run id now: none is running. endCheck ends it.
-func (n *nodeRuns) startCheck() bool {
+// runRead is one read of a node's run id: runID and err are set when done closes.
+type runRead struct {
+	started time.Time
+	done    chan struct{}
+	runID   string
+	err     error
+}
+
+// join returns the read of the run id in progress, or, with lead, a new one started at now, which
+// the caller runs and ends with finish.
+func (n *nodeRuns) join(now time.Time) (r *runRead, lead bool) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	if n.checking {
-		return false
+	if n.read != nil {
+		return n.read, false
 	}
-	n.checking = true
-	return true
+	n.read = &runRead{started: now, done: make(chan struct{})}
+	return n.read, true
 }
 
-func (n *nodeRuns) endCheck() {
+// finish records the answer of r and wakes the attempts that share it.
+func (n *nodeRuns) finish(r *runRead, runID string, err error) {
 	n.mu.Lock()
-	n.checking = false
+	r.runID, r.err = runID, err
+	if n.read == r {
+		n.read = nil
+	}
 	n.mu.Unlock()
+	close(r.done)
 }
 
 // see records runID as seen at now and returns until when the node stays out (zero when it need
@@ -633,10 +651,9 @@ func (n *nodeRuns) see(runID string, now time.Time, grace time.Duration) time.Ti
 }
 
 // checkNode refuses a RedLock node that restarted less than the restart grace ago, with
-// ErrNodeRestarted, or that cannot be asked, with its error. ctx bounds the read of the run id (a
-// network read only with a client that has ContextTimeoutEnabled; see [Coordinator.Close]).
-func (g *Group) checkNode(ctx context.Context, c *Coordinator) error {
-	runID, err := c.ops.RunID(ctx)
+// ErrNodeRestarted, or whose run id could not be read, with the read's error; runID and err are the
+// answer of the read.
+func (g *Group) checkNode(c *Coordinator, runID string, err error) error {
 	if err != nil || runID == "" {
 		return err
 	}
@@ -731,24 +748,43 @@ func (gm groupMember) checkThenAcquire(lease, wait time.Duration, span trace.Spa
 		}
 	}
 	// The read of the run id is bounded like the attempt, so that a paused node holds up neither
-	// the next attempts nor Close for the client's ReadTimeout.
-	ctx, cancel := context.WithTimeout(m.c.lifetime, gm.red.checkTimeout(lease))
+	// the next attempts nor Close for the client's ReadTimeout (a network read is bounded only with
+	// a client that has ContextTimeoutEnabled; see [Coordinator.Close]). An attempt that starts
+	// while a read runs waits for its answer, bounded the same way, rather than sending its own.
+	bound := gm.red.checkTimeout(lease)
+	ctx, cancel := context.WithTimeout(m.c.lifetime, bound)
 	started := time.Now()
-	if !m.c.runs.startCheck() {
-		// The check of an earlier attempt has not answered: the node does not count this time.
+	read, lead := m.c.runs.join(started)
+	if age := started.Sub(read.started); !lead && age >= bound {
+		// A read that has run for a whole node timeout: the node does not answer, and this attempt
+		// does not count it (nor wait, nor pile up another read).
 		cancel()
-		checked, checkErr = true, fmt.Errorf("%w: the run id check of an earlier attempt has not answered", ErrNoAnswer)
+		checked, checkErr = true, fmt.Errorf("%w: its run id has not been read for %v", ErrNoAnswer, age.Round(time.Millisecond))
 	} else if !m.c.goNodeCheck(func() {
 		defer cancel()
-		err := gm.red.checkNode(ctx, m.c)
-		m.c.runs.endCheck()
+		if lead {
+			// The read is not cut short when this attempt is abandoned: others may share it.
+			readCtx, cancelRead := context.WithTimeout(m.c.lifetime, bound)
+			runID, err := m.c.ops.RunID(readCtx)
+			cancelRead()
+			m.c.runs.finish(read, runID, err)
+		}
+		var err error
+		select {
+		case <-read.done:
+			err = gm.red.checkNode(m.c, read.runID, read.err)
+		case <-ctx.Done():
+			err = fmt.Errorf("%w: its run id was not read within %v", ErrNoAnswer, bound)
+		}
 		mu.Lock()
 		checked, checkErr = true, err
 		mu.Unlock()
 		settle()
 	}) {
 		cancel()
-		m.c.runs.endCheck()
+		if lead {
+			m.c.runs.finish(read, "", ErrClosed)
+		}
 		notify(actors.MemberAnswer{Err: ErrClosed, Permanent: true})
 		return func() bool { return false }, func() error { return ErrClosed }
 	}
