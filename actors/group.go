@@ -59,11 +59,13 @@ type MemberAnswer struct {
 type GroupConfig struct {
 	// Members are the locks of the group, in order.
 	Members []GroupMember
-	// RedLock selects the RedLock rules: success on a majority of the members; a hold valid for the
-	// lease minus the time spent acquiring minus the clock drift (DriftOf); after a failed attempt, a
-	// release on every member, including those whose answer failed; and a group token that increases
-	// from holder to holder. Without it the group is a MultiLock: every member must be taken, and a
-	// failed attempt releases what it took.
+	// RedLock selects the RedLock rules: success on a majority of the members; after a failed
+	// attempt, a release on every member, including those whose answer failed; and a group token that
+	// increases from holder to holder. Without it the group is a MultiLock: every member must be
+	// taken, and a failed attempt releases what it took. Either way a hold is valid for the lease
+	// minus the time spent acquiring minus the clock drift (DriftOf), and an attempt with no validity
+	// left fails; for a MultiLock this applies to a fixed lease only (its watchdog holds are renewed
+	// by the members' watchdogs as soon as they are taken).
 	RedLock bool
 	// WatchdogTimeout is the lease of members taken without one; the members' own watchdogs renew them.
 	WatchdogTimeout time.Duration
@@ -92,8 +94,9 @@ func Quorum(n int, redLock bool) int {
 // description of the algorithm.
 func DriftOf(lease time.Duration) time.Duration { return lease/100 + 2*time.Millisecond }
 
-// Validity is how long a RedLock hold stays valid once acquired: the lease minus the time spent
-// acquiring minus the drift. The acquisition fails when it is not positive.
+// Validity is how long a RedLock hold, or a MultiLock hold with a fixed lease, stays valid once
+// acquired: the lease minus the time spent acquiring minus the drift. The acquisition fails when it
+// is not positive.
 func Validity(lease, elapsed time.Duration) time.Duration { return lease - elapsed - DriftOf(lease) }
 
 // NodeTimeoutFor is the default bound of one member's attempt for a lease: a tenth of it, between
@@ -156,7 +159,8 @@ type GroupFailure struct {
 	// Taken is how many members the attempt took, Quorum how many it needed, Attempts how many
 	// attempts the call made.
 	Taken, Quorum, Attempts int
-	// Expired is set when a RedLock's attempt took a quorum but no validity was left of its lease.
+	// Expired is set when the attempt took a quorum but no validity was left of its lease (a RedLock,
+	// or a MultiLock with a fixed lease).
 	Expired bool
 	// Members are the members the attempt did not take, in member order.
 	Members []MemberFailure
@@ -223,7 +227,8 @@ type (
 		seq     uint64
 	}
 	// memberCancelled says that a memberCancel took effect, or, with late, that the request's answer
-	// was already on its way: the member then undoes it and answers a loose memberReleased.
+	// was already on its way (to the member, or as a result to the supervisor): the member then
+	// undoes what it took and answers a loose memberReleased.
 	memberCancelled struct {
 		seq  uint64
 		late bool
@@ -576,7 +581,9 @@ func (g *groupActor) onResult(ctx actor.Context, m memberResult) {
 		}
 	}
 	ok := taken >= g.quorum
-	if ok && g.cfg.RedLock && Validity(g.lease(), time.Since(g.started)) <= 0 {
+	if ok && (g.cfg.RedLock || g.req.Lease > 0) && Validity(g.lease(), time.Since(g.started)) <= 0 {
+		// The members taken first may have expired already (a MultiLock's fixed lease, too): another
+		// owner may hold them.
 		ok = false
 	}
 	if !ok {
@@ -881,11 +888,9 @@ func (g *groupActor) succeed(ctx actor.Context) {
 	g.done = make(chan struct{})
 	g.expires = time.Time{}
 	if req.Lease > 0 {
-		// With a fixed lease nothing renews the members: the group ends with its validity.
+		// With a fixed lease nothing renews the members: the group ends with its validity, counted
+		// from the start of the attempt, since the member taken first may have been taken then.
 		g.expires = g.started.Add(req.Lease - DriftOf(req.Lease))
-		if !g.cfg.RedLock {
-			g.expires = g.started.Add(req.Lease)
-		}
 	}
 	if !g.cfg.RedLock {
 		g.token = 0 // a MultiLock's members are different locks: only their own tokens mean something
@@ -1159,7 +1164,8 @@ func (a *memberActor) Receive(ctx actor.Context) {
 		// The caller left: give up the request. If its answer is already on its way, undo what it
 		// takes when it comes, and tell the supervisor, which waits for that.
 		late := false
-		if m.attempt == a.attempt && !a.answered && a.abandon != nil {
+		switch {
+		case m.attempt == a.attempt && !a.answered && a.abandon != nil:
 			a.timer.stop()
 			if a.abandon() {
 				a.answered = true
@@ -1167,6 +1173,16 @@ func (a *memberActor) Receive(ctx actor.Context) {
 				late = true
 				a.late, a.lateAttempt, a.lateSeq = true, m.attempt, m.seq
 			}
+		case m.attempt == a.attempt && a.answered && a.held:
+			// The request's answer took the hold and its result is on its way to the supervisor,
+			// which no longer wants it: release it here, as a late answer, so that the supervisor
+			// waits for the release (the stale result then finds nothing held).
+			late = true
+			a.held = false
+			self, root, seq := a.self, a.root, m.seq
+			a.member.StartRelease(nil, func(err error) {
+				root.Send(self, memberDropped{reply: true, loose: true, seq: seq, err: err})
+			})
 		}
 		ctx.Send(ctx.Parent(), memberCancelled{seq: m.seq, late: late})
 	case memberAnswered:
@@ -1179,8 +1195,12 @@ func (a *memberActor) Receive(ctx actor.Context) {
 			return
 		}
 		if a.late && m.attempt == a.lateAttempt {
-			// The answer of a request cancelled too late: undo it, and say when that is done.
-			a.late, a.answered = false, true
+			// The answer of a request cancelled too late: undo it, and say when that is done. A
+			// later request may have asked the member since: this is not its answer.
+			a.late = false
+			if m.attempt == a.attempt {
+				a.answered = true
+			}
 			seq := a.lateSeq
 			if !m.answer.OK {
 				ctx.Send(ctx.Parent(), memberReleased{index: a.index, loose: true, seq: seq})

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"slices"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -407,5 +408,174 @@ func TestGroupLeaveWaitsForLateMember(t *testing.T) {
 	}
 	if n := b.released.Load(); n != 1 {
 		t.Errorf("late member released %d times, want 1", n)
+	}
+}
+
+// blockingMember hands its acquisitions' notify functions to the test, then blocks in StartAcquire
+// (and so the supervisor, which runs inline on the sender's goroutine) until the test closes gate.
+type blockingMember struct {
+	heldMember
+	asked chan func(MemberAnswer)
+	gate  chan struct{}
+}
+
+func (m *blockingMember) StartAcquire(_, _ time.Duration, _ trace.Span, notify func(MemberAnswer)) (func() bool, func() error) {
+	m.asked <- notify
+	<-m.gate
+	return func() bool { return true }, func() error { return nil }
+}
+
+// A member whose result is already queued to the supervisor when the caller's leave is processed
+// answered before the cancel reached it: what it took is released, and the leave is acknowledged
+// only once that release has answered.
+func TestGroupLeaveWhileResultQueued(t *testing.T) {
+	a := newGatedMember(true)
+	b := &blockingMember{heldMember: heldMember{release: make(chan struct{})}, asked: make(chan func(MemberAnswer), 1), gate: make(chan struct{})}
+	system := actor.NewActorSystem()
+	cfg := GroupConfig{
+		Members: []GroupMember{a, b}, WatchdogTimeout: 30 * time.Second, ReleaseTimeout: 5 * time.Second,
+		NewBackOff: DefaultGroupBackOff, Logger: slog.New(slog.DiscardHandler),
+	}
+	pid := system.Root.Spawn(NewGroupProps(cfg))
+	t.Cleanup(func() { system.Root.Stop(pid) })
+	t.Cleanup(func() { close(b.release) })
+	ticket := NewTicket()
+	go system.Root.Send(pid, &GroupAcquire{
+		Lease: 10 * time.Second, Wait: true, Deadline: time.Now().Add(time.Minute), NodeTimeout: 10 * time.Second,
+		Ticket: ticket,
+	})
+	na := a.next(t)
+	select {
+	case <-b.asked: // the supervisor is now held up in b's StartAcquire
+	case <-time.After(5 * time.Second):
+		t.Fatal("member b was not asked")
+	}
+	if !ticket.Abandon() {
+		t.Fatal("the acquisition was answered")
+	}
+	ack := NewTicket()
+	system.Root.Send(pid, &GroupAbandon{Ticket: ticket, Ack: ack, AfterRelease: true})
+	na(MemberAnswer{OK: true, Token: 1}) // a's result queues behind the leave
+	close(b.gate)
+	select {
+	case o := <-ack.Result():
+		t.Fatalf("leave acknowledged while member a's release had not answered (released %d): %+v", a.released.Load(), o)
+	case <-time.After(300 * time.Millisecond):
+	}
+	close(a.release)
+	select {
+	case <-ack.Result():
+	case <-time.After(5 * time.Second):
+		t.Fatal("leave not acknowledged after the release answered")
+	}
+	if n := a.released.Load(); n != 1 {
+		t.Errorf("member a released %d times, want 1", n)
+	}
+}
+
+// The answer of a request cancelled too late that comes after the next request has asked the member
+// is undone, and does not count as the next request's answer: the next request completes.
+func TestGroupLateAnswerAfterNextTry(t *testing.T) {
+	a, b := newGatedMember(true), newGatedMember(false)
+	system := actor.NewActorSystem()
+	cfg := GroupConfig{
+		Members: []GroupMember{a, b}, WatchdogTimeout: 30 * time.Second, ReleaseTimeout: 5 * time.Second,
+		NewBackOff: DefaultGroupBackOff, Logger: slog.New(slog.DiscardHandler),
+	}
+	pid := system.Root.Spawn(NewGroupProps(cfg))
+	t.Cleanup(func() { system.Root.Stop(pid) })
+	close(a.release)
+	close(b.release)
+	first := NewTicket()
+	system.Root.Send(pid, &GroupAcquire{
+		Lease: 10 * time.Second, Wait: true, Deadline: time.Now().Add(time.Minute), NodeTimeout: 50 * time.Millisecond,
+		Ticket: first,
+	})
+	a.next(t)
+	lateB := b.next(t)
+	first.Abandon()
+	ack := NewTicket()
+	system.Root.Send(pid, &GroupAbandon{Ticket: first, Ack: ack})
+	<-ack.Result()
+	// The second request starts once the first one's settle gives up on b's late answer (50 ms).
+	second := NewTicket()
+	system.Root.Send(pid, &GroupAcquire{
+		Lease: 10 * time.Second, Wait: true, Deadline: time.Now().Add(time.Minute), NodeTimeout: 10 * time.Second,
+		Ticket: second,
+	})
+	na, nb := a.next(t), b.next(t)
+	lateB(MemberAnswer{OK: true, Token: 5})
+	na(MemberAnswer{OK: true, Token: 6})
+	nb(MemberAnswer{OK: true, Token: 7})
+	select {
+	case o := <-second.Result():
+		if o.Reason != messages.ReasonNone {
+			t.Fatalf("second request = %+v, want the group", o)
+		}
+		if want := []int64{6, 7}; !slices.Equal(o.Tokens, want) {
+			t.Errorf("second request's tokens = %v, want %v", o.Tokens, want)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("second request not answered after its members answered")
+	}
+	// The late answer's release runs on its own goroutine: poll for it, with a deadline.
+	tick := time.NewTicker(time.Millisecond)
+	defer tick.Stop()
+	for deadline := time.Now().Add(5 * time.Second); b.released.Load() == 0 && time.Now().Before(deadline); {
+		<-tick.C
+	}
+	if n := b.released.Load(); n != 1 {
+		t.Errorf("member b released %d times, want 1 (the late answer)", n)
+	}
+}
+
+// A MultiLock with a fixed lease whose slow member answers after the lease has run out on the member
+// taken first does not hold: the attempt fails as expired and releases what it took. One that
+// answers in time holds until the lease minus the drift allowance.
+func TestMultiLockLeaseOutlived(t *testing.T) {
+	a, b := newGatedMember(true), newGatedMember(true)
+	close(a.release)
+	close(b.release)
+	system := actor.NewActorSystem()
+	cfg := GroupConfig{
+		Members: []GroupMember{a, b}, WatchdogTimeout: 30 * time.Second, ReleaseTimeout: 5 * time.Second,
+		NewBackOff: DefaultGroupBackOff, Logger: slog.New(slog.DiscardHandler),
+	}
+	pid := system.Root.Spawn(NewGroupProps(cfg))
+	t.Cleanup(func() { system.Root.Stop(pid) })
+
+	const lease = 100 * time.Millisecond
+	late := NewTicket()
+	system.Root.Send(pid, &GroupAcquire{Lease: lease, NodeTimeout: 2 * time.Second, Ticket: late})
+	na, nb := a.next(t), b.next(t)
+	na(MemberAnswer{OK: true, Token: 1})
+	// b is a slow member: it answers 3 leases after a was taken.
+	time.Sleep(3 * lease)
+	nb(MemberAnswer{OK: true, Token: 2})
+	o := <-late.Result()
+	var f *GroupFailure
+	if o.Reason == messages.ReasonNone {
+		t.Fatalf("MultiLock held (Expires %v, %v ago) after member 0's %v lease ran out", o.Expires, time.Since(o.Expires), lease)
+	}
+	if !errors.As(o.Err, &f) || !f.Expired {
+		t.Errorf("outcome = %+v, want a GroupFailure with Expired", o)
+	}
+	if na, nb := a.released.Load(), b.released.Load(); na != 1 || nb != 1 {
+		t.Errorf("members released %d and %d times, want 1 each", na, nb)
+	}
+
+	start := time.Now()
+	inTime := NewTicket()
+	system.Root.Send(pid, &GroupAcquire{Lease: time.Minute, NodeTimeout: 2 * time.Second, Ticket: inTime})
+	a.next(t)(MemberAnswer{OK: true, Token: 3})
+	b.next(t)(MemberAnswer{OK: true, Token: 4})
+	o = <-inTime.Result()
+	if o.Reason != messages.ReasonNone {
+		t.Fatalf("MultiLock with a minute's lease = %+v, want held", o)
+	}
+	// The validity counts from the attempt's start, which lies between start and now.
+	validity := time.Minute - DriftOf(time.Minute)
+	if lo, hi := start.Add(validity), time.Now().Add(validity); o.Expires.Before(lo) || o.Expires.After(hi) {
+		t.Errorf("Expires = %v after the call, want the lease minus the drift (%v) after the attempt's start", o.Expires.Sub(start), validity)
 	}
 }

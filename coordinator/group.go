@@ -37,6 +37,8 @@ type Group struct {
 	redLock     bool
 	members     []*Mutex
 	nodeTimeout time.Duration
+	// defaultTimeout is set when nodeTimeout is a MultiLock's default, which a call's lease caps.
+	defaultTimeout bool
 	// watchdog is the shortest watchdog timeout of the members without a fixed lease of their own.
 	watchdog time.Duration
 	pid      *actor.PID
@@ -75,11 +77,14 @@ type GroupOption func(*Group)
 //
 // The default differs. A RedLock's is a tenth of the lease (of the shortest watchdog timeout of the
 // members without one), between 10 ms and 500 ms, so that a slow or paused node costs little of the
-// validity; raise it for nodes whose acquisitions wait for replicas ([WithReplicaSync]). A MultiLock
-// has no validity to protect, so its default is generous: 1s plus the longest replica-sync timeout of
-// the members' coordinators that have replica sync on (2s with the defaults), so that a member whose
-// master waits for a lagging replica, or whose lock actor is busy, is not given up too early. d must
-// be positive and at most [MaxDuration], or every call returns [ErrInvalidOption].
+// validity; raise it for nodes whose acquisitions wait for replicas ([WithReplicaSync]). A
+// MultiLock's watchdog holds are renewed as soon as each member is taken, so its default is
+// generous: 1s plus the longest replica-sync timeout of the members' coordinators that have replica
+// sync on (2s with the defaults), so that a member whose master waits for a lagging replica, or whose
+// lock actor is busy, is not given up too early. A MultiLock call with a fixed lease ([Lease]) has a
+// validity to protect, as a RedLock has: its default is at most the lease minus the drift allowance
+// (1% of the lease plus 2 ms), since the members taken first expire with their lease. d must be
+// positive and at most [MaxDuration], or every call returns [ErrInvalidOption].
 func WithNodeTimeout(d time.Duration) GroupOption {
 	return func(g *Group) {
 		if (d <= 0 || d > MaxDuration) && g.err == nil {
@@ -115,8 +120,11 @@ func WithMaxLease(d time.Duration) GroupOption {
 // of livelocking. A member that no later attempt can take (its coordinator closed: [ErrClosed]; its
 // owner holds its name as another kind of lock: [ErrKindMismatch]; an upgrade: [ErrUpgrade]) ends the
 // call at once. A lease applies to every member; without
-// one each member is a watchdog hold renewed by its own coordinator. If any member's hold is lost, the
-// group is lost: [Group.Done] closes and the other members are released.
+// one each member is a watchdog hold renewed by its own coordinator. With a lease, the hold is valid
+// for the lease minus the time the acquisition took minus the drift allowance, as a RedLock's
+// ([Group.ValidUntil]): the member taken first expires with its lease, so an attempt that leaves no
+// validity fails (with Expired in the [*GroupError]) and releases what it took. If any member's hold
+// is lost, the group is lost: [Group.Done] closes and the other members are released.
 //
 // An invalid group (no members, a nil member, a member twice) makes every call return
 // [ErrInvalidGroup]; a member handle that is itself invalid makes every call return its error.
@@ -150,8 +158,10 @@ func (c *Coordinator) MultiLock(members []*Mutex, opts ...GroupOption) *Group {
 // for at least the longest lease, or the nodes persist every write (appendonly yes, appendfsync
 // always). The group enforces what it can see: with each attempt on a node it reads the node's run
 // id (INFO server, in parallel with the acquisition, bounded by the node timeout on a client with
-// ContextTimeoutEnabled; while one such read is still running, the node does not count for the next
-// attempts, with [ErrNoAnswer]), and a node whose run id changed since its
+// ContextTimeoutEnabled; attempts that start while such a read runs, of any group on the node's
+// coordinator, share its answer instead of sending their own, and one that finds the read running
+// for a whole node timeout does not count the node, with [ErrNoAnswer]), and a node whose run id
+// changed since its
 // coordinator last saw it does not count (a hold it granted is given back at once), with
 // [ErrNodeRestarted] in the [*GroupError], until [WithMaxLease] has passed since the change was
 // seen. A node behind Sentinel that fails over to another server counts as restarted too: the new
@@ -176,7 +186,7 @@ func (c *Coordinator) newGroup(redLock bool, members []*Mutex, opts []GroupOptio
 		return g
 	}
 	if !redLock && g.nodeTimeout == 0 {
-		g.nodeTimeout = multiLockNodeTimeout(g.members)
+		g.nodeTimeout, g.defaultTimeout = multiLockNodeTimeout(g.members), true
 	}
 	// A member without a fixed lease of its own is a watchdog hold of its coordinator; the group's
 	// validity counts with the shortest of their leases.
@@ -217,8 +227,19 @@ func (c *Coordinator) newGroup(redLock bool, members []*Mutex, opts []GroupOptio
 	return g
 }
 
+// callNodeTimeout is the node timeout of a call with lease (0: watchdog holds). A MultiLock's default
+// is cut to the lease minus the drift allowance, the longest an attempt can take and still leave
+// some validity: waiting longer for a slow member could only end in an expired attempt.
+func (g *Group) callNodeTimeout(lease time.Duration) time.Duration {
+	if !g.defaultTimeout || lease <= 0 {
+		return g.nodeTimeout
+	}
+	return min(g.nodeTimeout, max(lease-actors.DriftOf(lease), time.Millisecond))
+}
+
 // multiLockNodeTimeout is a MultiLock's default node timeout (see [WithNodeTimeout]): 1s plus the
-// longest replica-sync timeout of the members' coordinators that wait for replicas.
+// longest replica-sync timeout of the members' coordinators that wait for replicas. A call with a
+// lease caps it (see [Group.callNodeTimeout]).
 func multiLockNodeTimeout(members []*Mutex) time.Duration {
 	sync := time.Duration(0)
 	for _, m := range members {
@@ -284,7 +305,8 @@ func (g *Group) Lock(ctx context.Context) error {
 // every member that the last attempt did not take is held by another owner (or was asked less than
 // 200 ms before the wait ran out and has not answered yet). When a member failed
 // otherwise (a Redis error, no answer within the node timeout, a RedLock node refused after a
-// restart) or a RedLock's acquisition outlasted its validity, it reports false with a [*GroupError], which
+// restart) or the acquisition of a RedLock, or of a MultiLock with a fixed lease, outlasted its
+// validity, it reports false with a [*GroupError], which
 // matches [ErrNotObtained] and each member's error and says which members failed and why. Either way
 // the group holds nothing when TryLock returns: the members the call took (in its last attempt, in
 // an attempt that succeeded just as the wait ran out, or in earlier attempts whose releases were still
@@ -324,8 +346,8 @@ type GroupError struct {
 	Taken, Quorum int
 	// Attempts is how many attempts the call made.
 	Attempts int
-	// Expired is set when a RedLock's last attempt took a quorum but took longer than the validity
-	// of its lease (the lease minus the drift allowance).
+	// Expired is set when the last attempt of a RedLock, or of a MultiLock with a fixed lease, took
+	// a quorum but took longer than the validity of its lease (the lease minus the drift allowance).
 	Expired bool
 	// Members are the members the last attempt did not take, in member order.
 	Members []MemberError
@@ -457,7 +479,7 @@ func (g *Group) acquire(ctx context.Context, lease time.Duration, wait bool, dea
 	var o actors.Outcome
 	defer func() { op.EndAcquire(acquireOutcome(ok, err), o.Token, o.Attempts, err) }()
 	cmd := &actors.GroupAcquire{
-		Lease: lease, Wait: wait, Deadline: deadline, NodeTimeout: g.nodeTimeout, Parent: spanParent(ctx),
+		Lease: lease, Wait: wait, Deadline: deadline, NodeTimeout: g.callNodeTimeout(lease), Parent: spanParent(ctx),
 		Ticket: actors.NewTicket(),
 	}
 	o, err = g.c.ask(ctx, g.pid, cmd, cmd.Ticket)
@@ -543,8 +565,9 @@ func (g *Group) Done() <-chan struct{} {
 	return g.done
 }
 
-// ValidUntil returns when the current hold stops being valid if it was taken with a fixed lease: for a
-// RedLock the start of the acquisition plus the lease minus the drift allowance. It returns the zero
+// ValidUntil returns when the current hold stops being valid if it was taken with a fixed lease: the
+// start of the acquisition plus the lease minus the drift allowance (1% of the lease plus 2 ms), for
+// a MultiLock as for a RedLock; Done closes then. It returns the zero
 // time for a watchdog hold, which is valid until Done closes, and when the group holds nothing.
 func (g *Group) ValidUntil() time.Time {
 	g.mu.Lock()
@@ -571,26 +594,42 @@ type nodeRuns struct {
 	runID string
 	// changed is when a change of run id was seen; zero when none was.
 	changed time.Time
-	// checking is set while a check reads the run id, so that attempts against a node that does not
-	// answer do not pile up reads, each holding a connection.
-	checking bool
+	// read is the read of the run id in progress (nil when none is), which every attempt on the node
+	// that starts meanwhile shares, whichever group it is for: attempts against a node that does not
+	// answer do not pile up reads, each holding a connection, and concurrent attempts on a healthy
+	// node all get its answer.
+	read *runRead
 }
 
-// startCheck reports whether a check may read the run id now: none is running. endCheck ends it.
-func (n *nodeRuns) startCheck() bool {
+// runRead is one read of a node's run id: runID and err are set when done closes.
+type runRead struct {
+	started time.Time
+	done    chan struct{}
+	runID   string
+	err     error
+}
+
+// join returns the read of the run id in progress, or, with lead, a new one started at now, which
+// the caller runs and ends with finish.
+func (n *nodeRuns) join(now time.Time) (r *runRead, lead bool) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	if n.checking {
-		return false
+	if n.read != nil {
+		return n.read, false
 	}
-	n.checking = true
-	return true
+	n.read = &runRead{started: now, done: make(chan struct{})}
+	return n.read, true
 }
 
-func (n *nodeRuns) endCheck() {
+// finish records the answer of r and wakes the attempts that share it.
+func (n *nodeRuns) finish(r *runRead, runID string, err error) {
 	n.mu.Lock()
-	n.checking = false
+	r.runID, r.err = runID, err
+	if n.read == r {
+		n.read = nil
+	}
 	n.mu.Unlock()
+	close(r.done)
 }
 
 // see records runID as seen at now and returns until when the node stays out (zero when it need
@@ -612,10 +651,9 @@ func (n *nodeRuns) see(runID string, now time.Time, grace time.Duration) time.Ti
 }
 
 // checkNode refuses a RedLock node that restarted less than the restart grace ago, with
-// ErrNodeRestarted, or that cannot be asked, with its error. ctx bounds the read of the run id (a
-// network read only with a client that has ContextTimeoutEnabled; see [Coordinator.Close]).
-func (g *Group) checkNode(ctx context.Context, c *Coordinator) error {
-	runID, err := c.ops.RunID(ctx)
+// ErrNodeRestarted, or whose run id could not be read, with the read's error; runID and err are the
+// answer of the read.
+func (g *Group) checkNode(c *Coordinator, runID string, err error) error {
 	if err != nil || runID == "" {
 		return err
 	}
@@ -710,24 +748,43 @@ func (gm groupMember) checkThenAcquire(lease, wait time.Duration, span trace.Spa
 		}
 	}
 	// The read of the run id is bounded like the attempt, so that a paused node holds up neither
-	// the next attempts nor Close for the client's ReadTimeout.
-	ctx, cancel := context.WithTimeout(m.c.lifetime, gm.red.checkTimeout(lease))
+	// the next attempts nor Close for the client's ReadTimeout (a network read is bounded only with
+	// a client that has ContextTimeoutEnabled; see [Coordinator.Close]). An attempt that starts
+	// while a read runs waits for its answer, bounded the same way, rather than sending its own.
+	bound := gm.red.checkTimeout(lease)
+	ctx, cancel := context.WithTimeout(m.c.lifetime, bound)
 	started := time.Now()
-	if !m.c.runs.startCheck() {
-		// The check of an earlier attempt has not answered: the node does not count this time.
+	read, lead := m.c.runs.join(started)
+	if age := started.Sub(read.started); !lead && age >= bound {
+		// A read that has run for a whole node timeout: the node does not answer, and this attempt
+		// does not count it (nor wait, nor pile up another read).
 		cancel()
-		checked, checkErr = true, fmt.Errorf("%w: the run id check of an earlier attempt has not answered", ErrNoAnswer)
+		checked, checkErr = true, fmt.Errorf("%w: its run id has not been read for %v", ErrNoAnswer, age.Round(time.Millisecond))
 	} else if !m.c.goNodeCheck(func() {
 		defer cancel()
-		err := gm.red.checkNode(ctx, m.c)
-		m.c.runs.endCheck()
+		if lead {
+			// The read is not cut short when this attempt is abandoned: others may share it.
+			readCtx, cancelRead := context.WithTimeout(m.c.lifetime, bound)
+			runID, err := m.c.ops.RunID(readCtx)
+			cancelRead()
+			m.c.runs.finish(read, runID, err)
+		}
+		var err error
+		select {
+		case <-read.done:
+			err = gm.red.checkNode(m.c, read.runID, read.err)
+		case <-ctx.Done():
+			err = fmt.Errorf("%w: its run id was not read within %v", ErrNoAnswer, bound)
+		}
 		mu.Lock()
 		checked, checkErr = true, err
 		mu.Unlock()
 		settle()
 	}) {
 		cancel()
-		m.c.runs.endCheck()
+		if lead {
+			m.c.runs.finish(read, "", ErrClosed)
+		}
 		notify(actors.MemberAnswer{Err: ErrClosed, Permanent: true})
 		return func() bool { return false }, func() error { return ErrClosed }
 	}

@@ -1,6 +1,8 @@
 package coordinator
 
 import (
+	"fmt"
+	"sync"
 	"testing"
 	"time"
 
@@ -92,4 +94,96 @@ func TestRedLockNodeChecksBounded(t *testing.T) {
 	if n := clients[2].PoolStats().TotalConns; n > 3 {
 		t.Errorf("connections to the paused node after 5 attempts = %d, want at most 3", n)
 	}
+}
+
+// A MultiLock's default node timeout is cut, for a call with a fixed lease, to the lease minus the
+// drift allowance: a member answering later could only leave an expired hold. A node timeout set
+// with WithNodeTimeout, and a call without a lease, keep theirs.
+func TestMultiLockCallNodeTimeout(t *testing.T) {
+	for _, tc := range []struct {
+		what        string
+		nodeTimeout time.Duration
+		isDefault   bool
+		lease, want time.Duration
+	}{
+		{"watchdog holds keep the default", 2 * time.Second, true, 0, 2 * time.Second},
+		{"a long lease keeps the default", 2 * time.Second, true, 30 * time.Second, 2 * time.Second},
+		{"a short lease caps the default", 2 * time.Second, true, 100 * time.Millisecond, 97 * time.Millisecond},
+		{"a lease shorter than the drift", 2 * time.Second, true, time.Millisecond, time.Millisecond},
+		{"a node timeout that was set", 2 * time.Second, false, 100 * time.Millisecond, 2 * time.Second},
+	} {
+		g := &Group{nodeTimeout: tc.nodeTimeout, defaultTimeout: tc.isDefault}
+		if got := g.callNodeTimeout(tc.lease); got != tc.want {
+			t.Errorf("%s: callNodeTimeout(%v) = %v, want %v", tc.what, tc.lease, got, tc.want)
+		}
+	}
+}
+
+// Concurrent RedLock attempts of different groups against a paused node share one run-id read at a
+// time: the reads do not pile up connections, every call still gets its majority from the healthy
+// nodes, and the reads end within the node timeout after the last attempt.
+func TestRedLockConcurrentChecksOfPausedNode(t *testing.T) {
+	t.Parallel()
+	var coords []*Coordinator
+	var clients []*redis.Client
+	srvs := []*redistest.Server{redistest.Start(t), redistest.Start(t), redistest.Start(t)}
+	for _, srv := range srvs {
+		client := redis.NewClient(&redis.Options{Addr: srv.Addr(), ContextTimeoutEnabled: true, ReadTimeout: 10 * time.Second})
+		t.Cleanup(func() { _ = client.Close() })
+		c, err := New(client)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = c.Close() })
+		coords, clients = append(coords, c), append(clients, client)
+	}
+	const workers, rounds = 4, 3
+	groups := make([]*Group, workers)
+	for w := range groups {
+		var ms []*Mutex
+		for _, c := range coords {
+			ms = append(ms, c.Mutex(fmt.Sprintf("%s:%d", t.Name(), w)))
+		}
+		groups[w] = coords[0].RedLock(ms, WithNodeTimeout(100*time.Millisecond))
+	}
+	srvs[2].Pause()
+	t.Cleanup(srvs[2].Resume)
+	errs := make(chan error, workers*rounds)
+	var wg sync.WaitGroup
+	for _, g := range groups {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for range rounds {
+				ok, err := g.TryLock(t.Context(), Lease(time.Second))
+				if !ok {
+					errs <- fmt.Errorf("TryLock with node 2 paused = %v, %v", ok, err)
+					continue
+				}
+				if err := g.Unlock(t.Context()); err != nil {
+					errs <- err
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+	checked := make(chan struct{})
+	go func() {
+		coords[2].stopping.Wait()
+		close(checked)
+	}()
+	select {
+	case <-checked:
+	case <-time.After(2 * time.Second):
+		t.Errorf("the paused node's run-id checks still running 2s after the last attempt (node timeout 100ms)")
+	}
+	// One read at a time, each bounded by the node timeout, over about rounds node timeouts.
+	if n := clients[2].PoolStats().TotalConns; n > rounds+2 {
+		t.Errorf("connections to the paused node after %d concurrent attempts = %d, want at most %d", workers*rounds, n, rounds+2)
+	}
+	t.Logf("connections to the paused node after %d concurrent attempts: %d", workers*rounds, clients[2].PoolStats().TotalConns)
 }
