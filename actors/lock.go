@@ -123,8 +123,10 @@ type lockActor struct {
 	// batch holds the read acquires and read releases of a read-write lock waiting to go to Redis
 	// together; nil when there are none.
 	batch *readBatch
-	// running are the read batches sent to Redis and not settled yet, oldest first.
-	running []*readBatch
+	// running are the read batches sent to Redis and not settled yet, oldest first; settling are those
+	// whose settlement is under way (see settleRest).
+	running  []*readBatch
+	settling []*readBatch
 	// headBusy counts the tryHead calls and batch settlements in progress; headWanted records that the
 	// head should be tried once the outermost of them is done (see tryHead).
 	headBusy   int
