@@ -138,6 +138,11 @@ func (a *lockActor) recovered(_ actor.ReceiverContext, msg any, err error) {
 			a.answer(m, Outcome{Reason: messages.ReasonClosed})
 		}
 		a.queue = nil
+		for gone, cancel := range a.leaving {
+			cancel()
+			a.unreserve(gone)
+		}
+		clear(a.leaving)
 		for k, h := range a.holds {
 			a.env.Held.remove(a.name, k.owner, k.kind)
 			h.deadline.Stop()

@@ -130,13 +130,15 @@ func (a *lockActor) refreshPlaces() {
 }
 
 // retryLeave schedules another try to leave the fair queue for gone, whose leave failed: with a
-// doubling delay, until its place lapses anyway (one window after its last refresh).
+// doubling delay, until its place lapses anyway (one window after its last refresh). gone keeps its
+// reservation until the leave is done or given up (see leaveQueue).
 func (a *lockActor) retryLeave(gone *Acquire, delay time.Duration, until time.Time) {
 	if delay > leaveRetryMax {
 		delay = leaveRetryMax
 	}
 	if !time.Now().Add(delay).Before(until) {
 		delete(a.leaving, gone)
+		a.unreserve(gone)
 		a.log().Warn("leaving the fair queue failed; the place lapses after the wait window", "owner", gone.Owner)
 		return
 	}
@@ -156,15 +158,19 @@ func (a *lockActor) onLeaveRetry(r leaveRetry) {
 	delete(a.leaving, gone)
 	for _, w := range a.queue {
 		if w.Owner == gone.Owner && w.Kind == gone.Kind && !w.Ticket.Abandoned() {
+			a.unreserve(gone)
 			return
 		}
 	}
 	if _, holds := a.holds[holdKey{gone.Owner, gone.Kind}]; holds {
+		a.unreserve(gone)
 		return
 	}
 	if err := a.proto.leave(a.redisContext(), gone, true); err != nil {
 		a.retryLeave(gone, 2*r.delay, r.until)
+		return
 	}
+	a.unreserve(gone)
 }
 
 // leaveAtShutdown makes one last try for the leaves still to be retried, within ctx.
@@ -174,6 +180,7 @@ func (a *lockActor) leaveAtShutdown(ctx context.Context) {
 		if err := a.proto.leave(ctx, gone, true); err != nil {
 			a.log().Warn("leaving the fair queue at close failed", "owner", gone.Owner, "err", err)
 		}
+		a.unreserve(gone)
 	}
 	clear(a.leaving)
 }

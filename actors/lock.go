@@ -924,7 +924,6 @@ func (a *lockActor) nextInLine() int {
 	clear(a.queue[len(live):])
 	a.queue = live
 	for _, m := range gone {
-		a.unreserve(m)
 		a.emitWait(messages.EventWaitTimedOut, m, "")
 		a.leaveQueue(m)
 	}
@@ -1254,7 +1253,6 @@ func (a *lockActor) dropWaiter(ticket *Ticket) bool {
 	for i, w := range a.queue {
 		if w.Ticket == ticket {
 			a.queue = append(a.queue[:i:i], a.queue[i+1:]...)
-			a.unreserve(w)
 			a.emitWait(messages.EventWaitTimedOut, w, "")
 			a.leaveQueue(w)
 			return i == 0
@@ -1265,28 +1263,38 @@ func (a *lockActor) dropWaiter(ticket *Ticket) bool {
 
 // leaveQueue gives up what a waiter that was taken out of the local queue because its caller left
 // keeps in Redis (a fair lock's queue place, a writer's intent), unless its owner still waits through
-// another call or holds the lock. (When the waiter was already dropped by nextInLine, the Abandon
-// message finds nothing: nextInLine left for it.)
+// another call or holds the lock, and then frees the waiter's reservation. (When the waiter was
+// already dropped by nextInLine, the Abandon message finds nothing: nextInLine left for it.)
+//
+// The reservation stands until the leave is done, and while a failed leave of a fair waiter is
+// retried: until then Redis may hand the fair lock to the owner (another process's release), and a
+// plain acquisition of the same owner would re-enter that hold, which the leave then gives back.
 func (a *lockActor) leaveQueue(gone *Acquire) {
 	if a.family == familyPlain || (a.family == familyRW && gone.Kind != KindWrite) {
+		a.unreserve(gone)
 		return
 	}
 	for _, w := range a.queue {
 		if w.Owner == gone.Owner && w.Kind == gone.Kind && !w.Ticket.Abandoned() {
-			return // the owner still waits through another call
+			a.unreserve(gone)
+			return // the owner still waits through another call, which has a reservation of its own
 		}
 	}
 	if _, holds := a.holds[holdKey{gone.Owner, gone.Kind}]; holds {
+		a.unreserve(gone) // the hold's record keeps the kind
 		return
 	}
 	if err := a.proto.leave(a.redisContext(), gone, true); err != nil {
 		if a.family != familyFair {
 			a.log().Warn("leaving the fair queue failed; the place lapses after the wait window", "owner", gone.Owner, "err", err)
+			a.unreserve(gone)
 			return
 		}
 		a.log().Warn("leaving the fair queue failed; retrying", "owner", gone.Owner, "err", err)
 		a.retryLeave(gone, leaveRetryFirst, time.Now().Add(gone.WaitWindow))
+		return
 	}
+	a.unreserve(gone)
 }
 
 func (a *lockActor) onNotice(m *messages.Notice) {
