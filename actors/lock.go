@@ -924,8 +924,9 @@ func (a *lockActor) nextInLine() int {
 	clear(a.queue[len(live):])
 	a.queue = live
 	for _, m := range gone {
-		a.emitWait(messages.EventWaitTimedOut, m, "")
+		// The event comes after the leave, so that it tells that the waiter's kind is free again.
 		a.leaveQueue(m)
+		a.emitWait(messages.EventWaitTimedOut, m, "")
 	}
 	if len(a.queue) == 0 {
 		return -1
@@ -1247,14 +1248,15 @@ func (a *lockActor) onAbandon(m *Abandon) {
 	}
 }
 
-// dropWaiter takes the waiter of ticket out of the queue, and gives up what it keeps in Redis (see
-// leaveQueue). It reports whether that waiter was the head.
+// dropWaiter takes the waiter of ticket out of the queue, gives up what it keeps in Redis (see
+// leaveQueue), and then reports it gone (EventWaitTimedOut). It reports whether that waiter was the
+// head.
 func (a *lockActor) dropWaiter(ticket *Ticket) bool {
 	for i, w := range a.queue {
 		if w.Ticket == ticket {
 			a.queue = append(a.queue[:i:i], a.queue[i+1:]...)
-			a.emitWait(messages.EventWaitTimedOut, w, "")
 			a.leaveQueue(w)
+			a.emitWait(messages.EventWaitTimedOut, w, "")
 			return i == 0
 		}
 	}
