@@ -1272,31 +1272,32 @@ func (a *lockActor) dropWaiter(ticket *Ticket) bool {
 // retried: until then Redis may hand the fair lock to the owner (another process's release), and a
 // plain acquisition of the same owner would re-enter that hold, which the leave then gives back.
 func (a *lockActor) leaveQueue(gone *Acquire) {
+	retrying := false
+	defer func() {
+		// Deferred, so that a panic on the way does not keep the kind reserved.
+		if !retrying {
+			a.unreserve(gone)
+		}
+	}()
 	if a.family == familyPlain || (a.family == familyRW && gone.Kind != KindWrite) {
-		a.unreserve(gone)
 		return
 	}
 	for _, w := range a.queue {
 		if w.Owner == gone.Owner && w.Kind == gone.Kind && !w.Ticket.Abandoned() {
-			a.unreserve(gone)
 			return // the owner still waits through another call, which has a reservation of its own
 		}
 	}
 	if _, holds := a.holds[holdKey{gone.Owner, gone.Kind}]; holds {
-		a.unreserve(gone) // the hold's record keeps the kind
-		return
+		return // the hold's record keeps the kind
 	}
 	if err := a.proto.leave(a.redisContext(), gone, true); err != nil {
 		if a.family != familyFair {
 			a.log().Warn("leaving the fair queue failed; the place lapses after the wait window", "owner", gone.Owner, "err", err)
-			a.unreserve(gone)
 			return
 		}
 		a.log().Warn("leaving the fair queue failed; retrying", "owner", gone.Owner, "err", err)
-		a.retryLeave(gone, leaveRetryFirst, time.Now().Add(gone.WaitWindow))
-		return
+		retrying = a.retryLeave(gone, leaveRetryFirst, time.Now().Add(gone.WaitWindow))
 	}
-	a.unreserve(gone)
 }
 
 func (a *lockActor) onNotice(m *messages.Notice) {
