@@ -1,6 +1,7 @@
 package actors
 
 import (
+	"fmt"
 	"slices"
 	"time"
 
@@ -28,11 +29,19 @@ type readBatch struct {
 	// keys are the holds the batch touches: a second call on the same hold waits for the batch,
 	// because its retry-safety depends on the answer to the first.
 	keys map[holdKey]struct{}
-	// settle runs after the pipeline, in the order the calls were added, with the time it was sent.
-	settle []func(sent time.Time)
+	// settle runs after the pipeline, in the order the calls were added, with the time it was sent;
+	// next is the index of the next one to run.
+	settle []batchCall
+	next   int
 	sent   time.Time
 	// done is closed when the pipeline has answered.
 	done chan struct{}
+}
+
+// batchCall is one call of a read batch: the command (an *Acquire or a *Release) and what settles it.
+type batchCall struct {
+	cmd any
+	run func(sent time.Time)
 }
 
 // maxReadBatchesInFlight bounds the read batches of one lock that run at once.
@@ -83,11 +92,11 @@ func (a *lockActor) batchAcquire(m *Acquire, then func(ok bool, ttl time.Duratio
 	b.keys[holdKey{m.Owner, m.Kind}] = struct{}{}
 	m.attempts++
 	reply := b.calls.ReadAcquire(a.name, m.Owner, m.Lease, a.knownHeld(m))
-	b.settle = append(b.settle, func(sent time.Time) {
+	b.settle = append(b.settle, batchCall{m, func(sent time.Time) {
 		res, err := reply()
 		acquireEvent(m, sent, res.OK, err)
 		then(a.settleAttempt(m, sent, res, err))
-	})
+	}})
 }
 
 // batchRelease adds the release of one read hold of m's owner, with request id requestID, to the
@@ -96,11 +105,11 @@ func (a *lockActor) batchRelease(m *Release, requestID string, then func(sent ti
 	b := a.pendingBatch()
 	b.keys[holdKey{m.Owner, m.Kind}] = struct{}{}
 	reply := b.calls.ReadRelease(a.name, m.Owner, requestID)
-	b.settle = append(b.settle, func(sent time.Time) {
+	b.settle = append(b.settle, batchCall{m, func(sent time.Time) {
 		rel, err := reply()
 		releaseEvent(m.Span, sent, err)
 		then(sent, rel, err)
-	})
+	}})
 }
 
 // send starts the pending batch, if any, on its own goroutine, after settling the oldest running
@@ -152,14 +161,67 @@ func (a *lockActor) settleUpTo(last *readBatch) bool {
 		} else {
 			a.inflight.Store(0)
 		}
-		for _, settle := range b.settle {
-			settle(b.sent)
+		// A batch taken out of running is in settling until all of its calls are settled, so that
+		// a panic in one of them does not leave the others unanswered (see settleRest).
+		a.settling = append(a.settling, b)
+		for b.next < len(b.settle) {
+			c := b.settle[b.next]
+			b.next++
+			c.run(b.sent)
 		}
+		a.settling = a.settling[:len(a.settling)-1]
 		if b == last {
 			break
 		}
 	}
 	return true
+}
+
+// settleRest finishes the settlements that a panic interrupted (the batches still in settling), after
+// the panic was recovered: the call whose settlement panicked is answered with err and its kind's
+// reservation freed (its hold, if Redis granted one and it was not recorded yet, is not renewed and
+// lapses with its lease), and the calls after it are settled as usual, so that their callers get an
+// answer and their reservations end. A call whose settlement panics again is treated like the first.
+func (a *lockActor) settleRest(err error) {
+	batches := a.settling
+	a.settling = nil
+	a.headBusy++
+	defer func() {
+		a.headBusy--
+		if a.headBusy == 0 && a.headWanted {
+			a.tryHead()
+		}
+	}()
+	for _, b := range batches {
+		if b.next > 0 {
+			a.failCall(b.settle[b.next-1], err)
+		}
+		for b.next < len(b.settle) {
+			c := b.settle[b.next]
+			b.next++
+			a.settleRecovering(b, c, err)
+		}
+	}
+}
+
+// settleRecovering settles the batch call c of b, and fails it with err should that panic.
+func (a *lockActor) settleRecovering(b *readBatch, c batchCall, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			a.log().Error("settling a batched call panicked", "panic", fmt.Sprint(r))
+			a.failCall(c, err)
+		}
+	}()
+	c.run(b.sent)
+}
+
+// failCall answers the caller of the batch call c with err (unless it was answered already) and frees
+// the reservation of an acquisition.
+func (a *lockActor) failCall(c batchCall, err error) {
+	if m, ok := c.cmd.(*Acquire); ok {
+		a.unreserve(m)
+	}
+	answerFailed(c.cmd, err)
 }
 
 // flush sends the pending batch and settles every running one: afterwards no batched call is

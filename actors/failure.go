@@ -117,8 +117,10 @@ func answerFailed(msg any, err error) {
 	}
 }
 
-// recovered implements recoverer: the caller of the failed command gets err, and the subscriptions,
-// timers (renewals, expiry, retries) and the queue are brought back in line with the state.
+// recovered implements recoverer: the caller of the failed command gets err, a read batch whose
+// settlement the panic interrupted is settled to the end (the call that panicked gets err), and the
+// subscriptions, timers (renewals, expiry, retries) and the queue are brought back in line with the
+// state.
 // A failed stop cannot release what is left in Redis: its leases run out there; the waiters are told
 // the coordinator closed and the holders' Done channels close.
 func (a *lockActor) recovered(_ actor.ReceiverContext, msg any, err error) {
@@ -128,11 +130,19 @@ func (a *lockActor) recovered(_ actor.ReceiverContext, msg any, err error) {
 		a.unreserve(m)
 	}
 	answerFailed(msg, err)
+	// A panic while a read batch was settled leaves the batch out of running with calls unsettled.
+	a.headBusy, a.headWanted = 0, false
+	a.settleRest(err)
 	if _, stopping := msg.(*actor.Stopping); stopping {
 		for _, m := range a.queue {
 			a.answer(m, Outcome{Reason: messages.ReasonClosed})
 		}
 		a.queue = nil
+		for gone, cancel := range a.leaving {
+			cancel()
+			a.unreserve(gone)
+		}
+		clear(a.leaving)
 		for k, h := range a.holds {
 			a.env.Held.remove(a.name, k.owner, k.kind)
 			h.deadline.Stop()
@@ -143,7 +153,6 @@ func (a *lockActor) recovered(_ actor.ReceiverContext, msg any, err error) {
 	if a.self == nil {
 		return // Started failed; the next message finds no timers, which is the state of a new actor
 	}
-	a.headBusy, a.headWanted = 0, false
 	// The queue's retry timer (armed when nobody local holds the lock) wakes the waiters.
 	a.afterMessage()
 }

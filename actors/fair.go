@@ -130,30 +130,40 @@ func (a *lockActor) refreshPlaces() {
 }
 
 // retryLeave schedules another try to leave the fair queue for gone, whose leave failed: with a
-// doubling delay, until its place lapses anyway (one window after its last refresh).
-func (a *lockActor) retryLeave(gone *Acquire, delay time.Duration, until time.Time) {
+// doubling delay, until its place lapses anyway (one window after its last refresh). It reports
+// whether it did; gone keeps its reservation until the leave is done or given up (see leaveQueue),
+// and when it reports false the caller frees it.
+func (a *lockActor) retryLeave(gone *Acquire, delay time.Duration, until time.Time) bool {
 	if delay > leaveRetryMax {
 		delay = leaveRetryMax
 	}
 	if !time.Now().Add(delay).Before(until) {
 		delete(a.leaving, gone)
 		a.log().Warn("leaving the fair queue failed; the place lapses after the wait window", "owner", gone.Owner)
-		return
+		return false
 	}
 	if a.leaving == nil {
 		a.leaving = make(map[*Acquire]scheduler.CancelFunc)
 	}
 	a.leaving[gone] = a.sched.SendOnce(delay, a.self, leaveRetry{m: gone, delay: delay, until: until})
+	return true
 }
 
 // onLeaveRetry tries again to leave for a waiter whose leave failed, unless its owner waits again or
-// holds the lock: its place in Redis is then its own again.
+// holds the lock: its place in Redis is then its own again. The waiter's reservation ends with the
+// leave, unless it is retried once more.
 func (a *lockActor) onLeaveRetry(r leaveRetry) {
 	gone := r.m
 	if _, pending := a.leaving[gone]; !pending {
 		return // tried at shutdown
 	}
 	delete(a.leaving, gone)
+	retrying := false
+	defer func() {
+		if !retrying {
+			a.unreserve(gone)
+		}
+	}()
 	for _, w := range a.queue {
 		if w.Owner == gone.Owner && w.Kind == gone.Kind && !w.Ticket.Abandoned() {
 			return
@@ -163,7 +173,7 @@ func (a *lockActor) onLeaveRetry(r leaveRetry) {
 		return
 	}
 	if err := a.proto.leave(a.redisContext(), gone, true); err != nil {
-		a.retryLeave(gone, 2*r.delay, r.until)
+		retrying = a.retryLeave(gone, 2*r.delay, r.until)
 	}
 }
 
@@ -174,6 +184,7 @@ func (a *lockActor) leaveAtShutdown(ctx context.Context) {
 		if err := a.proto.leave(ctx, gone, true); err != nil {
 			a.log().Warn("leaving the fair queue at close failed", "owner", gone.Owner, "err", err)
 		}
+		a.unreserve(gone)
 	}
 	clear(a.leaving)
 }

@@ -11,7 +11,9 @@ import "sync"
 // the first (the plain and fair scripts cannot tell their holds apart). So a lock actor reserves the
 // kind of an acquisition when it arrives, with a check that no other family is held or reserved for
 // the owner on the name, and frees the reservation when the acquisition ends: granted (then the
-// hold's record takes over) or not. A command of another family than what its owner holds or waits
+// hold's record takes over) or not. A fair waiter whose caller left ends only once it has left the
+// queue in Redis (retries included): until then another process's release may hand it the lock
+// there. A command of another family than what its owner holds or waits
 // for on the name is refused with [ErrKindMismatch]. It is safe for concurrent use; the zero value is
 // ready.
 type HeldKinds struct {

@@ -123,8 +123,10 @@ type lockActor struct {
 	// batch holds the read acquires and read releases of a read-write lock waiting to go to Redis
 	// together; nil when there are none.
 	batch *readBatch
-	// running are the read batches sent to Redis and not settled yet, oldest first.
-	running []*readBatch
+	// running are the read batches sent to Redis and not settled yet, oldest first; settling are those
+	// whose settlement is under way (see settleRest).
+	running  []*readBatch
+	settling []*readBatch
 	// headBusy counts the tryHead calls and batch settlements in progress; headWanted records that the
 	// head should be tried once the outermost of them is done (see tryHead).
 	headBusy   int
@@ -922,9 +924,9 @@ func (a *lockActor) nextInLine() int {
 	clear(a.queue[len(live):])
 	a.queue = live
 	for _, m := range gone {
-		a.unreserve(m)
-		a.emitWait(messages.EventWaitTimedOut, m, "")
+		// The event comes after the leave, so that it tells that the waiter's kind is free again.
 		a.leaveQueue(m)
+		a.emitWait(messages.EventWaitTimedOut, m, "")
 	}
 	if len(a.queue) == 0 {
 		return -1
@@ -1246,15 +1248,15 @@ func (a *lockActor) onAbandon(m *Abandon) {
 	}
 }
 
-// dropWaiter takes the waiter of ticket out of the queue, and gives up what it keeps in Redis (see
-// leaveQueue). It reports whether that waiter was the head.
+// dropWaiter takes the waiter of ticket out of the queue, gives up what it keeps in Redis (see
+// leaveQueue), and then reports it gone (EventWaitTimedOut). It reports whether that waiter was the
+// head.
 func (a *lockActor) dropWaiter(ticket *Ticket) bool {
 	for i, w := range a.queue {
 		if w.Ticket == ticket {
 			a.queue = append(a.queue[:i:i], a.queue[i+1:]...)
-			a.unreserve(w)
-			a.emitWait(messages.EventWaitTimedOut, w, "")
 			a.leaveQueue(w)
+			a.emitWait(messages.EventWaitTimedOut, w, "")
 			return i == 0
 		}
 	}
@@ -1263,19 +1265,30 @@ func (a *lockActor) dropWaiter(ticket *Ticket) bool {
 
 // leaveQueue gives up what a waiter that was taken out of the local queue because its caller left
 // keeps in Redis (a fair lock's queue place, a writer's intent), unless its owner still waits through
-// another call or holds the lock. (When the waiter was already dropped by nextInLine, the Abandon
-// message finds nothing: nextInLine left for it.)
+// another call or holds the lock, and then frees the waiter's reservation. (When the waiter was
+// already dropped by nextInLine, the Abandon message finds nothing: nextInLine left for it.)
+//
+// The reservation stands until the leave is done, and while a failed leave of a fair waiter is
+// retried: until then Redis may hand the fair lock to the owner (another process's release), and a
+// plain acquisition of the same owner would re-enter that hold, which the leave then gives back.
 func (a *lockActor) leaveQueue(gone *Acquire) {
+	retrying := false
+	defer func() {
+		// Deferred, so that a panic on the way does not keep the kind reserved.
+		if !retrying {
+			a.unreserve(gone)
+		}
+	}()
 	if a.family == familyPlain || (a.family == familyRW && gone.Kind != KindWrite) {
 		return
 	}
 	for _, w := range a.queue {
 		if w.Owner == gone.Owner && w.Kind == gone.Kind && !w.Ticket.Abandoned() {
-			return // the owner still waits through another call
+			return // the owner still waits through another call, which has a reservation of its own
 		}
 	}
 	if _, holds := a.holds[holdKey{gone.Owner, gone.Kind}]; holds {
-		return
+		return // the hold's record keeps the kind
 	}
 	if err := a.proto.leave(a.redisContext(), gone, true); err != nil {
 		if a.family != familyFair {
@@ -1283,7 +1296,7 @@ func (a *lockActor) leaveQueue(gone *Acquire) {
 			return
 		}
 		a.log().Warn("leaving the fair queue failed; retrying", "owner", gone.Owner, "err", err)
-		a.retryLeave(gone, leaveRetryFirst, time.Now().Add(gone.WaitWindow))
+		retrying = a.retryLeave(gone, leaveRetryFirst, time.Now().Add(gone.WaitWindow))
 	}
 }
 

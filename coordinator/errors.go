@@ -90,7 +90,8 @@ var (
 	// when it panicked. The panic is recovered, logged through [WithLogger] and published as a
 	// [messages.EventActorFailed] event, and the actor goes on with its state: the locks it holds are
 	// still renewed. The command may or may not have taken effect, as when a Redis reply is lost: an
-	// acquisition that was granted after all is given back.
+	// acquisition that was granted after all is given back. The other calls that the actor had in
+	// hand (a batch of read calls being settled) are answered as usual.
 	ErrActorFailed = actors.ErrActorFailed
 )
 
