@@ -266,6 +266,9 @@ func (a *lockActor) isIdle() bool {
 
 // afterMessage keeps the subscription, the timers and the idle clock in line with the state.
 func (a *lockActor) afterMessage() {
+	if a.headWanted && a.headBusy == 0 {
+		a.tryHead() // put off by deferHead
+	}
 	a.syncSubscriptions()
 	switch {
 	case len(a.queue) == 0:
@@ -610,6 +613,10 @@ func (a *lockActor) settleAttempt(m *Acquire, sent time.Time, res redisops.Acqui
 			// given back, and one more attempt waits for the replicas the master has now. A
 			// master whose replicas are still settling may drop one again meanwhile; every retry
 			// follows a count lower than the last one asked for, and their number is bounded.
+			// A re-entry's write set the lock's expiry to its lease from about sent, and a lagging
+			// replica may have only it: the hold's validity is cut to it now, since a retry that is
+			// undone too only cuts to its own, later, send.
+			a.cutValidity(k, sent, m.Lease)
 			m.resyncs++
 			return a.attempt(m)
 		}
@@ -649,9 +656,10 @@ func (a *lockActor) settleAttempt(m *Acquire, sent time.Time, res redisops.Acqui
 	}
 	a.grant(m, res.HoldCount, res.Token, sent)
 	if h := a.holds[k]; h != nil && h.watchdog && time.Until(h.expires) < a.env.WatchdogTimeout/2 {
-		// A late answer left less validity than the watchdog's next tick may need: renew now.
+		// A late answer left less validity than the watchdog's next tick may need: renew now. A hold
+		// found gone leaves the head to be tried after this attempt (see deferHead).
 		if a.renewHold(k, h) {
-			a.tryHead()
+			a.deferHead()
 		}
 	}
 	return true, 0, nil
@@ -664,8 +672,18 @@ func (a *lockActor) settleAttempt(m *Acquire, sent time.Time, res redisops.Acqui
 // watchdog hold is renewed at once, so that the master (and, once they acknowledge, the replicas)
 // get the watchdog's lease again; until a renewal counts, Done closes before the shorter expiry ends.
 // A hold with a fixed lease keeps the cut validity: nothing renews it. The read-write lock's
-// re-entries and releases only ever raise its expiry, so its holds keep theirs.
+// re-entries and releases only ever raise its expiry, so its holds keep theirs. A hold that the
+// renewal finds gone leaves the head to be tried after the attempt (see deferHead).
 func (a *lockActor) cutAfterUndoneReentry(k holdKey, sent time.Time, lease time.Duration) {
+	a.cutValidity(k, sent, lease)
+	if h := a.holds[k]; h != nil && h.watchdog && a.family != familyRW && a.renewHold(k, h) {
+		a.deferHead()
+	}
+}
+
+// cutValidity cuts the validity of the plain or fair hold of k to that of a re-entry with lease sent at
+// sent, when that is shorter (see cutAfterUndoneReentry).
+func (a *lockActor) cutValidity(k holdKey, sent time.Time, lease time.Duration) {
 	h := a.holds[k]
 	if h == nil || a.family == familyRW {
 		return
@@ -674,10 +692,13 @@ func (a *lockActor) cutAfterUndoneReentry(k holdKey, sent time.Time, lease time.
 		h.expires = v
 		h.deadline.Reset(time.Until(v))
 	}
-	if h.watchdog && a.renewHold(k, h) {
-		a.tryHead()
-	}
 }
+
+// deferHead asks for the head waiter to be tried once the attempt being settled is done: by the
+// outermost tryHead or batch settlement under way, or else after the message (afterMessage). Trying
+// it at once, from inside an attempt that tryWaiter made, would change the queue under tryWaiter,
+// which then removes its waiter by an index that no longer points at it.
+func (a *lockActor) deferHead() { a.headWanted = true }
 
 // ErrGrantTooLate is the error of an acquisition whose grant came back from Redis after the lease had
 // run out, counting from when the call was sent, less the drift allowance. The hold was given back
