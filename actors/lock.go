@@ -1573,8 +1573,9 @@ func renewRetryDelay(watchdog time.Duration) time.Duration { return max(watchdog
 // The holds go to Redis together (redisops.Ops.RenewMany): with replica sync on, in one pipeline
 // followed by one WAIT, so that replicas that lag cost a tick one sync timeout however many watchdog
 // holds the actor has (the readers of a read-write lock in this coordinator). The round trip is
-// bounded by the latest of their validities; a hold whose own validity ran out before the answer is
-// lost (see settleRenewal). A hold whose Done closed, or whose validity ran out, is not renewed: a
+// bounded by the latest of their validities only when the client has ContextTimeoutEnabled; otherwise
+// by the client's ReadTimeout (5 s by default in go-redis v9). A hold whose own validity ran out before
+// the answer is lost (see settleRenewal). A hold whose Done closed, or whose validity ran out, is not renewed: a
 // renewal sent with the others would extend on the master a hold that nobody holds any more; the
 // expiry timer declares it lost.
 func (a *lockActor) renewAll() {
