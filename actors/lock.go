@@ -108,7 +108,8 @@ type lockActor struct {
 
 	holds map[holdKey]*hold
 	// lost holds the owners whose last hold was lost, so that their Unlock answers "not held" even
-	// when the local lease estimate ran out a moment before Redis expired the key.
+	// when the local lease estimate ran out a moment before Redis expired the key: the hold count to
+	// give back, or lostGivenBack once it was given back.
 	lost  map[holdKey]int64
 	queue []*Acquire
 	// handoffs counts local handoffs in a row.
@@ -267,6 +268,9 @@ func (a *lockActor) isIdle() bool {
 
 // afterMessage keeps the subscription, the timers and the idle clock in line with the state.
 func (a *lockActor) afterMessage() {
+	if a.headWanted && a.headBusy == 0 {
+		a.tryHead() // put off by deferHead
+	}
 	a.syncSubscriptions()
 	switch {
 	case len(a.queue) == 0:
@@ -611,6 +615,10 @@ func (a *lockActor) settleAttempt(m *Acquire, sent time.Time, res redisops.Acqui
 			// given back, and one more attempt waits for the replicas the master has now. A
 			// master whose replicas are still settling may drop one again meanwhile; every retry
 			// follows a count lower than the last one asked for, and their number is bounded.
+			// A re-entry's write set the lock's expiry to its lease from about sent, and a lagging
+			// replica may have only it: the hold's validity is cut to it now, since a retry that is
+			// undone too only cuts to its own, later, send.
+			a.cutValidity(k, sent, m.Lease)
 			m.resyncs++
 			return a.attempt(m)
 		}
@@ -650,9 +658,10 @@ func (a *lockActor) settleAttempt(m *Acquire, sent time.Time, res redisops.Acqui
 	}
 	a.grant(m, res.HoldCount, res.Token, sent)
 	if h := a.holds[k]; h != nil && h.watchdog && time.Until(h.expires) < a.env.WatchdogTimeout/2 {
-		// A late answer left less validity than the watchdog's next tick may need: renew now.
+		// A late answer left less validity than the watchdog's next tick may need: renew now. A hold
+		// found gone leaves the head to be tried after this attempt (see deferHead).
 		if a.renewHold(k, h) {
-			a.tryHead()
+			a.deferHead()
 		}
 	}
 	return true, 0, nil
@@ -665,8 +674,18 @@ func (a *lockActor) settleAttempt(m *Acquire, sent time.Time, res redisops.Acqui
 // watchdog hold is renewed at once, so that the master (and, once they acknowledge, the replicas)
 // get the watchdog's lease again; until a renewal counts, Done closes before the shorter expiry ends.
 // A hold with a fixed lease keeps the cut validity: nothing renews it. The read-write lock's
-// re-entries and releases only ever raise its expiry, so its holds keep theirs.
+// re-entries and releases only ever raise its expiry, so its holds keep theirs. A hold that the
+// renewal finds gone leaves the head to be tried after the attempt (see deferHead).
 func (a *lockActor) cutAfterUndoneReentry(k holdKey, sent time.Time, lease time.Duration) {
+	a.cutValidity(k, sent, lease)
+	if h := a.holds[k]; h != nil && h.watchdog && a.family != familyRW && a.renewHold(k, h) {
+		a.deferHead()
+	}
+}
+
+// cutValidity cuts the validity of the plain or fair hold of k to that of a re-entry with lease sent at
+// sent, when that is shorter (see cutAfterUndoneReentry).
+func (a *lockActor) cutValidity(k holdKey, sent time.Time, lease time.Duration) {
 	h := a.holds[k]
 	if h == nil || a.family == familyRW {
 		return
@@ -675,10 +694,13 @@ func (a *lockActor) cutAfterUndoneReentry(k holdKey, sent time.Time, lease time.
 		h.expires = v
 		h.deadline.Reset(time.Until(v))
 	}
-	if h.watchdog && a.renewHold(k, h) {
-		a.tryHead()
-	}
 }
+
+// deferHead asks for the head waiter to be tried once the attempt being settled is done: by the
+// outermost tryHead or batch settlement under way, or else after the message (afterMessage). Trying
+// it at once, from inside an attempt that tryWaiter made, would change the queue under tryWaiter,
+// which then removes its waiter by an index that no longer points at it.
+func (a *lockActor) deferHead() { a.headWanted = true }
 
 // ErrGrantTooLate is the error of an acquisition whose grant came back from Redis after the lease had
 // run out, counting from when the call was sent, less the drift allowance. The hold was given back
@@ -1444,9 +1466,15 @@ func (a *lockActor) holdsGone() bool {
 // which the acquire script takes for the owner's own lost reply and takes over (with a fresh fencing
 // token: it answered the dead hold's token when this clearing failed). Each release checks the owner,
 // so another owner's hold is never touched.
+//
+// An owner marked lostGivenBack had its holds given back already (see giveBackLost): nothing goes to
+// Redis.
 func (a *lockActor) clearLost(k holdKey) {
 	n := a.lost[k]
 	delete(a.lost, k)
+	if n == lostGivenBack {
+		return
+	}
 	ctx, cancel := context.WithTimeout(a.redisContext(), a.env.StopReleaseTimeout)
 	defer cancel()
 	for n = max(n, 1); n > 0; n-- {
@@ -1460,6 +1488,19 @@ func (a *lockActor) clearLost(k holdKey) {
 		if rel.Remaining == 0 {
 			return
 		}
+	}
+}
+
+// lostGivenBack marks in lockActor.lost an owner whose lost holds were given back already.
+const lostGivenBack int64 = -1
+
+// giveBackLost gives back at once what the lost hold of k may have left in Redis (see clearLost), and
+// keeps k marked as lost, so that the owner's Unlock answers "not held" without a second release:
+// that one would take away a hold of an owner id shared with another process.
+func (a *lockActor) giveBackLost(k holdKey) {
+	a.clearLost(k)
+	if a.holds[k] == nil {
+		a.lost[k] = lostGivenBack
 	}
 }
 
@@ -1545,8 +1586,11 @@ func renewRetryDelay(watchdog time.Duration) time.Duration { return max(watchdog
 // The holds go to Redis together (redisops.Ops.RenewMany): with replica sync on, in one pipeline
 // followed by one WAIT, so that replicas that lag cost a tick one sync timeout however many watchdog
 // holds the actor has (the readers of a read-write lock in this coordinator). The round trip is
-// bounded by the latest of their validities; a hold whose own validity ran out before the answer is
-// lost (see settleRenewal).
+// bounded by the latest of their validities only when the client has ContextTimeoutEnabled; otherwise
+// by the client's ReadTimeout (5 s by default in go-redis v9). A hold whose own validity ran out before
+// the answer is lost (see settleRenewal). A hold whose Done closed, or whose validity ran out, is not renewed: a
+// renewal sent with the others would extend on the master a hold that nobody holds any more; the
+// expiry timer declares it lost.
 func (a *lockActor) renewAll() {
 	a.renewTicks++
 	a.renewSoon = false
@@ -1559,7 +1603,15 @@ func (a *lockActor) renewAll() {
 	lost := false
 	renewed, failed := 0, 0
 	var lastErr error
-	for try := 0; len(ks) > 0; try++ {
+	for try := 0; ; try++ {
+		now := time.Now()
+		ks = slices.DeleteFunc(ks, func(k holdKey) bool {
+			h := a.holds[k]
+			return h == nil || h.ended() || !now.Before(h.expires)
+		})
+		if len(ks) == 0 {
+			break
+		}
 		var again []holdKey
 		for _, r := range a.renewMany(ks) {
 			if try == 0 && !r.gone && errors.Is(r.err, redisops.ErrReplicasChanged) {
@@ -1593,7 +1645,8 @@ type renewal struct {
 }
 
 // renewMany makes one renewal of each watchdog hold of ks in one round trip, and settles each as
-// renewOnce does.
+// renewOnce does. Every hold's answer is settled before any give-back (see settleRenewal) goes to
+// Redis, so that the give-backs' round trips do not make a later hold's timely answer look late.
 func (a *lockActor) renewMany(ks []holdKey) []renewal {
 	var deadline time.Time
 	for _, k := range ks {
@@ -1606,11 +1659,19 @@ func (a *lockActor) renewMany(ks []holdKey) []renewal {
 	errs := a.proto.renewMany(ctx, ks, a.env.WatchdogTimeout)
 	cancel()
 	out := make([]renewal, len(ks))
+	var giveBack []holdKey
 	for i, k := range ks {
 		out[i].k = k
 		if h := a.holds[k]; h != nil {
-			out[i].gone, out[i].err = a.settleRenewal(k, h, sent, errs[i])
+			var back bool
+			out[i].gone, back, out[i].err = a.settleRenewal(k, h, sent, errs[i])
+			if back {
+				giveBack = append(giveBack, k)
+			}
 		}
+	}
+	for _, k := range giveBack {
+		a.giveBackLost(k)
 	}
 	return out
 }
@@ -1650,37 +1711,45 @@ func (a *lockActor) renewOnce(k holdKey, h *hold) (bool, error) {
 	ctx, cancel := context.WithDeadline(a.redisContext(), h.expires)
 	err := a.proto.renew(ctx, k, a.env.WatchdogTimeout)
 	cancel()
-	return a.settleRenewal(k, h, sent, err)
+	gone, back, err := a.settleRenewal(k, h, sent, err)
+	if back {
+		a.giveBackLost(k)
+	}
+	return gone, err
 }
 
 // settleRenewal takes the answer err to a renewal of the watchdog hold h of k sent at sent, and reports
-// whether the hold was found gone (and lost), and the error of a renewal that did not count.
-func (a *lockActor) settleRenewal(k holdKey, h *hold, sent time.Time, err error) (bool, error) {
+// whether the hold was found gone (and lost), whether the caller must give the owner's holds back
+// (giveBackLost) once every answer of the round trip is settled, and the error of a renewal that did
+// not count.
+func (a *lockActor) settleRenewal(k holdKey, h *hold, sent time.Time, err error) (gone, giveBack bool, _ error) {
+	renewed := err == nil || errors.Is(err, redisops.ErrRenewalNotSynced)
 	switch {
-	case err == nil && (h.ended() || lateGrant(sent, a.env.WatchdogTimeout)):
+	case renewed && (h.ended() || lateGrant(sent, a.env.WatchdogTimeout)):
 		// Done closed while the renewal was on its way (a WAIT for a lagging replica, a client without
 		// ContextTimeoutEnabled), or the renewal came back with no validity left: the renewal set the
 		// expiry to the watchdog's lease from some moment after sent, which can no longer be counted
 		// on, and may have cut a longer one. The holder has been told, or must be, that the hold
-		// ended, and it stays ended. The renewal did take effect, and nobody would own what it
-		// renewed, so the owner's holds are given back (with the owner check) rather than left to
-		// keep contenders out for a whole watchdog timeout.
+		// ended, and it stays ended. The renewal did take effect on the master, acknowledged by the
+		// replicas or not, and nobody would own what it renewed, so the owner's holds are given back
+		// (with the owner check) rather than left to keep contenders out for a whole watchdog
+		// timeout. An owner id shared with other processes is left alone: Redis counts their holds
+		// together, and the holder's Unlock gives back this process' own (see clearLost).
 		err = fmt.Errorf("%w (renewal answered after %v, the hold's validity ran out)", ErrGrantTooLate, time.Since(sent).Round(time.Millisecond))
 		a.lose(k, "lease ran out")
-		a.clearLost(k)
-		return true, err
+		return true, !h.shared, err
 	case err == nil:
 		h.lease = a.env.WatchdogTimeout
 		h.extend(sent, a.env.WatchdogTimeout)
 		a.emitHold(messages.EventRenewed, k, h, h.count, "")
-		return false, nil
+		return false, false, nil
 	case errors.Is(err, redisops.ErrNotHeld):
 		a.lose(k, "renewal found the hold gone")
-		return true, err
+		return true, false, err
 	default:
 		a.log().Warn("renewal failed; retrying soon", "owner", k.owner, "err", err)
 		a.emitHold(messages.EventRenewalFailed, k, h, h.count, err.Error())
-		return false, err
+		return false, false, err
 	}
 }
 

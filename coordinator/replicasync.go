@@ -31,8 +31,8 @@ import (
 // majority default every renewal must reach a majority. A replica listed online that does not
 // acknowledge (one still loading a full sync, the old master rejoining as a replica after a failover,
 // one cut off by a partition, which the master lists until repl-timeout, 60s by default) makes
-// renewals fail until it catches up; from 2/3 of the watchdog timeout after it stopped, watchdog holds
-// have their [Mutex.Done] closed, and after the whole timeout every one of them. With 2 replicas one
+// renewals fail until it catches up; from 2/3 of the watchdog timeout, less the drift allowance, after
+// it stopped, watchdog holds have their [Mutex.Done] closed, and after the whole timeout every one of them. With 2 replicas one
 // such replica is enough.
 //
 // The watchdog's renewals are followed by WAIT too. A renewal that fewer replicas acknowledge stands
@@ -40,10 +40,14 @@ import (
 // acquisition, which is the expiry a promoted replica has (Redis replicates an expiry as an absolute
 // time), and the watchdog tries again after a tenth of its timeout. So across a failover to a replica
 // that acknowledged the hold, the hold either survives, renewed on the new master, or its [Mutex.Done]
-// closes before the copy that replica kept expires and another owner can take the lock. At worst the
-// hold survives when the new master takes renewals within 2T/3 − drift − (T/10 + timeout) after the
-// replica stopped acknowledging (T the watchdog timeout): about 15.7s with the defaults, 2.3s with a
-// 6s watchdog, since a failed round spends up to timeout in WAIT before the next is armed.
+// closes before the copy that replica kept expires and another owner can take the lock. With a master
+// that fails fast, at worst the hold survives when the new master takes renewals within
+// 2T/3 − drift − (T/10 + timeout) after the replica stopped acknowledging (T the watchdog timeout):
+// about 15.7s with the defaults, 2.3s with a 6s watchdog, since a failed round spends up to timeout in
+// WAIT before the next is armed. A master that hangs (paused, or cut off without a reset) makes a
+// round wait up to the client's ReadTimeout (5s by default), or the hold's validity with
+// ContextTimeoutEnabled, and a tick that sends its renewals twice (the replica count dropped, or
+// NOSCRIPT) spends up to two timeouts: the figures leave both out.
 //
 // The replicas attached to the master (those INFO replication lists as online) are counted when the
 // coordinator first gives a lock, every 5s after that, and at once after a connection error, a WAIT

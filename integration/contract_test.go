@@ -175,6 +175,50 @@ func TestContractRenewalAfterDoneGivesBack(t *testing.T) {
 	}
 }
 
+// TestContractRenewalAfterDoneSharedOwner: with an owner id shared by two coordinators, each holding
+// the lock once (Redis counts 2), a renewal of the first that answers after its Done closed gives back
+// its hold once in all, whatever the holder does next: the other coordinator's hold stays in Redis
+// after the first holder's Unlock. The hold was given back twice, once when the renewal was settled
+// and once more by the Unlock, which left the second holder with a free lock.
+func TestContractRenewalAfterDoneSharedOwner(t *testing.T) {
+	const watchdog = 3 * time.Second
+	srv := redistest.Start(t)
+	client := redis.NewClient(&redis.Options{Addr: srv.Addr(), ReadTimeout: 10 * time.Second, MaxRetries: -1})
+	t.Cleanup(func() { _ = client.Close() })
+	for _, script := range redisops.Scripts() {
+		if err := script.Load(t.Context(), client).Err(); err != nil {
+			t.Fatalf("SCRIPT LOAD: %v", err)
+		}
+	}
+	c1 := newCoordinator(t, client, coordinator.WithWatchdogTimeout(watchdog))
+	c2 := newCoordinator(t, client, coordinator.WithWatchdogTimeout(watchdog))
+	const name, owner = "contract-renewal-after-done-shared", "contract-shared-owner"
+	m1 := c1.Mutex(name, coordinator.WithOwner(owner))
+	m2 := c2.Mutex(name, coordinator.WithOwner(owner))
+	mustLock(t, m1)
+	if ok, err := m2.TryLock(t.Context(), coordinator.Lease(time.Minute)); !ok || err != nil {
+		t.Fatalf("TryLock of the second holder = %v, %v", ok, err)
+	}
+	if n := holdCount(t, m2); n != 2 {
+		t.Fatalf("hold count %d, want 2", n)
+	}
+	if err := client.PExpire(t.Context(), name, time.Minute).Err(); err != nil {
+		t.Fatalf("PEXPIRE: %v", err)
+	}
+	srv.Pause()
+	t.Cleanup(srv.Resume)
+	waitFor(t, m1.Done(), 2*watchdog, "Done closing while the server is paused")
+	srv.Resume()
+	// The Unlock waits behind the late renewal in the first coordinator.
+	if err := m1.Unlock(t.Context()); err != nil && !errors.Is(err, coordinator.ErrNotHeld) {
+		t.Fatalf("Unlock of the lost hold = %v", err)
+	}
+	if n := holdCount(t, m2); n != 1 {
+		t.Fatalf("hold count %d after the first holder's hold was given back, want 1 (the second holder's)", n)
+	}
+	mustUnlock(t, m2)
+}
+
 // TestContractFailedUnlockStopsRenewal: an Unlock that fails on a cut connection returns the error,
 // stops the watchdog, and the lock frees itself within one lease: another coordinator gets it and the
 // first holder's Done closes. Without that, the watchdog renewed the hold for the life of the process.

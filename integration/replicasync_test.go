@@ -474,3 +474,38 @@ func TestReplicaSyncRenewalsOneWaitPerTick(t *testing.T) {
 		t.Errorf("the first tick's renewals failed %v after the pause, want within one tick (1s) and one sync timeout", took.Round(time.Millisecond))
 	}
 }
+
+// TestReplicaSyncLateUnacknowledgedRenewalGivesBack: a renewal that the master carried out but the
+// replicas did not acknowledge, answered after the hold's Done closed (its WAIT ran the whole sync
+// timeout), is given back: the lock is free on the master at once rather than a watchdog timeout after
+// that renewal, with nobody holding it.
+func TestReplicaSyncLateUnacknowledgedRenewalGivesBack(t *testing.T) {
+	const watchdog, syncTimeout = 6 * time.Second, 2 * time.Second
+	replica, client, _ := replicated(t)
+	c := newCoordinator(t, client, coordinator.WithReplicaSync(1, syncTimeout),
+		coordinator.WithWatchdogTimeout(watchdog))
+	const name = "replicasync:late-unacked-renewal"
+	m := c.Mutex(name)
+	mustLock(t, m)
+	replica.Pause()
+	t.Cleanup(replica.Resume)
+	// The first tick's renewal (at a third of the watchdog timeout) answers a sync timeout later, not
+	// acknowledged; the next, a tenth of the watchdog timeout after that, is still waiting for its WAIT
+	// when the validity of the acquisition runs out. It renewed the key on the master for a watchdog
+	// timeout from when it ran.
+	waitFor(t, m.Done(), 2*watchdog, "Done closing while the replica is paused")
+	done := time.Now()
+	for {
+		n, err := client.Exists(t.Context(), name).Result()
+		if err == nil && n == 0 {
+			break
+		}
+		if time.Since(done) > syncTimeout+watchdog/10 {
+			pttl, _ := client.PTTL(t.Context(), name).Result()
+			t.Fatalf("the lost hold is still on the master %v after Done closed (PTTL %v), want it given back once the renewal in flight answered",
+				time.Since(done).Round(time.Millisecond), pttl)
+		}
+		time.Sleep(5 * time.Millisecond) // a poll interval
+	}
+	t.Logf("the lock was free on the master %v after Done closed", time.Since(done).Round(time.Millisecond))
+}

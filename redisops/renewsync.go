@@ -125,7 +125,7 @@ func (o *Ops) runRenewals(ctx context.Context, calls []call) (replies []*redis.C
 func (o *Ops) checkRenewed(ctx context.Context, reply, wait *redis.Cmd, master string, want int, timeout time.Duration, changed map[*redis.Cmd]bool) error {
 	rs := o.sync
 	if err := reply.Err(); err != nil {
-		if !isErrorReply(err) && !callerGone(ctx, err) {
+		if !isErrorReply(err) && !callerGone(err) {
 			rs.forgetScripts()
 			rs.markStale() // perhaps a failover: the replicas may have changed
 		}

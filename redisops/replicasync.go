@@ -375,7 +375,7 @@ func (o *Ops) runSynced(ctx context.Context, calls []call) (replies []*redis.Cmd
 func (o *Ops) checkSynced(ctx context.Context, c call, reply, wait *redis.Cmd, master string, want int, timeout time.Duration) error {
 	rs := o.sync
 	if err := reply.Err(); err != nil {
-		if !isErrorReply(err) && !callerGone(ctx, err) {
+		if !isErrorReply(err) && !callerGone(err) {
 			rs.forgetScripts()
 			rs.markStale() // perhaps a failover: the replicas may have changed
 		}
@@ -643,11 +643,12 @@ func isErrorReply(err error) bool {
 		!strings.HasPrefix(err.Error(), "redis: ")
 }
 
-// callerGone reports whether err, the error of a call made with ctx, comes from the caller's context
-// ending (canceled, or past its deadline) rather than from the server or the connection: it says
-// nothing of the server, so the scripts it is known to have and its replica count stand.
-func callerGone(ctx context.Context, err error) bool {
-	return errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) || ctx.Err() != nil
+// callerGone reports whether err, the error of a call, comes from the caller's context ending
+// (canceled, or past its deadline) rather than from the server or the connection: it says nothing of
+// the server, so the scripts it is known to have and its replica count stand. Only the error counts: a
+// connection error says the server may have changed even when the context has ended meanwhile.
+func callerGone(err error) bool {
+	return errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)
 }
 
 // isRedirect reports whether err is a Redis Cluster redirection.

@@ -2,6 +2,8 @@ package redisops
 
 import (
 	"context"
+	"io"
+	"net"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -182,6 +184,55 @@ func TestCheckSyncedCallerGone(t *testing.T) {
 		}
 		if !rs.invalidated.IsZero() {
 			t.Errorf("%v: the replica counts were marked stale", cause)
+		}
+	}
+}
+
+// TestCheckCallerGoneOnlyByTheError: a connection error says the server may have changed, whether or
+// not the caller's context has ended meanwhile: checkSynced and checkRenewed forget the scripts the
+// master is known to have and mark the replica counts stale. A context error excuses the call, in
+// checkRenewed as in checkSynced.
+func TestCheckCallerGoneOnlyByTheError(t *testing.T) {
+	connErr := &net.OpError{Op: "read", Net: "tcp", Err: io.ErrUnexpectedEOF}
+	for _, tc := range []struct {
+		name      string
+		err       error
+		ctxEnded  bool
+		forgotten bool
+	}{
+		{"connection error, live context", connErr, false, true},
+		{"connection error, ended context", connErr, true, true},
+		{"canceled", context.Canceled, true, false},
+		{"deadline", context.DeadlineExceeded, true, false},
+	} {
+		for _, check := range []string{"checkSynced", "checkRenewed"} {
+			o := &Ops{}
+			o.SetReplicaSync(1, time.Second)
+			rs := o.sync
+			rs.setLoaded("", renewScript.Hash())
+			ctx, cancel := context.WithCancel(context.Background())
+			if tc.ctxEnded {
+				cancel()
+			}
+			reply, wait := redis.NewCmd(ctx), redis.NewCmd(ctx)
+			reply.SetErr(tc.err)
+			wait.SetErr(tc.err)
+			var err error
+			if check == "checkSynced" {
+				err = o.checkSynced(ctx, call{script: acquireScript, keys: []string{"l"}}, reply, wait, "", 1, time.Second)
+			} else {
+				err = o.checkRenewed(ctx, reply, wait, "", 1, time.Second, map[*redis.Cmd]bool{})
+			}
+			cancel()
+			if err != nil {
+				t.Errorf("%s, %s = %v, want nil", tc.name, check, err)
+			}
+			if got := !rs.isLoaded("", renewScript.Hash()); got != tc.forgotten {
+				t.Errorf("%s, %s: scripts forgotten = %v, want %v", tc.name, check, got, tc.forgotten)
+			}
+			if got := !rs.invalidated.IsZero(); got != tc.forgotten {
+				t.Errorf("%s, %s: counts marked stale = %v, want %v", tc.name, check, got, tc.forgotten)
+			}
 		}
 	}
 }
