@@ -52,6 +52,9 @@ type hold struct {
 	retryID string
 	// shared marks an owner id that other processes may use too: Redis may count their holds as well.
 	shared bool
+	// unacked is set while the latest renewal took effect on the master but the replicas did not
+	// acknowledge it: the master's key outlasts expires, so a hold that runs out then is given back.
+	unacked bool
 }
 
 func newHold(expires time.Time) *hold {
@@ -1088,10 +1091,12 @@ func (a *lockActor) settleRelease(m *Release, h *hold, lease time.Duration, next
 			switch {
 			case a.env.Ops.WaitsForReplicas(a.redisContext(), a.name):
 				// The release's new expiry is not waited for: a replica promoted now may have an
-				// older one, so the estimate may go down with it but not up.
+				// older one, so the estimate may go down with it but not up. The master's may now
+				// outlast the estimate: a hold that runs out then is given back (expireHolds).
 				if k.kind != KindWrite && validUntil(sent, lease).Before(h.expires) {
 					h.extend(sent, lease)
 				}
+				h.unacked = true
 			case k.kind != KindWrite || sent.Add(lease).After(h.expires):
 				// A write release with holds left only raises the expiry (rw_write_release.lua).
 				h.extend(sent, lease)
@@ -1546,11 +1551,22 @@ func (a *lockActor) armExpiry() {
 func (a *lockActor) expireHolds() {
 	now := time.Now()
 	lost := false
+	var giveBack []holdKey
 	for k, h := range a.holds {
 		if !now.Before(h.expires) || h.ended() {
 			a.lose(k, "lease ran out")
 			lost = true
+			// Renewals that the replicas did not acknowledge extended the key on the master past
+			// the validity the holder counted on: nobody owns it now, so it is given back rather
+			// than left to keep contenders out until that lease ends (a shared owner id's holds
+			// are left to its holder's Unlock, as in settleRenewal).
+			if h.unacked && !h.shared {
+				giveBack = append(giveBack, k)
+			}
 		}
+	}
+	for _, k := range giveBack {
+		a.giveBackLost(k)
 	}
 	if lost {
 		a.tryHead()
@@ -1741,12 +1757,14 @@ func (a *lockActor) settleRenewal(k holdKey, h *hold, sent time.Time, err error)
 	case err == nil:
 		h.lease = a.env.WatchdogTimeout
 		h.extend(sent, a.env.WatchdogTimeout)
+		h.unacked = false
 		a.emitHold(messages.EventRenewed, k, h, h.count, "")
 		return false, false, nil
 	case errors.Is(err, redisops.ErrNotHeld):
 		a.lose(k, "renewal found the hold gone")
 		return true, false, err
 	default:
+		h.unacked = h.unacked || renewed
 		a.log().Warn("renewal failed; retrying soon", "owner", k.owner, "err", err)
 		a.emitHold(messages.EventRenewalFailed, k, h, h.count, err.Error())
 		return false, false, err

@@ -509,3 +509,35 @@ func TestReplicaSyncLateUnacknowledgedRenewalGivesBack(t *testing.T) {
 	}
 	t.Logf("the lock was free on the master %v after Done closed", time.Since(done).Round(time.Millisecond))
 }
+
+// TestReplicaSyncExpiredHoldGivesBackUnacknowledgedRenewal: a watchdog hold whose renewals the master
+// took but the replicas did not acknowledge runs out at the validity it had last acknowledged; the
+// master's key, extended by those renewals, is given back then, not left to keep contenders out until
+// the last renewal's lease ends. The sync timeout is short, so the renewals answer in time and the
+// validity runs out between two of them.
+func TestReplicaSyncExpiredHoldGivesBackUnacknowledgedRenewal(t *testing.T) {
+	const watchdog, syncTimeout = 3 * time.Second, 20 * time.Millisecond
+	replica, client, _ := replicated(t)
+	c := newCoordinator(t, client, coordinator.WithReplicaSync(1, syncTimeout),
+		coordinator.WithWatchdogTimeout(watchdog))
+	name := "replicasync:" + t.Name()
+	m := c.Mutex(name)
+	mustLock(t, m)
+	replica.Pause()
+	t.Cleanup(replica.Resume)
+	waitFor(t, m.Done(), 2*watchdog, "Done closing while the replica is paused")
+	done := time.Now()
+	for {
+		n, err := client.Exists(t.Context(), name).Result()
+		if err == nil && n == 0 {
+			break
+		}
+		if time.Since(done) > watchdog/3 {
+			pttl, _ := client.PTTL(t.Context(), name).Result()
+			t.Fatalf("the lost hold is still on the master %v after Done closed (PTTL %v), want it given back",
+				time.Since(done).Round(time.Millisecond), pttl)
+		}
+		time.Sleep(5 * time.Millisecond) // a poll interval
+	}
+	t.Logf("the lock was free on the master %v after Done closed", time.Since(done).Round(time.Millisecond))
+}
