@@ -599,6 +599,10 @@ type nodeRuns struct {
 	// answer do not pile up reads, each holding a connection, and concurrent attempts on a healthy
 	// node all get its answer.
 	read *runRead
+	// longest is the longest bound of any attempt that has read the run id: a shared read lasts at
+	// least that long, so an attempt with a short bound that starts it does not cut it short for
+	// those with longer ones that join it.
+	longest time.Duration
 }
 
 // runRead is one read of a node's run id: runID and err are set when done closes.
@@ -611,14 +615,18 @@ type runRead struct {
 
 // join returns the read of the run id in progress, or, with lead, a new one started at now, which
 // the caller runs and ends with finish.
-func (n *nodeRuns) join(now time.Time) (r *runRead, lead bool) {
+//
+// bound is the caller's own bound; readBound is how long a new read may take: the longest bound of
+// any attempt so far, and at least the default node timeout's cap.
+func (n *nodeRuns) join(now time.Time, bound time.Duration) (r *runRead, lead bool, readBound time.Duration) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
+	n.longest = max(n.longest, bound)
 	if n.read != nil {
-		return n.read, false
+		return n.read, false, 0
 	}
 	n.read = &runRead{started: now, done: make(chan struct{})}
-	return n.read, true
+	return n.read, true, max(n.longest, actors.NodeTimeoutFor(MaxDuration))
 }
 
 // finish records the answer of r and wakes the attempts that share it.
@@ -747,14 +755,15 @@ func (gm groupMember) checkThenAcquire(lease, wait time.Duration, span trace.Spa
 			notify(a)
 		}
 	}
-	// The read of the run id is bounded like the attempt, so that a paused node holds up neither
-	// the next attempts nor Close for the client's ReadTimeout (a network read is bounded only with
-	// a client that has ContextTimeoutEnabled; see [Coordinator.Close]). An attempt that starts
-	// while a read runs waits for its answer, bounded the same way, rather than sending its own.
+	// The read of the run id is bounded (by the longest node timeout of the attempts on this node,
+	// at least 500 ms), so that a paused node holds up neither the next attempts nor Close for the
+	// client's ReadTimeout (a network read is bounded only with a client that has
+	// ContextTimeoutEnabled; see [Coordinator.Close]). An attempt that starts while a read runs
+	// waits for its answer, bounded by its own node timeout, rather than sending its own.
 	bound := gm.red.checkTimeout(lease)
 	ctx, cancel := context.WithTimeout(m.c.lifetime, bound)
 	started := time.Now()
-	read, lead := m.c.runs.join(started)
+	read, lead, readBound := m.c.runs.join(started, bound)
 	if age := started.Sub(read.started); !lead && age >= bound {
 		// A read that has run for a whole node timeout: the node does not answer, and this attempt
 		// does not count it (nor wait, nor pile up another read).
@@ -763,8 +772,9 @@ func (gm groupMember) checkThenAcquire(lease, wait time.Duration, span trace.Spa
 	} else if !m.c.goNodeCheck(func() {
 		defer cancel()
 		if lead {
-			// The read is not cut short when this attempt is abandoned: others may share it.
-			readCtx, cancelRead := context.WithTimeout(m.c.lifetime, bound)
+			// The read is not cut short when this attempt is abandoned, nor by this attempt's
+			// bound: others may share it, with longer bounds of their own.
+			readCtx, cancelRead := context.WithTimeout(m.c.lifetime, readBound)
 			runID, err := m.c.ops.RunID(readCtx)
 			cancelRead()
 			m.c.runs.finish(read, runID, err)
@@ -773,6 +783,9 @@ func (gm groupMember) checkThenAcquire(lease, wait time.Duration, span trace.Spa
 		select {
 		case <-read.done:
 			err = gm.red.checkNode(m.c, read.runID, read.err)
+			if errors.Is(err, context.DeadlineExceeded) {
+				err = fmt.Errorf("%w: its run id was not read in time: %w", ErrNoAnswer, err)
+			}
 		case <-ctx.Done():
 			err = fmt.Errorf("%w: its run id was not read within %v", ErrNoAnswer, bound)
 		}

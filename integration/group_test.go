@@ -1,6 +1,7 @@
 package integration
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -944,5 +945,67 @@ func TestRedLockConcurrentHealthyNodes(t *testing.T) {
 	wg.Wait()
 	if len(failures) > 0 {
 		t.Errorf("%d of %d uncontended TryLock calls over healthy nodes failed; first: %v", len(failures), workers*rounds, failures[0])
+	}
+}
+
+// slowInfo is a go-redis hook that delays INFO by d: a node whose INFO is slower than some callers'
+// node timeout, while its lock scripts are fast.
+type slowInfo struct{ d time.Duration }
+
+func (slowInfo) DialHook(next redis.DialHook) redis.DialHook { return next }
+func (h slowInfo) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		if cmd.Name() == "info" {
+			time.Sleep(h.d) // the node's latency for INFO, not a wait for an event
+		}
+		return next(ctx, cmd)
+	}
+}
+func (slowInfo) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return next
+}
+
+// TestRedLockSharedRunIDReadOutlastsShortBounds: attempts on a node share one read of its run id, and
+// that read is not cut short by the bound of the attempt that happened to start it: a RedLock with a
+// node timeout long enough for the node's INFO keeps getting its locks while other RedLocks on the
+// same coordinators, with a node timeout shorter than INFO takes, loop beside it.
+func TestRedLockSharedRunIDReadOutlastsShortBounds(t *testing.T) {
+	t.Parallel()
+	nodes := groupStart(t, 3)
+	for _, client := range nodes.clients {
+		client.AddHook(slowInfo{20 * time.Millisecond})
+	}
+	ctx, stop := context.WithCancel(t.Context())
+	var wg sync.WaitGroup
+	for w := range 4 {
+		short := nodes.coords[0].RedLock(nodes.handles(fmt.Sprintf("%s:short%d", t.Name(), w)),
+			coordinator.WithNodeTimeout(5*time.Millisecond))
+		wg.Go(func() {
+			for ctx.Err() == nil {
+				if ok, _ := short.TryLock(ctx, coordinator.Lease(10*time.Second)); ok {
+					_ = short.Unlock(t.Context())
+				}
+			}
+		})
+	}
+	long := nodes.coords[0].RedLock(nodes.handles(t.Name()+":long"), coordinator.WithNodeTimeout(300*time.Millisecond))
+	const rounds = 20
+	failed := 0
+	var first error
+	for range rounds {
+		ok, err := long.TryLock(t.Context(), coordinator.Lease(10*time.Second))
+		if !ok {
+			failed++
+			first = cmp.Or(first, err)
+			continue
+		}
+		if err := long.Unlock(t.Context()); err != nil {
+			t.Fatalf("Unlock: %v", err)
+		}
+	}
+	stop()
+	wg.Wait()
+	if failed > 0 {
+		t.Errorf("%d of %d TryLock calls with a 300ms node timeout failed beside 5ms ones; first: %v", failed, rounds, first)
 	}
 }
