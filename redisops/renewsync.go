@@ -73,26 +73,9 @@ func (o *Ops) runRenewals(ctx context.Context, calls []call) (replies []*redis.C
 	timeout := rs.waitTimeout(t.opts)
 	waits, wants := make([]*redis.Cmd, len(calls)), make([]int, len(calls))
 	for round, todo := 0, all; len(todo) > 0; round++ {
-		pipe := t.pipe.Pipeline()
-		for _, i := range todo {
-			c := calls[i]
-			if round > 0 || !rs.isLoaded(t.master, c.script.Hash()) {
-				replies[i] = c.script.Eval(ctx, pipe, c.keys, c.args...)
-			} else {
-				replies[i] = c.script.EvalSha(ctx, pipe, c.keys, c.args...)
-			}
-		}
-		wait := pipe.Do(ctx, "wait", want, timeout.Milliseconds())
-		_, _ = pipe.Exec(ctx) // each command keeps its own error
-		var again []int
+		wait, again := o.pipeWithWait(ctx, t, calls, todo, round > 0, want, timeout, replies)
 		for _, i := range todo {
 			waits[i], wants[i] = wait, want
-			switch err := replies[i].Err(); {
-			case err != nil && isNoScript(err):
-				again = append(again, i)
-			case scriptRan(err):
-				rs.setLoaded(t.master, calls[i].script.Hash())
-			}
 		}
 		if len(again) == 0 || round > 0 {
 			break

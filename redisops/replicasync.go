@@ -325,32 +325,15 @@ func (o *Ops) runSynced(ctx context.Context, calls []call) (replies []*redis.Cmd
 			}
 			break
 		}
-		pipe := t.pipe.Pipeline()
-		for _, i := range todo {
-			c := calls[i]
-			if round > 0 || !rs.isLoaded(t.master, c.script.Hash()) {
-				replies[i] = c.script.Eval(ctx, pipe, c.keys, c.args...)
-			} else {
-				replies[i] = c.script.EvalSha(ctx, pipe, c.keys, c.args...)
-			}
-		}
-		wait := pipe.Do(ctx, "wait", want, timeout.Milliseconds())
-		_, _ = pipe.Exec(ctx) // each command keeps its own error
+		wait, again := o.pipeWithWait(ctx, t, calls, todo, round > 0, want, timeout, replies)
 		if acked, err := wait.Int64(); err == nil && acked < int64(want) {
 			// Whether or not a script gave a hold, the master has fewer replicas in step than
 			// counted (a failover, a replica gone): the next call reads the counts again rather
 			// than waiting a whole timeout on the old ones.
 			rs.markStale()
 		}
-		var again []int
 		for _, i := range todo {
 			waits[i], wants[i] = wait, want
-			switch err := replies[i].Err(); {
-			case err != nil && isNoScript(err):
-				again = append(again, i)
-			case scriptRan(err):
-				rs.setLoaded(t.master, calls[i].script.Hash())
-			}
 		}
 		if todo = again; len(todo) == 0 || round > 0 {
 			break
@@ -366,6 +349,35 @@ func (o *Ops) runSynced(ctx context.Context, calls []call) (replies []*redis.Cmd
 		syncErrs[i] = o.checkSynced(ctx, c, replies[i], waits[i], t.master, wants[i], timeout)
 	}
 	return replies, syncErrs, true
+}
+
+// pipeWithWait runs the calls of todo in one pipeline on t, followed by WAIT for want replicas within
+// timeout, and stores their replies in replies. A call goes with EVAL when eval is set or the master is
+// not known to have its script, with EVALSHA otherwise. It returns the WAIT's reply and the calls
+// that met NOSCRIPT (they did not run); a script that ran is recorded as loaded on the master.
+func (o *Ops) pipeWithWait(ctx context.Context, t target, calls []call, todo []int, eval bool, want int,
+	timeout time.Duration, replies []*redis.Cmd) (wait *redis.Cmd, noScript []int) {
+	rs := o.sync
+	pipe := t.pipe.Pipeline()
+	for _, i := range todo {
+		c := calls[i]
+		if eval || !rs.isLoaded(t.master, c.script.Hash()) {
+			replies[i] = c.script.Eval(ctx, pipe, c.keys, c.args...)
+		} else {
+			replies[i] = c.script.EvalSha(ctx, pipe, c.keys, c.args...)
+		}
+	}
+	wait = pipe.Do(ctx, "wait", want, timeout.Milliseconds())
+	_, _ = pipe.Exec(ctx) // each command keeps its own error
+	for _, i := range todo {
+		switch err := replies[i].Err(); {
+		case err != nil && isNoScript(err):
+			noScript = append(noScript, i)
+		case scriptRan(err):
+			rs.setLoaded(t.master, calls[i].script.Hash())
+		}
+	}
+	return wait, noScript
 }
 
 // checkSynced looks at the reply of the call c and at the WAIT that followed it, and gives the hold
