@@ -161,18 +161,7 @@ func TestContractRenewalAfterDoneGivesBack(t *testing.T) {
 	t.Cleanup(srv.Resume)
 	waitFor(t, m.Done(), 2*watchdog, "Done closing while the server is paused")
 	srv.Resume()
-	resumed := time.Now()
-	for {
-		n, err := client.Exists(t.Context(), name).Result()
-		if err == nil && n == 0 {
-			break
-		}
-		if time.Since(resumed) > watchdog/2 {
-			pttl, _ := client.PTTL(t.Context(), name).Result()
-			t.Fatalf("the lost hold is still in Redis %v after the server resumed (PTTL %v), want it given back", time.Since(resumed).Round(time.Millisecond), pttl)
-		}
-		time.Sleep(5 * time.Millisecond) // a poll interval
-	}
+	waitKeyGone(t, client, name, time.Now(), watchdog/2, "the server resumed")
 }
 
 // TestContractRenewalAfterDoneSharedOwner: with an owner id shared by two coordinators, each holding

@@ -87,3 +87,21 @@ func lockCycles(t *testing.T, m *coordinator.Mutex, n int) bool {
 	}
 	return true
 }
+
+// waitKeyGone polls until the key name is gone from Redis, and fails the test if it is still there
+// within after since; it returns how long after since it went. what says what since was.
+func waitKeyGone(t *testing.T, client redis.Cmdable, name string, since time.Time, within time.Duration, what string) time.Duration {
+	t.Helper()
+	for {
+		n, err := client.Exists(t.Context(), name).Result()
+		if err == nil && n == 0 {
+			return time.Since(since)
+		}
+		if time.Since(since) > within {
+			pttl, _ := client.PTTL(t.Context(), name).Result()
+			t.Fatalf("the lost hold %s is still in Redis %v after %s (PTTL %v), want it given back",
+				name, time.Since(since).Round(time.Millisecond), what, pttl)
+		}
+		time.Sleep(5 * time.Millisecond) // a poll interval
+	}
+}

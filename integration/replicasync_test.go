@@ -494,20 +494,9 @@ func TestReplicaSyncLateUnacknowledgedRenewalGivesBack(t *testing.T) {
 	// when the validity of the acquisition runs out. It renewed the key on the master for a watchdog
 	// timeout from when it ran.
 	waitFor(t, m.Done(), 2*watchdog, "Done closing while the replica is paused")
-	done := time.Now()
-	for {
-		n, err := client.Exists(t.Context(), name).Result()
-		if err == nil && n == 0 {
-			break
-		}
-		if time.Since(done) > syncTimeout+watchdog/10 {
-			pttl, _ := client.PTTL(t.Context(), name).Result()
-			t.Fatalf("the lost hold is still on the master %v after Done closed (PTTL %v), want it given back once the renewal in flight answered",
-				time.Since(done).Round(time.Millisecond), pttl)
-		}
-		time.Sleep(5 * time.Millisecond) // a poll interval
-	}
-	t.Logf("the lock was free on the master %v after Done closed", time.Since(done).Round(time.Millisecond))
+	// Given back once the renewal in flight answered.
+	gone := waitKeyGone(t, client, name, time.Now(), syncTimeout+watchdog/10, "Done closed")
+	t.Logf("the lock was free on the master %v after Done closed", gone.Round(time.Millisecond))
 }
 
 // TestReplicaSyncExpiredHoldGivesBackUnacknowledgedRenewal: a watchdog hold whose renewals the master
@@ -526,18 +515,6 @@ func TestReplicaSyncExpiredHoldGivesBackUnacknowledgedRenewal(t *testing.T) {
 	replica.Pause()
 	t.Cleanup(replica.Resume)
 	waitFor(t, m.Done(), 2*watchdog, "Done closing while the replica is paused")
-	done := time.Now()
-	for {
-		n, err := client.Exists(t.Context(), name).Result()
-		if err == nil && n == 0 {
-			break
-		}
-		if time.Since(done) > watchdog/3 {
-			pttl, _ := client.PTTL(t.Context(), name).Result()
-			t.Fatalf("the lost hold is still on the master %v after Done closed (PTTL %v), want it given back",
-				time.Since(done).Round(time.Millisecond), pttl)
-		}
-		time.Sleep(5 * time.Millisecond) // a poll interval
-	}
-	t.Logf("the lock was free on the master %v after Done closed", time.Since(done).Round(time.Millisecond))
+	gone := waitKeyGone(t, client, name, time.Now(), watchdog/3, "Done closed")
+	t.Logf("the lock was free on the master %v after Done closed", gone.Round(time.Millisecond))
 }
