@@ -622,6 +622,15 @@ func (a *lockActor) settleAttempt(m *Acquire, sent time.Time, res redisops.Acqui
 			// replica may have only it: the hold's validity is cut to it now, since a retry that is
 			// undone too only cuts to its own, later, send.
 			a.cutValidity(k, sent, m.Lease)
+			if h := a.holds[k]; h != nil && !time.Now().Before(h.expires) {
+				// The re-entry's lease, shorter than its WAIT, used up the hold's validity: the
+				// hold is lost (its Done has closed), and a retry would re-enter it. The call
+				// fails instead; the owner's field lapses with that lease, or the owner's next
+				// acquisition clears it.
+				a.lose(k, "lease ran out")
+				a.refuse(m, Outcome{Reason: messages.ReasonNotSynced, Err: err})
+				return true, 0, nil
+			}
 			m.resyncs++
 			return a.attempt(m)
 		}

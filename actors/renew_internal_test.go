@@ -292,3 +292,41 @@ func owners(q []*Acquire) []string {
 	}
 	return s
 }
+
+// TestUndoneReentryRetryAfterValidityUsedUp: a re-entry with a lease shorter than its WAIT, undone for
+// a replica count that changed, leaves the outer hold with no validity (its Redis expiry was cut to that
+// lease). The call is not retried, which would re-enter a hold whose Done has closed and report it
+// held: the hold is lost and the call fails with the not-synced error.
+func TestUndoneReentryRetryAfterValidityUsedUp(t *testing.T) {
+	const lease = 50 * time.Millisecond
+	p := &fakeProtocol{}
+	a := newTestLockActor(t, p, 3*time.Second)
+	k, h := addHold(a, "owner", time.Minute, false, false)
+	h.lease = time.Minute
+	calls := 0
+	p.acquireFn = func(m *Acquire) (redisops.Acquired, error) {
+		calls++
+		if calls == 1 {
+			time.Sleep(2 * lease) // a WAIT that runs its timeout, longer than the re-entry's lease
+			return redisops.Acquired{}, fmt.Errorf("%w (%w): 0 of 1 replicas", redisops.ErrNotSynced, redisops.ErrReplicasChanged)
+		}
+		// As acquire.lua answers a call that knows of the owner's hold: a re-entry.
+		return redisops.Acquired{OK: true, HoldCount: a.knownHeld(m) + 1, Token: 9}, nil
+	}
+	m := &Acquire{Name: a.name, Kind: KindPlain, Owner: k.owner, Lease: lease, Ticket: NewTicket()}
+	a.attempt(m)
+	if calls != 1 {
+		t.Errorf("%d attempts, want 1: no retry on a hold with no validity left", calls)
+	}
+	if !h.ended() || a.holds[k] != nil {
+		t.Errorf("the outer hold: ended %v, still recorded %v; want it lost", h.ended(), a.holds[k] != nil)
+	}
+	select {
+	case o := <-m.Ticket.Result():
+		if o.Reason != messages.ReasonNotSynced || !errors.Is(o.Err, redisops.ErrNotSynced) {
+			t.Errorf("the re-entry's outcome: %+v, want ReasonNotSynced with ErrNotSynced", o)
+		}
+	default:
+		t.Error("the re-entry was not answered")
+	}
+}
