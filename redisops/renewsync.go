@@ -108,25 +108,14 @@ func (o *Ops) runRenewals(ctx context.Context, calls []call) (replies []*redis.C
 func (o *Ops) checkRenewed(ctx context.Context, reply, wait *redis.Cmd, master string, want int, timeout time.Duration, changed map[*redis.Cmd]bool) error {
 	rs := o.sync
 	if err := reply.Err(); err != nil {
-		if !isErrorReply(err) && !callerGone(err) {
-			rs.forgetScripts()
-			rs.markStale() // perhaps a failover: the replicas may have changed
-		}
-		if cc, ok := o.client.(*redis.ClusterClient); ok && isRedirect(err) {
-			cc.ReloadState(ctx)
-		}
+		o.noteCallError(ctx, err)
 		return nil
 	}
 	if n, err := reply.Int64(); err != nil || n != 1 {
 		return nil // not renewed: nothing to wait for
 	}
-	acked, err := wait.Int64()
-	switch {
-	case err != nil && isErrorReply(err):
-		// WAIT is not offered here: the safeguard is given up, as for acquisitions.
-		rs.unsupported.Store(true)
-		return nil
-	case err == nil && acked >= int64(want):
+	acked, enough, err := rs.acknowledged(wait, want)
+	if enough {
 		return nil
 	}
 	rs.markStale()

@@ -387,25 +387,14 @@ func (o *Ops) pipeWithWait(ctx context.Context, t target, calls []call, todo []i
 func (o *Ops) checkSynced(ctx context.Context, c call, reply, wait *redis.Cmd, master string, want int, timeout time.Duration) error {
 	rs := o.sync
 	if err := reply.Err(); err != nil {
-		if !isErrorReply(err) && !callerGone(err) {
-			rs.forgetScripts()
-			rs.markStale() // perhaps a failover: the replicas may have changed
-		}
-		if cc, ok := o.client.(*redis.ClusterClient); ok && isRedirect(err) {
-			cc.ReloadState(ctx)
-		}
+		o.noteCallError(ctx, err)
 		return nil
 	}
 	if c.grant == nil || !c.grant.granted(reply) {
 		return nil
 	}
-	acked, err := wait.Int64()
-	switch {
-	case err != nil && isErrorReply(err):
-		// WAIT is not offered here: give the safeguard up rather than fail every lock.
-		rs.unsupported.Store(true)
-		return nil
-	case err == nil && acked >= int64(want):
+	acked, enough, err := rs.acknowledged(wait, want)
+	if enough {
 		return nil
 	}
 	// Read the counts again, in a reading that starts after this WAIT answered: after a failover the
@@ -429,6 +418,34 @@ func (o *Ops) checkSynced(ctx context.Context, c call, reply, wait *redis.Cmd, m
 		return fmt.Errorf("%w (%w): %s; the hold was given back", ErrNotSynced, ErrReplicasChanged, why)
 	}
 	return fmt.Errorf("%w: %s; the hold was given back", ErrNotSynced, why)
+}
+
+// noteCallError takes the error of a script call made beside a WAIT: a connection error (not the
+// caller leaving) may mean a failover, so the scripts known to the masters are forgotten and the
+// replica counts read again; a Cluster redirection reloads the slot map.
+func (o *Ops) noteCallError(ctx context.Context, err error) {
+	if !isErrorReply(err) && !callerGone(err) {
+		o.sync.forgetScripts()
+		o.sync.markStale()
+	}
+	if cc, ok := o.client.(*redis.ClusterClient); ok && isRedirect(err) {
+		cc.ReloadState(ctx)
+	}
+}
+
+// acknowledged reads the reply of a WAIT for want replicas. enough reports that nothing more is to be
+// done: want replicas acknowledged, or the server does not offer WAIT (an error reply), in which case
+// the safeguard is given up rather than fail every call. Otherwise acked and err say what came back.
+func (rs *replicaSync) acknowledged(wait *redis.Cmd, want int) (acked int64, enough bool, err error) {
+	acked, err = wait.Int64()
+	switch {
+	case err != nil && isErrorReply(err):
+		rs.unsupported.Store(true)
+		return acked, true, err
+	case err == nil && acked >= int64(want):
+		return acked, true, nil
+	}
+	return acked, false, err
 }
 
 // want returns how many replicas of master a new hold must reach: the configured number, at most as
