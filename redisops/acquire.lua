@@ -11,13 +11,9 @@
 -- or {0, pttl} when another owner holds it (pttl is -1 when the key has no expiry).
 -- A key of another type than the lock keeps there (another lock's key taken as a lock name, or data
 -- of the application) is refused before anything changes: the script touches only its own data.
-local wrong = wrongType({[1] = 'hash', [2] = 'string'})
-if wrong then
-    return wrong
-end
-local mismatch = kindMismatch(ARGV[2], false)
-if mismatch then
-    return mismatch
+local refused = wrongType({[1] = 'hash', [2] = 'string'}) or kindMismatch(ARGV[2], false)
+if refused then
+    return refused
 end
 local expected = tonumber(ARGV[3])
 local current = redis.call('hget', KEYS[1], ARGV[2])

@@ -34,13 +34,9 @@
 -- The clock is the server's (TIME), so clients with skewed clocks agree on the scores.
 -- A key of another type than the lock keeps there (another lock's key taken as a lock name, or data
 -- of the application) is refused before anything changes: the script touches only its own data.
-local wrong = wrongType({[1] = 'hash', [2] = 'list', [3] = 'zset', [4] = 'string', [5] = 'hash'})
-if wrong then
-    return wrong
-end
-local mismatch = kindMismatch(ARGV[2], false)
-if mismatch then
-    return mismatch
+local refused = wrongType({[1] = 'hash', [2] = 'list', [3] = 'zset', [4] = 'string', [5] = 'hash'}) or kindMismatch(ARGV[2], false)
+if refused then
+    return refused
 end
 local t = redis.call('time')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)

@@ -10,13 +10,9 @@
 -- Purge the waiters at the head whose window has passed (server clock), so the live head is told.
 -- A key of another type than the lock keeps there (another lock's key taken as a lock name, or data
 -- of the application) is refused before anything changes: the script touches only its own data.
-local wrong = wrongType({[1] = 'hash', [2] = 'list', [3] = 'zset', [4] = 'hash'})
-if wrong then
-    return wrong
-end
-local mismatch = familyMismatch(false)
-if mismatch then
-    return mismatch
+local refused = wrongType({[1] = 'hash', [2] = 'list', [3] = 'zset', [4] = 'hash'}) or familyMismatch(false)
+if refused then
+    return refused
 end
 local t = redis.call('time')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)

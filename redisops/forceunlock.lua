@@ -6,13 +6,9 @@
 -- Returns 1 when a lock was deleted, 0 when the lock was free.
 -- A key of another type than the lock keeps there (another lock's key taken as a lock name, or data
 -- of the application) is refused before anything changes: the script touches only its own data.
-local wrong = wrongType({[1] = 'hash'})
-if wrong then
-    return wrong
-end
-local mismatch = familyMismatch(false)
-if mismatch then
-    return mismatch
+local refused = wrongType({[1] = 'hash'}) or familyMismatch(false)
+if refused then
+    return refused
 end
 if redis.call('del', KEYS[1]) == 1 then
     redis.call(ARGV[2], KEYS[2], ARGV[1])

@@ -13,13 +13,9 @@
 -- Returns 1 when the lock was deleted, 0 when it was free or in the other mode.
 -- A key of another type than the lock keeps there (another lock's key taken as a lock name, or data
 -- of the application) is refused before anything changes: the script touches only its own data.
-local wrong = wrongType({[1] = 'hash'})
-if wrong then
-    return wrong
-end
-local mismatch = familyMismatch(true)
-if mismatch then
-    return mismatch
+local refused = wrongType({[1] = 'hash'}) or familyMismatch(true)
+if refused then
+    return refused
 end
 if redis.call('hget', KEYS[1], 'mode') ~= ARGV[1] then
     return 0

@@ -22,13 +22,9 @@
 -- or {0, intent pttl} (at least 1) when a waiting writer's intent keeps O out.
 -- A key of another type than the lock keeps there (another lock's key taken as a lock name, or data
 -- of the application) is refused before anything changes: the script touches only its own data.
-local wrong = wrongType({[1] = 'hash', [3] = 'string'})
-if wrong then
-    return wrong
-end
-local mismatch = kindMismatch(ARGV[2], true)
-if mismatch then
-    return mismatch
+local refused = wrongType({[1] = 'hash', [3] = 'string'}) or kindMismatch(ARGV[2], true)
+if refused then
+    return refused
 end
 local lease = tonumber(ARGV[1])
 local expected = tonumber(ARGV[4])

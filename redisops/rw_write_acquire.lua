@@ -26,13 +26,9 @@
 -- or {-1} when O holds read holds and is not the writer (an upgrade).
 -- A key of another type than the lock keeps there (another lock's key taken as a lock name, or data
 -- of the application) is refused before anything changes: the script touches only its own data.
-local wrong = wrongType({[1] = 'hash', [2] = 'string', [3] = 'string'})
-if wrong then
-    return wrong
-end
-local mismatch = kindMismatch(ARGV[2], true)
-if mismatch then
-    return mismatch
+local refused = wrongType({[1] = 'hash', [2] = 'string', [3] = 'string'}) or kindMismatch(ARGV[2], true)
+if refused then
+    return refused
 end
 local expected = tonumber(ARGV[4])
 local state = redis.call('hmget', KEYS[1], 'mode', ARGV[3], ARGV[2])
