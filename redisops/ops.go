@@ -58,6 +58,7 @@ func Scripts() map[string]*redis.Script {
 		"acquire":     acquireScript,
 		"release":     releaseScript,
 		"renew":       renewScript,
+		"renew_many":  renewManyScript,
 		"forceunlock": forceUnlockScript,
 		"status":      statusScript,
 		"raise_token": raiseTokenScript,
@@ -78,6 +79,8 @@ type Ops struct {
 	tokenExpiry time.Duration
 	// sync is the replica-sync safeguard, nil when off (see [Ops.SetReplicaSync]).
 	sync *replicaSync
+	// cluster is set on Redis Cluster: the keys of one script call must then share a slot.
+	cluster bool
 }
 
 // New returns an Ops that runs scripts through client, publishing with PUBLISH, or with SPUBLISH when
@@ -94,7 +97,7 @@ func New(client redis.Scripter) *Ops {
 // [DeploymentOf]): it publishes with SPUBLISH when d is sharded, and with PUBLISH otherwise.
 func NewFor(client redis.Scripter, d Deployment) *Ops {
 	return &Ops{client: client, publish: publishCommand(d), latchExpiry: DefaultLatchExpiry,
-		tokenExpiry: DefaultTokenExpiry}
+		tokenExpiry: DefaultTokenExpiry, cluster: d == DeploymentCluster}
 }
 
 // Acquired is the answer of [Ops.Acquire].

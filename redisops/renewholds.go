@@ -1,0 +1,208 @@
+package redisops
+
+import (
+	"context"
+	_ "embed"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// MaxHoldsPerCall is how many holds one script call of [Ops.RenewHolds] renews at most: Redisson's
+// renewal batch.
+const MaxHoldsPerCall = 100
+
+var (
+	//go:embed renew_many.lua
+	renewManySource string
+	renewManyScript = redis.NewScript(renewManySource)
+)
+
+// Hold is one watchdog hold for [Ops.RenewHolds]: the owner's hold of a kind on the lock name, to be
+// renewed to lease.
+type Hold struct {
+	Name  string
+	Owner string
+	Kind  RenewKind
+	Lease time.Duration
+}
+
+// RenewHolds renews holds, on any lock names, as [Ops.RenewMany] renews each, in as few script calls
+// as it can: up to [MaxHoldsPerCall] holds per call, the holds of one call on keys of one Redis Cluster
+// slot, and every call in one pipeline (one round trip per master). Each hold is renewed on its own:
+// one that is not held, or whose key holds another type or another kind of lock, leaves the others
+// renewed. With the replica-sync safeguard on, the calls to one master are followed by one WAIT,
+// and a hold those replicas did not acknowledge answers an error matching [ErrRenewalNotSynced], as
+// [Ops.Renew] does; the masters are waited for at the same time.
+//
+// It returns each hold's error, nil when it was renewed, in the order of holds: [ErrNotHeld] when
+// the owner no longer holds it, an error matching [ErrWrongType] or [ErrKindMismatch] for a refusal
+// (nothing was changed), [ErrInvalidRenewal] for an unknown kind, or the call's error. It is safe for
+// concurrent use.
+func (o *Ops) RenewHolds(ctx context.Context, holds []Hold) []error {
+	errs := make([]error, len(holds))
+	groups := make(map[int][]int) // slot (0 unless on Redis Cluster) -> indexes of holds
+	var order []int
+	for i, h := range holds {
+		if h.Kind != RenewLock && h.Kind != RenewRead && h.Kind != RenewWrite {
+			errs[i] = fmt.Errorf("%w: kind %d", ErrInvalidRenewal, h.Kind)
+			continue
+		}
+		slot := 0
+		if o.cluster {
+			slot = Slot(LockKey(h.Name))
+		}
+		if _, ok := groups[slot]; !ok {
+			order = append(order, slot)
+		}
+		groups[slot] = append(groups[slot], i)
+	}
+	var calls []call
+	var of [][]int // of[j] are the holds of calls[j]
+	for _, slot := range order {
+		g := groups[slot]
+		for len(g) > 0 {
+			n := min(len(g), MaxHoldsPerCall)
+			calls, of = append(calls, renewHoldsCall(holds, g[:n])), append(of, g[:n])
+			g = g[n:]
+		}
+	}
+	if len(calls) == 0 {
+		return errs
+	}
+	replies, syncErrs := o.runHoldRenewals(ctx, calls)
+	for j, at := range of {
+		vals, err := replies[j].Slice()
+		if err == nil && len(vals) != len(at) {
+			err = fmt.Errorf("unexpected reply %v", vals)
+		}
+		for n, i := range at {
+			name := holds[i].Name
+			if err != nil {
+				errs[i] = fmt.Errorf("lockwarden: renew %q: %w", name, typed(err))
+				continue
+			}
+			switch v, _ := vals[n].(int64); v {
+			case 1:
+				if syncErrs[j] != nil {
+					errs[i] = fmt.Errorf("lockwarden: renew %q: %w", name, syncErrs[j])
+				}
+			case 0:
+				errs[i] = ErrNotHeld
+			case -1:
+				errs[i] = fmt.Errorf("lockwarden: renew %q: %w", name,
+					wrongTypeError{fmt.Errorf("WRONGTYPE %s holds another type than a hash", LockKey(name))})
+			case -2:
+				errs[i] = fmt.Errorf("lockwarden: renew %q: %w", name,
+					kindMismatchError{fmt.Errorf("WRONGKIND %s holds a hold of %s of another kind of lock", LockKey(name), holds[i].Owner)})
+			default:
+				errs[i] = fmt.Errorf("lockwarden: renew %q: unexpected reply %v", name, vals[n])
+			}
+		}
+	}
+	return errs
+}
+
+// renewHoldsCall is the renew_many.lua call that renews the holds at of holds.
+func renewHoldsCall(holds []Hold, at []int) call {
+	keys, args := make([]string, 0, 2*len(at)), make([]any, 0, 3*len(at))
+	for _, i := range at {
+		h := holds[i]
+		second, kind := LockKey(h.Name), "l"
+		switch h.Kind {
+		case RenewRead:
+			second, kind = readTimeoutPrefix(h.Name, h.Owner), "r"
+		case RenewWrite:
+			kind = "w"
+		}
+		keys = append(keys, LockKey(h.Name), second)
+		args = append(args, kind, millis(h.Lease), h.Owner)
+	}
+	return call{script: renewManyScript, keys: keys, args: args}
+}
+
+// runHoldRenewals runs calls, renewals on keys of any masters: with the replica-sync safeguard on,
+// as runRenewals runs them, one pipeline and one WAIT per master, the masters at the same time; with
+// it off, in one pipeline.
+func (o *Ops) runHoldRenewals(ctx context.Context, calls []call) ([]*redis.Cmd, []error) {
+	replies, syncErrs := make([]*redis.Cmd, len(calls)), make([]error, len(calls))
+	if rs := o.sync; rs == nil || rs.unsupported.Load() {
+		o.runPipelined(ctx, calls, allOf(calls), replies)
+		return replies, syncErrs
+	}
+	byMaster := map[string][]int{}
+	if cc, ok := o.client.(*redis.ClusterClient); ok {
+		for j, c := range calls {
+			addr := ""
+			if node, err := cc.MasterForKey(ctx, c.keys[0]); err == nil {
+				addr = node.Options().Addr
+			} // else runRenewals meets the same error and answers it
+			byMaster[addr] = append(byMaster[addr], j)
+		}
+	} else {
+		byMaster[""] = allOf(calls)
+	}
+	var wg sync.WaitGroup
+	for _, at := range byMaster {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			group := make([]call, len(at))
+			for n, j := range at {
+				group[n] = calls[j]
+			}
+			rep, errs := o.runRenewals(ctx, group)
+			for n, j := range at {
+				replies[j], syncErrs[j] = rep[n], errs[n]
+			}
+		}()
+	}
+	wg.Wait()
+	return replies, syncErrs
+}
+
+// allOf returns the indexes of calls.
+func allOf(calls []call) []int {
+	all := make([]int, len(calls))
+	for i := range all {
+		all[i] = i
+	}
+	return all
+}
+
+// runPipelined runs the calls of todo in one pipeline when there are several and the client can
+// pipeline, and on their own otherwise, storing their replies in replies. The calls that met a server
+// that lost its scripts (NOSCRIPT: a restart, a failover, SCRIPT FLUSH) did not run: they go again,
+// in one more pipeline, with EVAL.
+func (o *Ops) runPipelined(ctx context.Context, calls []call, todo []int, replies []*redis.Cmd) {
+	p, ok := o.client.(pipeliner)
+	if len(todo) < 2 || !ok {
+		for _, i := range todo {
+			replies[i] = o.run(ctx, calls[i])
+		}
+		return
+	}
+	pipe := p.Pipeline()
+	for _, i := range todo {
+		c := calls[i]
+		replies[i] = c.script.EvalSha(ctx, pipe, c.keys, c.args...)
+	}
+	_, _ = pipe.Exec(ctx) // each command keeps its own error
+	var again []int
+	for _, i := range todo {
+		if err := replies[i].Err(); err != nil && isNoScript(err) {
+			again = append(again, i)
+		}
+	}
+	if len(again) == 0 {
+		return
+	}
+	pipe = p.Pipeline()
+	for _, i := range again {
+		c := calls[i]
+		replies[i] = c.script.Eval(ctx, pipe, c.keys, c.args...)
+	}
+	_, _ = pipe.Exec(ctx)
+}
