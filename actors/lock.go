@@ -162,6 +162,9 @@ type lockActor struct {
 	// acknowledge it): the watchdog's next tick comes after renewRetryDelay rather than a third of the
 	// watchdog timeout.
 	renewSoon bool
+	// renewing counts the renewals handed to the coordinator's Renewals and not answered yet (see
+	// renewAsync); a watchdog tick while one is out sends nothing more.
+	renewing int
 }
 
 func newLockActor(name, key string, f family, env *Env) *lockActor {
@@ -239,9 +242,12 @@ func (a *lockActor) Receive(ctx actor.Context) {
 			a.expireHolds()
 		}
 	case watchdogTick:
-		if a.watchdog.current(m.gen) {
+		if a.watchdog.current(m.gen) && a.renewing == 0 {
 			a.renewAll()
 		}
+	case renewalsDone:
+		a.renewing--
+		a.settleRenewals(m)
 	case intentTick:
 		a.intent.current(m.gen) // afterMessage refreshes the intent
 	case keepAliveTick:
@@ -266,7 +272,7 @@ func (a *lockActor) Receive(ctx actor.Context) {
 func (a *lockActor) log() *slog.Logger { return a.env.Logger.With("lock", a.name) }
 
 func (a *lockActor) isIdle() bool {
-	return len(a.holds) == 0 && len(a.queue) == 0 && !a.batching()
+	return len(a.holds) == 0 && len(a.queue) == 0 && !a.batching() && a.renewing == 0
 }
 
 // afterMessage keeps the subscription, the timers and the idle clock in line with the state.
@@ -1616,6 +1622,9 @@ func renewRetryDelay(watchdog time.Duration) time.Duration { return max(watchdog
 // the answer is lost (see settleRenewal). A hold whose Done closed, or whose validity ran out, is not renewed: a
 // renewal sent with the others would extend on the master a hold that nobody holds any more; the
 // expiry timer declares it lost.
+//
+// With the coordinator's Renewals (Env.Renewals), the holds go to it instead, and the actor does not
+// wait for Redis: the answers come back as a renewalsDone message (see renewAsync).
 func (a *lockActor) renewAll() {
 	a.renewTicks++
 	a.renewSoon = false
@@ -1624,6 +1633,10 @@ func (a *lockActor) renewAll() {
 		if h.watchdog {
 			ks = append(ks, k)
 		}
+	}
+	if a.env.Renewals != nil {
+		a.renewAsync(ks, 0)
+		return
 	}
 	lost := false
 	renewed, failed := 0, 0
@@ -1657,6 +1670,111 @@ func (a *lockActor) renewAll() {
 		ks = again
 	}
 	a.traceRenewals(renewed, failed, lastErr)
+	if lost {
+		a.tryHead()
+	}
+}
+
+// renewalsDone carries the answers to the renewals of the holds ks (holds, the hold of each when it was
+// sent) that renewAsync handed to the coordinator's Renewals at sent, on its try-th try.
+type renewalsDone struct {
+	sent  time.Time
+	try   int
+	ks    []holdKey
+	holds []*hold
+	errs  []error
+}
+
+// renewAsync hands the renewals of the watchdog holds ks to the coordinator's Renewals, which sends
+// them with the other actors' (in as few script calls and round trips as it can) and answers with a
+// renewalsDone message, settled by settleRenewals. A hold whose Done closed, or whose validity ran
+// out, is left out, as in renewAll. The round trip is bounded by the latest validity of the holds it
+// carries; the answer of a hold whose own validity ran out before it is late (see settleRenewal).
+func (a *lockActor) renewAsync(ks []holdKey, try int) {
+	now := time.Now()
+	m := renewalsDone{sent: now, try: try}
+	var holds []redisops.Hold
+	var deadline time.Time
+	for _, k := range ks {
+		h := a.holds[k]
+		if h == nil || h.ended() || !now.Before(h.expires) {
+			continue
+		}
+		m.ks, m.holds = append(m.ks, k), append(m.holds, h)
+		holds = append(holds, redisops.Hold{Name: a.name, Owner: k.owner, Kind: a.renewKind(k), Lease: a.env.WatchdogTimeout})
+		if h.expires.After(deadline) {
+			deadline = h.expires
+		}
+	}
+	if len(holds) == 0 {
+		return
+	}
+	a.renewing++
+	self, root := a.self, a.root
+	a.env.Renewals.submit(&renewRequest{holds: holds, deadline: deadline, done: func(errs []error) {
+		m.errs = errs
+		root.Send(self, m)
+	}})
+}
+
+// renewKind is the kind of renewal of the hold k.
+func (a *lockActor) renewKind(k holdKey) redisops.RenewKind {
+	switch {
+	case a.family != familyRW:
+		return redisops.RenewLock
+	case k.kind == KindWrite:
+		return redisops.RenewWrite
+	default:
+		return redisops.RenewRead
+	}
+}
+
+// settleRenewals settles the answers of renewAsync's renewals as renewAll settles those it waits for.
+// A hold released while its renewal was out is not touched; one lost meanwhile (its validity ran
+// out) whose renewal took effect all the same is given back, as a late renewal is (see
+// settleRenewal), since nobody owns what the renewal extended. Holds whose renewal met a master with
+// fewer replicas than the WAIT asked for are sent again at once, once.
+func (a *lockActor) settleRenewals(m renewalsDone) {
+	var giveBack, again []holdKey
+	renewed, failed := 0, 0
+	lost, soon := false, a.renewSoon
+	var lastErr error
+	for i, k := range m.ks {
+		h, err := m.holds[i], m.errs[i]
+		if a.holds[k] != h {
+			took := err == nil || errors.Is(err, redisops.ErrRenewalNotSynced)
+			if n, ok := a.lost[k]; ok && a.holds[k] == nil && n != lostGivenBack && took && !h.shared {
+				giveBack = append(giveBack, k)
+			}
+			continue
+		}
+		if m.try == 0 && errors.Is(err, redisops.ErrReplicasChanged) && !errors.Is(err, redisops.ErrNotHeld) {
+			again = append(again, k)
+			continue
+		}
+		gone, back, err := a.settleRenewal(k, h, m.sent, err)
+		if back {
+			giveBack = append(giveBack, k)
+		}
+		if err != nil {
+			failed++
+			lastErr = err
+			a.renewSoon = a.renewSoon || !gone
+		} else {
+			renewed++
+		}
+		lost = lost || gone
+	}
+	for _, k := range giveBack {
+		a.giveBackLost(k)
+	}
+	if len(again) > 0 {
+		a.renewAsync(again, 1)
+	}
+	a.traceRenewals(renewed, failed, lastErr)
+	if a.renewSoon && !soon {
+		a.watchdog.stop() // armed again, sooner, after this message
+	}
 	if lost {
 		a.tryHead()
 	}
