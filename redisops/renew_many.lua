@@ -1,63 +1,72 @@
--- renew_many.lua: extend many watchdog holds in one call, each as renew.lua, rw_read_renew.lua or
--- rw_write_renew.lua would, and each on its own: one hold's refusal leaves the others renewed.
--- For hold i = 1, 2, ... (every key of one call in one Redis Cluster slot):
--- KEYS[2i-1]  the lock hash N
--- KEYS[2i]    for read holds, O's read timeout key prefix {N}:O:rwlock_timeout (hold k has the key
---             <prefix>:<k>); for the other kinds, N again
--- ARGV[3i-2]  the kind: 'l' (reentrant or fair lock), 'r' (O's read holds), 'w' (O's write hold)
--- ARGV[3i-1]  lease in milliseconds
--- ARGV[3i]    owner id O
+-- renew_many.lua: extend many watchdog holds in one call, each on its own as renew.lua,
+-- rw_write_renew.lua or rw_read_renew.lua would: one hold's refusal leaves the others renewed. Every
+-- key of one call is in one Redis Cluster slot. The holds come in three runs: p reentrant or fair
+-- lock holds, then w write holds, then read holds, one owner argument each.
+-- ARGV[1]  lease in milliseconds
+-- ARGV[2]  p, the number of reentrant or fair lock holds
+-- ARGV[3]  w, the number of write holds
+-- ARGV[3+i]  the owner id O of hold i, for i = 1, 2, ...
+-- KEYS[i]  for a lock or write hold i, its lock hash N
+-- KEYS[p+w+2j-1], KEYS[p+w+2j]  for the j-th read hold, its lock hash N and O's read timeout key
+--          prefix {N}:O:rwlock_timeout (hold k has the key <prefix>:<k>)
 -- Returns one integer per hold, in order: 1 when renewed; 0 when O no longer holds it (the hold is
 -- lost); -1 when N holds another type than a hash (WRONGTYPE); -2 when O's field in N belongs to the
--- other family of locks (WRONGKIND, see kindMismatch in lib.lua). A hold that does not answer 1 is
--- left unchanged.
+-- other family of locks (WRONGKIND, see kindMismatch in lib.lua; checked for read and write holds:
+-- a lock hold is renewed as renew.lua renews it, on O's field alone). A hold that does not answer 1
+-- is left unchanged.
+local lease = tonumber(ARGV[1])
+local p, w = tonumber(ARGV[2]), tonumber(ARGV[3])
 local out = {}
-for i = 1, #ARGV / 3 do
-    local key, prefix = KEYS[2 * i - 1], KEYS[2 * i]
-    local kind, lease, owner = ARGV[3 * i - 2], tonumber(ARGV[3 * i - 1]), ARGV[3 * i]
-    local t = redis.call('type', key).ok
-    local r = 0
-    if t ~= 'hash' and t ~= 'none' then
+for i = 1, p do
+    local r = redis.pcall('hexists', KEYS[i], ARGV[3 + i])
+    if r == 1 then
+        redis.call('pexpire', KEYS[i], lease)
+    elseif type(r) == 'table' then
         r = -1
-    elseif t == 'hash' then
-        if kind == 'l' then
-            local state = redis.call('hmget', key, 'mode', owner)
-            if state[2] and state[1] then
-                r = -2
-            elseif state[2] then
-                redis.call('pexpire', key, lease)
-                r = 1
-            end
-        elseif kind == 'w' then
-            local state = redis.call('hmget', key, 'mode', owner .. ':write', owner)
-            if state[3] and not state[1] then
-                r = -2
-            elseif state[1] == 'write' and state[2] then
-                if not state[3] or redis.call('pttl', key) < lease then
-                    redis.call('pexpire', key, lease)
+    end
+    out[i] = r
+end
+for i = p + 1, p + w do
+    local owner = ARGV[3 + i]
+    local state = redis.pcall('hmget', KEYS[i], 'mode', owner .. ':write', owner)
+    local r = 0
+    if state.err then
+        r = -1
+    elseif state[3] and not state[1] then
+        r = -2
+    elseif state[1] == 'write' and state[2] then
+        if not state[3] or redis.call('pttl', KEYS[i]) < lease then
+            redis.call('pexpire', KEYS[i], lease)
+        end
+        r = 1
+    end
+    out[i] = r
+end
+for i = p + w + 1, #ARGV - 3 do
+    local j = i - p - w
+    local key, prefix, owner = KEYS[p + w + 2 * j - 1], KEYS[p + w + 2 * j], ARGV[3 + i]
+    local state = redis.pcall('hmget', key, 'mode', owner)
+    local r = 0
+    if state.err then
+        r = -1
+    else
+        local count = tonumber(state[2])
+        if count and not state[1] then
+            r = -2
+        elseif count then
+            r = 1
+            for k = 1, count do
+                if redis.call('type', prefix .. ':' .. k).ok ~= 'string' then
+                    r = 0
+                    break
                 end
-                r = 1
             end
-        elseif kind == 'r' then
-            local state = redis.call('hmget', key, 'mode', owner)
-            local count = tonumber(state[2])
-            if count and not state[1] then
-                r = -2
-            elseif count then
-                r = 1
+            if r == 1 then
                 for k = 1, count do
-                    if redis.call('type', prefix .. ':' .. k).ok ~= 'string' then
-                        r = 0
-                        break
-                    end
+                    redis.call('pexpire', prefix .. ':' .. k, lease)
                 end
-                if r == 1 then
-                    for k = 1, count do
-                        redis.call('pexpire', prefix .. ':' .. k, lease)
-                    end
-                    if redis.call('pttl', key) < lease then
-                        redis.call('pexpire', key, lease)
-                    end
+                if redis.call('pttl', key) < lease then
+                    redis.call('pexpire', key, lease)
                 end
             end
         end

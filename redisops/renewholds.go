@@ -43,30 +43,36 @@ type Hold struct {
 // concurrent use.
 func (o *Ops) RenewHolds(ctx context.Context, holds []Hold) []error {
 	errs := make([]error, len(holds))
-	groups := make(map[int][]int) // slot (0 unless on Redis Cluster) -> indexes of holds
-	var order []int
+	// The holds of one call share a slot (on Redis Cluster) and a lease.
+	type group struct {
+		slot  int
+		lease time.Duration
+	}
+	groups := make(map[group][]int)
+	var order []group
 	for i, h := range holds {
 		if h.Kind != RenewLock && h.Kind != RenewRead && h.Kind != RenewWrite {
 			errs[i] = fmt.Errorf("%w: kind %d", ErrInvalidRenewal, h.Kind)
 			continue
 		}
-		slot := 0
+		g := group{lease: h.Lease}
 		if o.cluster {
-			slot = Slot(LockKey(h.Name))
+			g.slot = Slot(LockKey(h.Name))
 		}
-		if _, ok := groups[slot]; !ok {
-			order = append(order, slot)
+		if _, ok := groups[g]; !ok {
+			order = append(order, g)
 		}
-		groups[slot] = append(groups[slot], i)
+		groups[g] = append(groups[g], i)
 	}
 	var calls []call
-	var of [][]int // of[j] are the holds of calls[j]
-	for _, slot := range order {
-		g := groups[slot]
-		for len(g) > 0 {
-			n := min(len(g), MaxHoldsPerCall)
-			calls, of = append(calls, renewHoldsCall(holds, g[:n])), append(of, g[:n])
-			g = g[n:]
+	var of [][]int // of[j] are the holds of calls[j], in the order of its answers
+	for _, g := range order {
+		at := groups[g]
+		for len(at) > 0 {
+			n := min(len(at), MaxHoldsPerCall)
+			c, ordered := renewHoldsCall(holds, at[:n])
+			calls, of = append(calls, c), append(of, ordered)
+			at = at[n:]
 		}
 	}
 	if len(calls) == 0 {
@@ -105,22 +111,38 @@ func (o *Ops) RenewHolds(ctx context.Context, holds []Hold) []error {
 	return errs
 }
 
-// renewHoldsCall is the renew_many.lua call that renews the holds at of holds.
-func renewHoldsCall(holds []Hold, at []int) call {
-	keys, args := make([]string, 0, 2*len(at)), make([]any, 0, 3*len(at))
-	for _, i := range at {
-		h := holds[i]
-		second, kind := LockKey(h.Name), "l"
-		switch h.Kind {
-		case RenewRead:
-			second, kind = readTimeoutPrefix(h.Name, h.Owner), "r"
-		case RenewWrite:
-			kind = "w"
+// renewHoldsCall is the renew_many.lua call that renews the holds at of holds, which share a lease
+// (and a slot), and the holds in the order of its answers: lock holds, then write holds, then read
+// holds.
+func renewHoldsCall(holds []Hold, at []int) (call, []int) {
+	ordered := make([]int, 0, len(at))
+	for _, kind := range []RenewKind{RenewLock, RenewWrite, RenewRead} {
+		for _, i := range at {
+			if holds[i].Kind == kind {
+				ordered = append(ordered, i)
+			}
 		}
-		keys = append(keys, LockKey(h.Name), second)
-		args = append(args, kind, millis(h.Lease), h.Owner)
 	}
-	return call{script: renewManyScript, keys: keys, args: args}
+	p, w := 0, 0
+	for _, i := range at {
+		switch holds[i].Kind {
+		case RenewLock:
+			p++
+		case RenewWrite:
+			w++
+		}
+	}
+	keys, args := make([]string, 0, len(at)), make([]any, 0, 3+len(at))
+	args = append(args, millis(holds[at[0]].Lease), p, w)
+	for _, i := range ordered {
+		h := holds[i]
+		keys = append(keys, LockKey(h.Name))
+		if h.Kind == RenewRead {
+			keys = append(keys, readTimeoutPrefix(h.Name, h.Owner))
+		}
+		args = append(args, h.Owner)
+	}
+	return call{script: renewManyScript, keys: keys, args: args}, ordered
 }
 
 // runHoldRenewals runs calls, renewals on keys of any masters: with the replica-sync safeguard on,

@@ -44,8 +44,8 @@ func (h *cmdCounter) count(cmds []redis.Cmder) {
 }
 
 // TestRenewHoldsMixed: one RenewHolds renews each hold on its own and answers each one's outcome in
-// order: plain, fair-like, read and write holds renewed; an owner that holds nothing is not held; a
-// key of another type and an owner whose field belongs to the other family are refused and left
+// order: plain, read and write holds renewed; an owner that holds nothing is not held; a key of
+// another type and a read renewal of an owner whose field is a plain hold are refused and left
 // unchanged, without keeping the holds around them from being renewed; an unknown kind is invalid.
 func TestRenewHoldsMixed(t *testing.T) {
 	ops, c := setup(t)
@@ -75,7 +75,7 @@ func TestRenewHoldsMixed(t *testing.T) {
 		{Name: p + "plain", Owner: "nobody", Kind: redisops.RenewLock, Lease: longLease},
 		{Name: p + "rw", Owner: "r", Kind: redisops.RenewRead, Lease: longLease},
 		{Name: p + "string", Owner: "a", Kind: redisops.RenewLock, Lease: longLease},
-		{Name: p + "rw", Owner: "r", Kind: redisops.RenewLock, Lease: longLease},
+		{Name: p + "plain", Owner: "a", Kind: redisops.RenewRead, Lease: longLease},
 		{Name: p + "w", Owner: "w", Kind: redisops.RenewWrite, Lease: longLease},
 		{Name: p + "w", Owner: "r", Kind: redisops.RenewWrite, Lease: longLease},
 		{Name: p + "after", Owner: "b", Kind: redisops.RenewKind(9), Lease: longLease},
