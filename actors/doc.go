@@ -23,7 +23,10 @@
 // A renewal that answers "not held", or a lease that runs out before a renewal succeeds, marks the hold
 // as lost and closes its Done channel. A renewal that does not count (an error, an answer after the
 // hold's validity, or, with replica sync, replicas that did not acknowledge it) leaves the hold's
-// validity where it was and is tried again after a tenth of the watchdog timeout.
+// validity where it was and is tried again after a tenth of the watchdog timeout. With [Env.Renewals]
+// (a coordinator's [Renewals]), an actor hands the holds due on its tick to that collector, which
+// renews the holds of every actor together, and settles the answers when they come back as a message:
+// it does not wait for Redis.
 //
 // When a local holder of a fair lock releases, the release hands the lock to the earliest local waiter in
 // the same round trip if that waiter heads the Redis queue. Otherwise, when the head registered for
