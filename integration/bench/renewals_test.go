@@ -1,12 +1,9 @@
 package bench
 
 import (
-	"bufio"
 	"context"
 	"crypto/sha1"
 	"fmt"
-	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -80,25 +77,6 @@ func (h *renewHook) count(cmds []redis.Cmder) {
 	}
 }
 
-// redisCPU returns the CPU time the server has used so far (INFO cpu, user plus system).
-func redisCPU(b *testing.B, c *redis.Client) time.Duration {
-	b.Helper()
-	info, err := c.Info(context.Background(), "cpu").Result()
-	if err != nil {
-		b.Fatalf("INFO cpu: %v", err)
-	}
-	var total float64
-	sc := bufio.NewScanner(strings.NewReader(info))
-	for sc.Scan() {
-		k, v, ok := strings.Cut(strings.TrimSpace(sc.Text()), ":")
-		if ok && (k == "used_cpu_sys" || k == "used_cpu_user") {
-			f, _ := strconv.ParseFloat(v, 64)
-			total += f
-		}
-	}
-	return time.Duration(total * float64(time.Second))
-}
-
 // renewalFigures are the measurements of one run of BenchmarkWatchdogRenewals.
 type renewalFigures struct {
 	renewals, rt int64
@@ -106,12 +84,12 @@ type renewalFigures struct {
 }
 
 // measure counts what h and the server's CPU record over renewalWindow.
-func measure(b *testing.B, admin *redis.Client, h *renewHook) renewalFigures {
+func measure(b *testing.B, srv *redistest.Server, h *renewHook) renewalFigures {
 	b.Helper()
-	rt0, n0, cpu0, t0 := h.rt.Load(), h.holds.Load(), redisCPU(b, admin), time.Now()
+	rt0, n0, cpu0, t0 := h.rt.Load(), h.holds.Load(), redisCPU(b, srv), time.Now()
 	time.Sleep(renewalWindow) // the measurement window: the watchdog ticks on its own meanwhile
 	return renewalFigures{renewals: h.holds.Load() - n0, rt: h.rt.Load() - rt0,
-		cpu: redisCPU(b, admin) - cpu0, elapsed: time.Since(t0)}
+		cpu: redisCPU(b, srv) - cpu0, elapsed: time.Since(t0)}
 }
 
 func (f renewalFigures) report(b *testing.B) {
@@ -135,7 +113,6 @@ func (f renewalFigures) report(b *testing.B) {
 // server's CPU is the renewals'. The 10,000 locks are released (at Close) after the window.
 func BenchmarkWatchdogRenewals(b *testing.B) {
 	srv := redistest.Start(b)
-	admin := newAddrClient(b, srv.Addr())
 	var baseCPU []float64
 	b.Run("per-hold", func(b *testing.B) {
 		client := newAddrClient(b, srv.Addr())
@@ -185,7 +162,7 @@ func BenchmarkWatchdogRenewals(b *testing.B) {
 				}
 			}
 		}()
-		f := measure(b, admin, h)
+		f := measure(b, srv, h)
 		close(stop)
 		wg.Wait()
 		// Deleted now, so that their expiry does not cost the server CPU in the next run's window.
@@ -218,7 +195,7 @@ func BenchmarkWatchdogRenewals(b *testing.B) {
 			}()
 		}
 		wg.Wait()
-		f := measure(b, admin, h)
+		f := measure(b, srv, h)
 		f.report(b)
 		if base := median(baseCPU); base > 0 && f.renewals > 0 {
 			b.ReportMetric(us(f.cpu)/float64(f.renewals)/base, "cpu/per-hold")
