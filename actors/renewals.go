@@ -11,10 +11,10 @@ import (
 // Renewals sends the watchdog renewals of every lock actor of a coordinator to Redis together, as
 // Redisson's renewal scheduler does: the actors hand it the holds due on their watchdog tick and go
 // on with their work; it gathers what they hand it for a short window (the linger, a small part of the
-// watchdog's tick), or while its previous flush is in flight, and sends all of it with
-// [redisops.Ops.RenewHolds]: up to 100 holds per script call, one pipeline (and one WAIT with replica
-// sync on) per master. Each actor gets its own answers back as a message. It is safe for concurrent
-// use.
+// watchdog's tick) and sends all of it with [redisops.Ops.RenewHolds]: up to 100 holds per script
+// call, one pipeline (and one WAIT with replica sync on) per master, the masters at the same time and
+// each answered on its own. Each actor gets its own answers back as a message. It is safe for
+// concurrent use.
 type Renewals struct {
 	ops    *redisops.Ops
 	ctx    context.Context
@@ -52,8 +52,9 @@ func (r *Renewals) submit(req *renewRequest) {
 	}
 }
 
-// loop flushes what is pending after the linger, then, at once, what came in while a flush was in
-// flight, and ends when nothing is pending.
+// loop flushes what is pending once the linger has passed. A flush does not hold up the next one:
+// what is handed in while it is in flight starts a new loop, so that a master that does not answer
+// delays only the renewals of its own holds.
 func (r *Renewals) loop() {
 	defer r.wg.Done()
 	if r.linger > 0 {
@@ -64,23 +65,35 @@ func (r *Renewals) loop() {
 			t.Stop()
 		}
 	}
-	for {
-		r.mu.Lock()
-		reqs := r.pending
-		r.pending = nil
-		if len(reqs) == 0 {
-			r.running = false
-			r.mu.Unlock()
-			return
-		}
-		r.mu.Unlock()
-		r.flush(reqs)
-	}
+	r.mu.Lock()
+	reqs := r.pending
+	r.pending, r.running = nil, false
+	r.mu.Unlock()
+	r.flush(reqs)
 }
 
-// flush renews the holds of reqs in one RenewHolds, bounded by the latest of their deadlines: an
-// answer later than that counts for none of them.
+// flush renews the holds of reqs, in one RenewHolds per master, the masters at the same time, each
+// bounded by the latest deadline of its renewals: an answer later than that counts for none of them.
+// Every request's holds are on one lock name, so on one master.
 func (r *Renewals) flush(reqs []*renewRequest) {
+	byMaster := make(map[string][]*renewRequest)
+	for _, req := range reqs {
+		m := r.ops.MasterOf(r.ctx, req.holds[0].Name)
+		byMaster[m] = append(byMaster[m], req)
+	}
+	var wg sync.WaitGroup
+	for _, group := range byMaster {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			r.flushGroup(group)
+		}()
+	}
+	wg.Wait()
+}
+
+// flushGroup renews the holds of reqs in one RenewHolds and gives each request its answers.
+func (r *Renewals) flushGroup(reqs []*renewRequest) {
 	var holds []redisops.Hold
 	var deadline time.Time
 	for _, req := range reqs {

@@ -122,3 +122,39 @@ func TestRenewalsLostHoldOnlyItsOwn(t *testing.T) {
 	}
 	mustUnlock(t, kept)
 }
+
+// TestRenewalsPausedMasterDelaysOnlyItsHolds: on Redis Cluster, a master that stops answering delays
+// only the renewals of its own holds: a hold on another master, renewed by the same coordinator at the
+// same time, stays held, while the paused master's hold is lost when its validity runs out.
+func TestRenewalsPausedMasterDelaysOnlyItsHolds(t *testing.T) {
+	const watchdog = 1500 * time.Millisecond
+	// Three masters, so that the two that answer are a majority and keep serving their slots.
+	cl := redistest.StartCluster(t, 3, redistest.WithArgs("--cluster-require-full-coverage", "no"))
+	client := cl.Client(t)
+	c := newCoordinator(t, client, coordinator.WithWatchdogTimeout(watchdog))
+	paused, healthy := cl.Nodes()[0], cl.Nodes()[1]
+	var onPaused, onHealthy string
+	for i := 0; onPaused == "" || onHealthy == ""; i++ {
+		name := fmt.Sprintf("renewals:paused-master:%d", i)
+		switch cl.NodeForKey(t, name) {
+		case paused:
+			onPaused = name
+		case healthy:
+			onHealthy = name
+		}
+	}
+	lost, kept := c.Mutex(onPaused), c.Mutex(onHealthy)
+	mustLock(t, lost)
+	mustLock(t, kept)
+	paused.Pause()
+	t.Cleanup(paused.Resume)
+	waitFor(t, lost.Done(), 2*watchdog, "Done of the hold on the paused master")
+	select {
+	case <-kept.Done():
+		t.Fatal("Done of the hold on the healthy master closed while the other master was paused")
+	case <-time.After(2 * watchdog):
+	}
+	if ttl, err := client.PTTL(t.Context(), onHealthy).Result(); err != nil || ttl <= 0 {
+		t.Errorf("PTTL of the hold on the healthy master = %v, %v; want it held", ttl, err)
+	}
+}

@@ -111,6 +111,21 @@ func (o *Ops) RenewHolds(ctx context.Context, holds []Hold) []error {
 	return errs
 }
 
+// MasterOf names the master that serves the lock name: its address on Redis Cluster (from the
+// client's slot map, or "" when it cannot be found), and "" otherwise. Callers use it to group calls
+// by master.
+func (o *Ops) MasterOf(ctx context.Context, name string) string {
+	cc, ok := o.client.(*redis.ClusterClient)
+	if !ok {
+		return ""
+	}
+	node, err := cc.MasterForKey(ctx, LockKey(name))
+	if err != nil {
+		return ""
+	}
+	return node.Options().Addr
+}
+
 // renewHoldsCall is the renew_many.lua call that renews the holds at of holds, which share a lease
 // (and a slot), and the holds in the order of its answers: lock holds, then write holds, then read
 // holds.
