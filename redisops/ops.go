@@ -67,10 +67,14 @@ func Scripts() map[string]*redis.Script {
 	return all
 }
 
-// Ops runs the lock scripts against one Redis deployment. It is safe for concurrent use and holds no
-// state besides its settings.
+// Ops runs the lock scripts against one Redis deployment. It is safe for concurrent use. Besides its
+// settings it holds a [Batcher], through which every script call that is not followed by WAIT reaches
+// Redis: the calls that many goroutines make at the same moment travel together, in one pipeline, so
+// that they cost one round trip rather than one each, while a lone call goes at once, as a direct call
+// would. [Ops.Close] ends the batcher's goroutines.
 type Ops struct {
 	client      redis.Scripter
+	batcher     *Batcher
 	publish     string
 	latchExpiry time.Duration
 	// tokenExpiry is how long a fencing-token counter outlives the clock passing its value; 0 keeps
@@ -93,8 +97,20 @@ func New(client redis.Scripter) *Ops {
 // NewFor returns an Ops that runs scripts through client, a client of the deployment d (see
 // [DeploymentOf]): it publishes with SPUBLISH when d is sharded, and with PUBLISH otherwise.
 func NewFor(client redis.Scripter, d Deployment) *Ops {
-	return &Ops{client: client, publish: publishCommand(d), latchExpiry: DefaultLatchExpiry,
-		tokenExpiry: DefaultTokenExpiry}
+	return &Ops{client: client, batcher: NewBatcher(client, DefaultPipelines), publish: publishCommand(d),
+		latchExpiry: DefaultLatchExpiry, tokenExpiry: DefaultTokenExpiry}
+}
+
+// Batcher returns the [Batcher] through which o's script calls reach Redis, for callers that hand
+// their calls over without waiting ([Batcher.Go]).
+func (o *Ops) Batcher() *Batcher { return o.batcher }
+
+// Close waits for the asynchronous calls of o's batcher to be answered and its goroutines to end (see
+// [Batcher.Close]). The blocking calls of o keep working after Close. Close is idempotent.
+func (o *Ops) Close() {
+	if o.batcher != nil {
+		o.batcher.Close()
+	}
 }
 
 // Acquired is the answer of [Ops.Acquire].
