@@ -227,6 +227,7 @@ func (c *Coordinator) Close() error {
 		c.stopping.Wait()
 		_ = c.system.Root.StopFuture(c.guardian).Wait()
 		_ = c.system.Root.StopFuture(c.bridge).Wait()
+		c.ops.Close() // after the actors: what they handed to the batcher is answered first
 		c.events.close()
 		c.tel.Close()
 		c.pool.Stop()
