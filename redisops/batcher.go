@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"sync"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 )
@@ -27,9 +28,10 @@ const DefaultPipelines = 4
 // again with EVAL, which loads the script.
 //
 // A call whose context has ended before it is sent is answered with the context's error and not sent.
-// A pipeline carrying several calls is bounded by the client's timeouts, not by the context of one of
-// its callers, so a caller that gives up does not fail the others; a call sent on its own uses its
-// caller's context, as a direct call does. A connection error fails every call of its pipeline, with
+// A pipeline carrying several calls is not ended by the context of one of its callers, so a caller
+// that gives up does not fail the others: it is bounded by the client's timeouts, and by the latest of
+// its callers' deadlines when each has one (which the client honours with ContextTimeoutEnabled). A
+// call sent on its own uses its caller's context, as a direct call does. A connection error fails every call of its pipeline, with
 // the error a direct call would have met, and the next calls use a new connection.
 //
 // The calls of one caller of [Batcher.Do] run in the order it makes them, since it waits for each
@@ -286,9 +288,15 @@ func (p *pending) sendDirect(client redis.Scripter) {
 
 // pipeline sends the calls of batch that have no reply yet in one pipeline, with EVALSHA, and those
 // answered NOSCRIPT again with EVAL, in a second one. The pipelines' context keeps the values of ctx,
-// the first caller's (for tracing), but not its end.
+// the first caller's (for tracing), but not its end: its deadline is the latest of the callers', and
+// it has none when one of them has none.
 func (b *Batcher) pipeline(batch []*pending, ctx context.Context) {
 	ctx = context.WithoutCancel(ctx)
+	if latest, ok := latestDeadline(batch); ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithDeadline(ctx, latest)
+		defer cancel()
+	}
 	pipe := b.pipe.Pipeline()
 	for _, p := range batch {
 		if p.cmd == nil {
@@ -308,6 +316,24 @@ func (b *Batcher) pipeline(batch []*pending, ctx context.Context) {
 	if again != nil {
 		_, _ = again.Exec(ctx)
 	}
+}
+
+// latestDeadline returns the latest deadline of the calls of batch not yet answered, ok false when one
+// of them has none.
+func latestDeadline(batch []*pending) (latest time.Time, ok bool) {
+	for _, p := range batch {
+		if p.cmd != nil {
+			continue
+		}
+		d, has := p.ctx.Deadline()
+		if !has {
+			return time.Time{}, false
+		}
+		if d.After(latest) {
+			latest = d
+		}
+	}
+	return latest, !latest.IsZero()
 }
 
 // errCmd returns a reply that carries err.

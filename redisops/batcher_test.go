@@ -104,13 +104,19 @@ func loadTestScripts(t *testing.T, c *redis.Client, scripts ...*redis.Script) {
 // later call must wait. It returns a wait function for those calls' results.
 func fillSlots(t *testing.T, srv *redistest.Server, b *redisops.Batcher, h *rtCounter, script *redis.Script, prefix string) func() []error {
 	t.Helper()
+	return fillSlotsCtx(t, context.Background(), srv, b, h, script, prefix)
+}
+
+// fillSlotsCtx is fillSlots with calls made with ctx.
+func fillSlotsCtx(t *testing.T, ctx context.Context, srv *redistest.Server, b *redisops.Batcher, h *rtCounter, script *redis.Script, prefix string) func() []error {
+	t.Helper()
 	srv.Pause()
 	start := h.rt.Load()
 	errs := make([]error, redisops.DefaultPipelines)
 	var wg sync.WaitGroup
 	for i := range redisops.DefaultPipelines {
 		wg.Go(func() {
-			errs[i] = b.Do(context.Background(), script, []string{prefix + "slot:" + strconv.Itoa(i)}).Err()
+			errs[i] = b.Do(ctx, script, []string{prefix + "slot:" + strconv.Itoa(i)}).Err()
 		})
 	}
 	waitFor(t, "the round trips to start", func() bool { return h.rt.Load()-start == redisops.DefaultPipelines })
@@ -337,6 +343,37 @@ func TestBatcherServerPausedMidBatch(t *testing.T) {
 	checkAllFailed(t, append(slots(), errs()...))
 	srv.Resume()
 	checkRecovered(t, b, "batcher:paused:")
+}
+
+// TestBatcherPipelineBoundedByDeadlines: a pipeline to a server that does not answer ends by the latest
+// deadline of its callers when the client honours context deadlines, not after the client's much longer
+// ReadTimeout.
+func TestBatcherPipelineBoundedByDeadlines(t *testing.T) {
+	srv := redistest.Start(t)
+	c, h := counted(t, srv, redis.Options{ContextTimeoutEnabled: true, ReadTimeout: 20 * time.Second, MaxRetries: -1})
+	loadTestScripts(t, c, incrScript)
+	b := redisops.NewBatcher(c, redisops.DefaultPipelines)
+	t.Cleanup(srv.Resume)
+	slotCtx, cancel := context.WithTimeout(t.Context(), 200*time.Millisecond)
+	defer cancel()
+	start := time.Now()
+	slots := fillSlotsCtx(t, slotCtx, srv, b, h, incrScript, "batcher:deadline:")
+	const n = 8
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() {
+			ctx, cancel := context.WithTimeout(t.Context(), time.Duration(400+50*i)*time.Millisecond)
+			defer cancel()
+			errs[i] = b.Do(ctx, incrScript, []string{"batcher:deadline:" + strconv.Itoa(i)}).Err()
+		})
+	}
+	waitFor(t, "the calls to queue or be sent", func() bool { return redisops.QueuedCalls(b) == n || h.rt.Load() > redisops.DefaultPipelines })
+	wg.Wait()
+	checkAllFailed(t, append(slots(), errs...))
+	if took := time.Since(start); took > 5*time.Second {
+		t.Errorf("calls with deadlines under a second took %v, want them bounded by their deadlines", took)
+	}
 }
 
 // TestBatcherServerKilledMidBatch: calls under way and pending on a server that is killed all fail,
