@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -529,3 +530,48 @@ func TestBatcherCloseLeaksNothing(t *testing.T) {
 	b.Close()
 	goleak.VerifyNone(t, ignore)
 }
+
+// BenchmarkBatcher compares script calls made directly (one round trip each) with the same calls made
+// through a Batcher, on 1 and 32 goroutines, each goroutine on its own key.
+func BenchmarkBatcher(b *testing.B) {
+	srv := redistest.Start(b)
+	for _, goroutines := range []int{1, 32} {
+		for _, mode := range []string{"direct", "batched"} {
+			b.Run(fmt.Sprintf("%s/goroutines=%d", mode, goroutines), func(b *testing.B) {
+				c := redis.NewClient(&redis.Options{Addr: srv.Addr(), PoolSize: 64})
+				defer c.Close()
+				h := &rtCounter{}
+				c.AddHook(h)
+				if err := incrScript.Load(b.Context(), c).Err(); err != nil {
+					b.Fatalf("SCRIPT LOAD: %v", err)
+				}
+				bt := redisops.NewBatcher(c, redisops.DefaultPipelines)
+				defer bt.Close()
+				var next atomic.Int64
+				b.SetParallelism(max(1, goroutines/runtimeProcs()))
+				b.ReportAllocs()
+				b.ResetTimer()
+				start := h.rt.Load()
+				b.RunParallel(func(pb *testing.PB) {
+					keys := []string{"bench:batcher:" + strconv.FormatInt(next.Add(1), 10)}
+					for pb.Next() {
+						var err error
+						if mode == "direct" {
+							err = incrScript.Run(b.Context(), c, keys).Err()
+						} else {
+							err = bt.Do(b.Context(), incrScript, keys).Err()
+						}
+						if err != nil {
+							b.Error(err)
+							return
+						}
+					}
+				})
+				b.ReportMetric(float64(h.rt.Load()-start)/float64(b.N), "rt/op")
+			})
+		}
+	}
+}
+
+// runtimeProcs returns GOMAXPROCS.
+func runtimeProcs() int { return runtime.GOMAXPROCS(0) }
