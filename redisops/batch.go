@@ -27,6 +27,11 @@ func (o *Ops) run(ctx context.Context, c call) *redis.Cmd {
 	return o.batcher.Do(ctx, c.script, c.keys, c.args...)
 }
 
+// do runs script with keys and args as run runs a call.
+func (o *Ops) do(ctx context.Context, script *redis.Script, keys []string, args ...any) *redis.Cmd {
+	return o.run(ctx, call{script: script, keys: keys, args: args})
+}
+
 // runChecked runs c on its own like run, and a call that may give a hold as [Ops.runGranting] does; a
 // hold that replicas did not acknowledge is given back and the reply carries the [ErrNotSynced] error.
 func (o *Ops) runChecked(ctx context.Context, c call) *redis.Cmd {

@@ -258,7 +258,7 @@ func (o *Ops) Renew(ctx context.Context, name, owner string, lease time.Duration
 // ForceUnlock deletes the lock name whoever holds it and publishes an unlock notice. It reports
 // whether a lock was deleted.
 func (o *Ops) ForceUnlock(ctx context.Context, name string) (bool, error) {
-	n, err := forceUnlockScript.Run(ctx, o.client,
+	n, err := o.do(ctx, forceUnlockScript,
 		[]string{LockKey(name), ChannelName(name)}, UnlockMessage, o.publish).Int64()
 	if err != nil {
 		return false, fmt.Errorf("lockwarden: force unlock %q: %w", name, typed(err))
@@ -278,7 +278,7 @@ type Status struct {
 
 // Status reads the state of the lock name as seen by owner (which may be empty).
 func (o *Ops) Status(ctx context.Context, name, owner string) (Status, error) {
-	vals, err := statusScript.Run(ctx, o.client, []string{LockKey(name)}, owner).Int64Slice()
+	vals, err := o.do(ctx, statusScript, []string{LockKey(name)}, owner).Int64Slice()
 	if err != nil {
 		return Status{}, fmt.Errorf("lockwarden: status %q: %w", name, typed(err))
 	}
