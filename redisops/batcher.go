@@ -131,8 +131,10 @@ func (b *Batcher) Do(ctx context.Context, script *redis.Script, keys []string, a
 }
 
 // Go runs script with keys and args like [Batcher.Do], without waiting: answer is called with the
-// reply, on another goroutine or on the caller's, once it has come. Calls of Go are run and answered
-// in the order they were made. After [Batcher.Close], answer is called at once with [ErrClosed].
+// reply once it has come, on the goroutine that sent the call. Calls of Go are run and answered in the
+// order they were made. answer should be quick and must not wait for another call of the Batcher (send
+// the reply on, as to an actor): the round trip that carried the call is not free until it returns.
+// After [Batcher.Close], answer is called at once, on the caller's goroutine, with [ErrClosed].
 func (b *Batcher) Go(ctx context.Context, script *redis.Script, keys []string, args []any, answer func(*redis.Cmd)) {
 	b.mu.Lock()
 	if b.closed {
