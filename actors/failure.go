@@ -90,6 +90,25 @@ func (f *Failures) report(name, lock string, err error, stack []byte) {
 	}
 }
 
+// answerClosed answers the caller of msg, a command that a lock actor had not handled when it
+// stopped, as for a coordinator that closed.
+func answerClosed(msg any) {
+	var t *Ticket
+	switch m := msg.(type) {
+	case *Acquire:
+		t = m.Ticket
+	case *Release:
+		t = m.Ticket
+	case *ForceUnlock:
+		t = m.Ticket
+	case *Abandon:
+		m.Ack.deliver(Outcome{})
+	}
+	if t != nil {
+		t.deliver(Outcome{Reason: messages.ReasonClosed})
+	}
+}
+
 // answerFailed answers the caller of msg, a command of a lock actor, with err, if it waits for an
 // answer. The command may have been queued or half done: an acquisition that is granted later finds
 // its ticket answered and is undone, as for a caller that left.

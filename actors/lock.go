@@ -124,6 +124,8 @@ type lockActor struct {
 	// routed counts the commands received from the guardian.
 	routed uint64
 
+	// stash holds the messages that wait for the calls in flight (see Receive), oldest first.
+	stash []any
 	// batch holds the read acquires and read releases of a read-write lock waiting to go to Redis
 	// together; nil when there are none.
 	batch *readBatch
@@ -179,15 +181,60 @@ func newLockActor(name, key string, f family, env *Env) *lockActor {
 }
 
 // Receive implements actor.Actor.
+//
+// The actor never waits for Redis between messages: a call goes to Redis on a goroutine of its own (a
+// batch, see batch.go) and its answer comes back as a batchDone message. A message that cannot join
+// the calls in flight (everything but read acquires and read releases of a read-write lock that the
+// batch does not touch) waits in the stash until they are settled, and so does every message after
+// it: the actor handles its messages in the order they came, each seeing the state as if the calls
+// before it had run one by one.
 func (a *lockActor) Receive(ctx actor.Context) {
-	switch ctx.Message().(type) {
-	case *Acquire, *Release, flushBatch, batchDone:
-		// They decide themselves whether they join the pending batch or must wait for it.
+	msg := ctx.Message()
+	switch msg.(type) {
+	case flushBatch, batchDone, *actor.Started, *actor.Stopping, *actor.Stopped, *actor.Restarting:
 	default:
-		// Everything else sees the state after the batch, as if its calls had run one by one.
-		a.flush()
+		if len(a.stash) > 0 || (a.batching() && !a.joins(msg)) {
+			a.stash = append(a.stash, msg)
+			return
+		}
 	}
-	switch m := ctx.Message().(type) {
+	a.handle(ctx, msg)
+	if _, done := msg.(batchDone); done {
+		a.replay(ctx)
+	}
+}
+
+// joins reports whether msg, which arrives while calls are in flight, can join them rather than wait
+// for them: a read acquire or a read release of a hold the batches do not touch.
+func (a *lockActor) joins(msg any) bool {
+	switch m := msg.(type) {
+	case *Acquire:
+		return a.batchable(m.Owner, m.Kind)
+	case *Release:
+		h := a.holds[holdKey{m.Owner, m.Kind}]
+		return h != nil && !h.ended() && a.batchable(m.Owner, m.Kind)
+	}
+	return false
+}
+
+// replay handles the stashed messages, in the order they came, until one must wait for calls in
+// flight again.
+func (a *lockActor) replay(ctx actor.Context) {
+	for len(a.stash) > 0 {
+		msg := a.stash[0]
+		if a.batching() && !a.joins(msg) {
+			return
+		}
+		a.stash[0] = nil
+		a.stash = a.stash[1:]
+		a.handle(ctx, msg)
+	}
+	a.stash = nil
+}
+
+// handle handles one message.
+func (a *lockActor) handle(ctx actor.Context, msg any) {
+	switch m := msg.(type) {
 	case flushBatch:
 		a.send()
 	case batchDone:
@@ -200,7 +247,9 @@ func (a *lockActor) Receive(ctx actor.Context) {
 		// The actor has just woken the callers of a whole batch at once, on its own processor.
 		// Yield, so they run (and send their next calls) before the actor takes its next message;
 		// otherwise they wait for the other processors, or for the actor's whole turn.
-		runtime.Gosched()
+		if len(m.batch.settle) > 1 {
+			runtime.Gosched()
+		}
 	case *actor.Started:
 		a.self, a.parent = ctx.Self(), ctx.Parent()
 		a.root = ctx.ActorSystem().Root
@@ -255,6 +304,13 @@ func (a *lockActor) Receive(ctx actor.Context) {
 			ctx.Send(a.parent, &idle{key: a.key, pid: a.self, routed: a.routed})
 		}
 	case *actor.Stopping:
+		a.flush()
+		for _, msg := range a.stash {
+			// As a message left in the mailbox of a stopped actor: its caller learns that the
+			// coordinator closed from the coordinator.
+			answerClosed(msg)
+		}
+		a.stash = nil
 		a.shutdown()
 		return
 	default:
@@ -266,7 +322,7 @@ func (a *lockActor) Receive(ctx actor.Context) {
 func (a *lockActor) log() *slog.Logger { return a.env.Logger.With("lock", a.name) }
 
 func (a *lockActor) isIdle() bool {
-	return len(a.holds) == 0 && len(a.queue) == 0 && !a.batching()
+	return len(a.holds) == 0 && len(a.queue) == 0 && !a.batching() && len(a.stash) == 0
 }
 
 // afterMessage keeps the subscription, the timers and the idle clock in line with the state.
@@ -437,6 +493,10 @@ func (a *lockActor) onAcquire(m *Acquire) {
 			a.batchAcquire(m, func(ok bool, ttl time.Duration, err error) { a.afterFirstAttempt(m, reentry, ok, ttl, err) })
 			return
 		}
+		if a.callsAsync() {
+			a.attemptAsync(m, func(ok bool, ttl time.Duration, err error) { a.afterFirstAttempt(m, reentry, ok, ttl, err) })
+			return
+		}
 		ok, ttl, err := a.attempt(m)
 		a.afterFirstAttempt(m, reentry, ok, ttl, err)
 	case !m.Wait:
@@ -536,24 +596,53 @@ func (a *lockActor) compatible(m *Acquire) bool {
 // settled (granted, or answered with ReasonNotSynced), the holder's remaining lease when the lock is
 // taken, and any Redis error.
 func (a *lockActor) attempt(m *Acquire) (bool, time.Duration, error) {
+	held := a.beginAttempt(m)
+	sent := time.Now()
+	if len(a.running) == 0 { // else the oldest running batch is the oldest unanswered call
+		a.inflight.Store(sent.UnixNano())
+	}
+	res, err := acquireCall(a.redisContext(), a.proto, m, held)
+	if len(a.running) == 0 {
+		a.inflight.Store(0)
+	}
+	acquireEvent(m, sent, res.OK, err)
+	return a.settleAttempt(m, sent, res, err)
+}
+
+// callsAsync reports whether the actor's next call may go to Redis without the actor waiting for it
+// (startCall): on a reentrant lock, when no call is in flight. The other families' calls are made in
+// turn, the actor waiting for each.
+func (a *lockActor) callsAsync() bool { return a.family == familyPlain && !a.batching() }
+
+// attemptAsync is attempt with the actor not waiting for Redis: then runs, on the actor, with what
+// attempt would have reported, once Redis answered.
+func (a *lockActor) attemptAsync(m *Acquire, then func(ok bool, ttl time.Duration, err error)) {
+	held := a.beginAttempt(m)
+	proto := a.proto
+	var res redisops.Acquired
+	var err error
+	a.startCall(m, func(ctx context.Context) { res, err = acquireCall(ctx, proto, m, held) }, func(sent time.Time) {
+		acquireEvent(m, sent, res.OK, err)
+		then(a.settleAttempt(m, sent, res, err))
+	})
+}
+
+// beginAttempt counts an attempt of m, and returns the hold count the attempt checks retries against.
+func (a *lockActor) beginAttempt(m *Acquire) int64 {
 	m.attempts++
 	if a.family == familyFair && m.Wait && m.waitID == "" {
 		m.waitID = a.env.NewRequestID()
 	}
-	sent := time.Now()
-	// An answer that comes after the lease is worthless (see lateGrant): bound the call by it (go-redis
-	// honours the deadline when the client has ContextTimeoutEnabled).
-	ctx, cancel := context.WithTimeout(a.redisContext(), m.Lease)
-	if len(a.running) == 0 { // else the oldest running batch is the oldest unanswered call
-		a.inflight.Store(sent.UnixNano())
-	}
-	res, err := a.proto.acquire(ctx, m, a.knownHeld(m), m.Wait)
-	if len(a.running) == 0 {
-		a.inflight.Store(0)
-	}
-	cancel()
-	acquireEvent(m, sent, res.OK, err)
-	return a.settleAttempt(m, sent, res, err)
+	return a.knownHeld(m)
+}
+
+// acquireCall runs the acquire script for m. An answer that comes after the lease is worthless (see
+// lateGrant): the call is bounded by it (go-redis honours the deadline when the client has
+// ContextTimeoutEnabled).
+func acquireCall(ctx context.Context, p protocol, m *Acquire, held int64) (redisops.Acquired, error) {
+	ctx, cancel := context.WithTimeout(ctx, m.Lease)
+	defer cancel()
+	return p.acquire(ctx, m, held, m.Wait)
 }
 
 // acquireEvent records an acquire attempt for m, started at start, as an event on the caller's span,
@@ -1041,6 +1130,16 @@ func (a *lockActor) onRelease(m *Release) {
 	if joinable() {
 		a.batchRelease(m, requestID, func(sent time.Time, rel redisops.Released, err error) {
 			a.settleRelease(m, h, lease, nil, requestID, sent, rel, err)
+		})
+		return
+	}
+	if a.callsAsync() {
+		proto := a.proto
+		var rel redisops.Released
+		var err error
+		a.startCall(m, func(ctx context.Context) { rel, err = proto.release(ctx, k, requestID, lease, next) }, func(sent time.Time) {
+			releaseEvent(m.Span, sent, err)
+			a.settleRelease(m, h, lease, nextCmd, requestID, sent, rel, err)
 		})
 		return
 	}

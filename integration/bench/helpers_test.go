@@ -152,27 +152,9 @@ func median(xs []float64) float64 {
 // connection so that it does not count against any benchmarked client.
 func commandCalls(b *testing.B, addr string) map[string]int64 {
 	b.Helper()
-	conn, err := net.DialTimeout("tcp", addr, 5*time.Second)
-	if err != nil {
-		b.Fatalf("dial %s: %v", addr, err)
-	}
-	defer conn.Close()
-	_ = conn.SetDeadline(time.Now().Add(5 * time.Second))
-	if _, err := conn.Write([]byte("INFO commandstats\r\n")); err != nil {
-		b.Fatalf("INFO commandstats: %v", err)
-	}
-	r := bufio.NewReader(conn)
-	hdr, err := r.ReadString('\n')
-	if err != nil || !strings.HasPrefix(hdr, "$") {
-		b.Fatalf("INFO commandstats: %q, %v", hdr, err)
-	}
-	n, _ := strconv.Atoi(strings.TrimSpace(hdr[1:]))
-	body := make([]byte, n+2)
-	if _, err := io.ReadFull(r, body); err != nil {
-		b.Fatalf("INFO commandstats: %v", err)
-	}
+	body := info(b, addr, "commandstats")
 	calls := make(map[string]int64)
-	for _, line := range strings.Split(string(body), "\r\n") {
+	for _, line := range strings.Split(body, "\r\n") {
 		// cmdstat_publish:calls=3,usec=...
 		name, rest, ok := strings.Cut(line, ":")
 		if !ok || !strings.HasPrefix(name, "cmdstat_") {
@@ -185,4 +167,30 @@ func commandCalls(b *testing.B, addr string) map[string]int64 {
 		}
 	}
 	return calls
+}
+
+// info returns the section of INFO of the server at addr, read on a fresh connection so that it does
+// not count against any benchmarked client.
+func info(b *testing.B, addr, section string) string {
+	b.Helper()
+	conn, err := net.DialTimeout("tcp", addr, 5*time.Second)
+	if err != nil {
+		b.Fatalf("dial %s: %v", addr, err)
+	}
+	defer conn.Close()
+	_ = conn.SetDeadline(time.Now().Add(5 * time.Second))
+	if _, err := conn.Write([]byte("INFO " + section + "\r\n")); err != nil {
+		b.Fatalf("INFO %s: %v", section, err)
+	}
+	r := bufio.NewReader(conn)
+	hdr, err := r.ReadString('\n')
+	if err != nil || !strings.HasPrefix(hdr, "$") {
+		b.Fatalf("INFO %s: %q, %v", section, hdr, err)
+	}
+	n, _ := strconv.Atoi(strings.TrimSpace(hdr[1:]))
+	body := make([]byte, n+2)
+	if _, err := io.ReadFull(r, body); err != nil {
+		b.Fatalf("INFO %s: %v", section, err)
+	}
+	return string(body)
 }
