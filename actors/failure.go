@@ -53,6 +53,10 @@ func Recover(f *Failures, name, lock string) actor.PropsOption {
 				}
 				err := fmt.Errorf("%w: %s panicked on %T: %v", ErrActorFailed, name, env.Message, r)
 				if f != nil {
+					lock := lock
+					if b, ok := c.Actor().(interface{ boundName() string }); ok {
+						lock = b.boundName() // a pooled lock actor serves other names in turn
+					}
 					f.report(name, lock, err, debug.Stack())
 				}
 				if rc, ok := c.Actor().(recoverer); ok {
