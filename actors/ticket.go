@@ -90,7 +90,14 @@ func (t *Ticket) LastError() error {
 
 // NewTicket returns a pending ticket.
 func NewTicket() *Ticket {
-	return &Ticket{result: make(chan Outcome, 1)}
+	return new(Ticket).Init()
+}
+
+// Init makes the zero Ticket t a pending ticket, as NewTicket would return, and returns it. It lets a
+// caller allocate a ticket together with its command. Init must not be called on a ticket in use.
+func (t *Ticket) Init() *Ticket {
+	t.result = make(chan Outcome, 1)
+	return t
 }
 
 // NewTicketFunc returns a pending ticket whose outcome is passed to notify instead of Result. notify
