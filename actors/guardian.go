@@ -49,8 +49,8 @@ type recycle struct{}
 // NewGuardianProps returns the props of a guardian whose lock actors share env.
 func NewGuardianProps(env *Env) *actor.Props {
 	return actor.PropsFromProducer(func() actor.Actor {
-		return &Guardian{env: env, children: make(map[string]*child)}
-	}, actor.WithDispatcher(actor.NewSynchronizedDispatcher(300)), Recover(env.Failures, "guardian", ""))
+		return &recovering{actor: &Guardian{env: env, children: make(map[string]*child)}, f: env.Failures, name: "guardian"}
+	}, actor.WithDispatcher(actor.NewSynchronizedDispatcher(300)))
 }
 
 // Receive implements actor.Actor.
@@ -98,14 +98,14 @@ func (g *Guardian) bind(ctx actor.Context, name, key string, fam family, binding
 		return pid
 	}
 	env, timers := g.env, g.timers
-	opts := []actor.PropsOption{Recover(env.Failures, "lock actor", name)}
+	var opts []actor.PropsOption
 	if env.Dispatcher != nil {
 		opts = append(opts, actor.WithDispatcher(env.Dispatcher))
 	}
 	return ctx.Spawn(actor.PropsFromProducer(func() actor.Actor {
 		a := newLockActor(name, key, fam, env)
 		a.timers, a.binding = timers, binding
-		return a
+		return &recovering{actor: a, f: env.Failures, name: "lock actor", lock: name}
 	}, opts...))
 }
 
