@@ -344,8 +344,8 @@ func (c *Coordinator) ask(ctx context.Context, pid *actor.PID, msg any, ticket *
 	c.system.Root.Send(pid, msg)
 	var cause error
 	select {
-	case o := <-ticket.Result():
-		return o, nil
+	case <-ticket.Ready():
+		return ticket.Outcome(), nil
 	case <-ctx.Done():
 		cause = ctx.Err()
 	case <-c.closed:
@@ -353,7 +353,8 @@ func (c *Coordinator) ask(ctx context.Context, pid *actor.PID, msg any, ticket *
 	}
 	if !ticket.Abandon() {
 		// The outcome was delivered at the same moment; it wins.
-		return <-ticket.Result(), nil
+		<-ticket.Ready()
+		return ticket.Outcome(), nil
 	}
 	return actors.Outcome{}, cause
 }
@@ -379,7 +380,7 @@ func (c *Coordinator) awaitAbandon(ctx context.Context, err error) {
 		return
 	}
 	select {
-	case <-ab.ack.Result():
+	case <-ab.ack.Ready():
 	case <-ctx.Done():
 	case <-c.closed:
 	}
