@@ -44,7 +44,7 @@ type hold struct {
 	done    chan struct{}
 	// deadline closes done at expires even while the actor is blocked in a slow Redis call, so the
 	// holder learns of the loss before Redis can drop the lock.
-	deadline  *time.Timer
+	deadline  holdTimer
 	closeOnce sync.Once
 	// retryID is the request id of the owner's last release that failed on a Redis error: the next
 	// Unlock sends it again, so that the release latch answers it if the failed one took effect after
@@ -57,9 +57,23 @@ type hold struct {
 	unacked bool
 }
 
+// newHold returns a hold valid until expires, whose deadline is a runtime timer of its own (for an
+// actor outside a guardian; see lockActor.newHold).
 func newHold(expires time.Time) *hold {
 	h := &hold{acquired: time.Now(), expires: expires, done: make(chan struct{})}
-	h.deadline = time.AfterFunc(time.Until(expires), h.end)
+	h.deadline.rt = time.AfterFunc(time.Until(expires), h.end)
+	return h
+}
+
+// newHold returns a hold valid until expires, whose deadline the coordinator's timer service keeps.
+func (a *lockActor) newHold(expires time.Time) *hold {
+	if a.timers == nil {
+		return newHold(expires)
+	}
+	h := &hold{acquired: time.Now(), expires: expires, done: make(chan struct{})}
+	h.deadline.timers = a.timers
+	h.deadline.w = wakeup{hold: h, index: -1}
+	a.timers.set(&h.deadline.w, expires)
 	return h
 }
 
@@ -902,7 +916,7 @@ func (a *lockActor) grant(m *Acquire, count, token int64, sent time.Time) {
 		h = nil
 	}
 	if h == nil {
-		h = newHold(validUntil(sent, m.Lease))
+		h = a.newHold(validUntil(sent, m.Lease))
 		a.holds[k] = h
 		a.env.Held.add(a.name, k.owner, k.kind)
 		delete(a.lost, k)

@@ -36,9 +36,38 @@ type Wake struct{}
 // wakeup is one actor's registration with the timer service. Its fields belong to the service (under
 // Timers.mu); the actor keeps its own copy of the deadline it registered (see clock).
 type wakeup struct {
-	pid   *actor.PID
+	pid *actor.PID
+	// hold, when set, is the hold whose Done this entry closes at its deadline (see holdTimer); then
+	// pid is nil.
+	hold  *hold
 	at    time.Time
 	index int // in the heap, -1 when not in it
+}
+
+// holdTimer closes a hold's Done at its deadline: an entry of the timer service, or a runtime timer for
+// an actor outside a guardian (rt). It is as safe for concurrent use as a time.Timer.
+type holdTimer struct {
+	timers *Timers
+	w      wakeup
+	rt     *time.Timer
+}
+
+// Reset moves the deadline to d from now.
+func (t *holdTimer) Reset(d time.Duration) {
+	if t.timers == nil {
+		t.rt.Reset(d)
+		return
+	}
+	t.timers.set(&t.w, time.Now().Add(d))
+}
+
+// Stop cancels the deadline; as with time.Timer.Stop, an end already under way may still happen.
+func (t *holdTimer) Stop() {
+	if t.timers == nil {
+		t.rt.Stop()
+		return
+	}
+	t.timers.cancel(&t.w)
 }
 
 // NewTimers starts a timer service that wakes an actor by calling send(pid, Wake{}); send must not block
@@ -105,22 +134,27 @@ func (t *Timers) run() {
 	defer close(t.done)
 	timer := time.NewTimer(time.Hour)
 	defer timer.Stop()
-	var due []*actor.PID
+	var due []*wakeup
 	for {
 		t.mu.Lock()
 		now := time.Now()
 		due = due[:0]
 		for len(t.heap) > 0 && !t.heap[0].at.After(now) {
-			w := heap.Pop(&t.heap).(*wakeup)
-			due = append(due, w.pid)
+			due = append(due, heap.Pop(&t.heap).(*wakeup))
 		}
+		// Outside the lock, only pid and hold of a popped entry are read: they never change once the
+		// entry is first set, while its at and index may be set again at once by its owner.
 		next := time.Hour
 		if len(t.heap) > 0 {
 			next = t.heap[0].at.Sub(now)
 		}
 		t.mu.Unlock()
-		for i, pid := range due {
-			t.send(pid, Wake{})
+		for i, w := range due {
+			if w.hold != nil {
+				w.hold.end()
+			} else {
+				t.send(w.pid, Wake{})
+			}
 			due[i] = nil
 		}
 		timer.Reset(next)

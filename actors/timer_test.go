@@ -161,3 +161,31 @@ func TestWatchdogDue(t *testing.T) {
 		t.Fatalf("ticks %v and %v, want one", a, b)
 	}
 }
+
+// TestHoldDeadlines: the timer service closes a hold's Done at its deadline, not before; a deadline
+// moved later or stopped keeps it open.
+func TestHoldDeadlines(t *testing.T) {
+	ts, _ := wakes(t)
+	a := &lockActor{timers: ts}
+	now := time.Now()
+	soon := a.newHold(now.Add(30 * time.Millisecond))
+	later := a.newHold(now.Add(30 * time.Millisecond))
+	later.deadline.Reset(time.Hour)
+	stopped := a.newHold(now.Add(30 * time.Millisecond))
+	stopped.deadline.Stop()
+	select {
+	case <-soon.done:
+		if time.Now().Before(now.Add(30 * time.Millisecond)) {
+			t.Fatal("Done closed before the deadline")
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("Done did not close within 5s of its deadline")
+	}
+	if later.ended() || stopped.ended() {
+		t.Fatalf("ended: moved later %v, stopped %v; want neither", later.ended(), stopped.ended())
+	}
+	later.deadline.Stop()
+	if n := ts.len(); n != 0 {
+		t.Fatalf("%d registrations left, want 0", n)
+	}
+}
