@@ -44,7 +44,7 @@ type hold struct {
 	done    chan struct{}
 	// deadline closes done at expires even while the actor is blocked in a slow Redis call, so the
 	// holder learns of the loss before Redis can drop the lock.
-	deadline  *time.Timer
+	deadline  holdTimer
 	closeOnce sync.Once
 	// retryID is the request id of the owner's last release that failed on a Redis error: the next
 	// Unlock sends it again, so that the release latch answers it if the failed one took effect after
@@ -57,9 +57,23 @@ type hold struct {
 	unacked bool
 }
 
+// newHold returns a hold valid until expires, whose deadline is a runtime timer of its own (for an
+// actor outside a guardian; see lockActor.newHold).
 func newHold(expires time.Time) *hold {
 	h := &hold{acquired: time.Now(), expires: expires, done: make(chan struct{})}
-	h.deadline = time.AfterFunc(time.Until(expires), h.end)
+	h.deadline.rt = time.AfterFunc(time.Until(expires), h.end)
+	return h
+}
+
+// newHold returns a hold valid until expires, whose deadline the coordinator's timer service keeps.
+func (a *lockActor) newHold(expires time.Time) *hold {
+	if a.timers == nil {
+		return newHold(expires)
+	}
+	h := &hold{acquired: time.Now(), expires: expires, done: make(chan struct{})}
+	h.deadline.timers = a.timers
+	h.deadline.w = wakeup{hold: h, index: -1}
+	a.timers.set(&h.deadline.w, expires)
 	return h
 }
 
@@ -107,7 +121,10 @@ type lockActor struct {
 	self   *actor.PID
 	parent *actor.PID
 	root   *actor.RootContext
-	sched  *scheduler.TimerScheduler
+	// sched runs the retries of fair queue leaves (rare, see retryLeave); created when first needed.
+	sched *scheduler.TimerScheduler
+	// clock registers the actor's earliest timer deadline with the coordinator's timer service.
+	clock clock
 
 	holds map[holdKey]*hold
 	// lost holds the owners whose last hold was lost, so that their Unlock answers "not held" even
@@ -121,8 +138,12 @@ type lockActor struct {
 	// was last wanted by a waiter (see keepRecentChannels).
 	subs   map[string]struct{}
 	recent map[string]time.Time
-	// routed counts the commands received from the guardian.
-	routed uint64
+	// routed counts the commands received from the guardian since the actor was bound to its name;
+	// binding names that binding (see Guardian).
+	routed  uint64
+	binding uint64
+	// timers is the coordinator's timer service (nil outside a guardian: then no timer fires).
+	timers *Timers
 
 	// stash holds the messages that wait for the calls in flight (see Receive), oldest first.
 	stash []any
@@ -183,6 +204,39 @@ func newLockActor(name, key string, f family, env *Env) *lockActor {
 	}
 }
 
+// recycle drops everything the actor kept of its name once the guardian unbound it (it was idle: no
+// holds, no waiters, no batch), so that it carries nothing over to the next name it is bound to.
+func (a *lockActor) recycle() {
+	for ch := range a.subs {
+		a.root.Send(a.env.Bridge, &messages.Unsubscribe{Channel: ch, Subscriber: a.self})
+	}
+	clear(a.subs)
+	for _, s := range a.timerSlots() {
+		s.stop()
+	}
+	a.clock.release()
+	clear(a.lost)
+	clear(a.holds)
+	a.recent, a.leaving = nil, nil
+	a.queue, a.batch, a.running, a.settling, a.stash = nil, nil, nil, nil, nil
+	a.handoffs, a.headBusy, a.headWanted, a.failing = 0, 0, false, false
+	a.intentOwner, a.intentSent = "", time.Time{}
+	a.expiryAt, a.keepAliveAt = time.Time{}, time.Time{}
+	a.renewTicks, a.renewSoon = 0, false
+	a.routed = 0
+	a.backoff.Reset()
+	a.name, a.key, a.proto = "", "", nil
+}
+
+// rebind binds a recycled actor to a new name.
+func (a *lockActor) rebind(m *bind) {
+	a.name, a.key, a.family, a.binding = m.name, m.key, m.family, m.binding
+	a.proto = newProtocol(m.family, m.name, a.env.Ops)
+}
+
+// boundName is the lock name the actor serves now, for the reports of a recovered panic.
+func (a *lockActor) boundName() string { return a.name }
+
 // Receive implements actor.Actor.
 //
 // The actor never waits for Redis between messages: a call goes to Redis on a goroutine of its own (a
@@ -201,10 +255,21 @@ func (a *lockActor) Receive(ctx actor.Context) {
 			return
 		}
 	}
-	a.handle(ctx, msg)
+	a.dispatch(ctx, msg)
 	if _, done := msg.(batchDone); done {
 		a.replay(ctx)
 	}
+	a.clock.want(a.nextDeadline())
+}
+
+// dispatch handles one message: a wake-up of the timer service runs the timers that are due.
+func (a *lockActor) dispatch(ctx actor.Context, msg any) {
+	if _, ok := msg.(Wake); ok {
+		a.clock.woken()
+		a.fireTimers(ctx)
+		return
+	}
+	a.handle(ctx, msg)
 }
 
 // joins reports whether msg, which arrives while calls are in flight, can join them rather than wait
@@ -230,12 +295,68 @@ func (a *lockActor) replay(ctx actor.Context) {
 		}
 		a.stash[0] = nil
 		a.stash = a.stash[1:]
-		a.handle(ctx, msg)
+		a.dispatch(ctx, msg)
 	}
 	a.stash = nil
 }
 
-// handle handles one message.
+// timerSlots are the actor's timers, in the order of timerTick.
+func (a *lockActor) timerSlots() [6]*oneShot {
+	return [6]*oneShot{&a.expiry, &a.watchdog, &a.retry, &a.intent, &a.keepAlive, &a.idle}
+}
+
+// timerTick is the tick of the timer at index i of timerSlots, of generation gen.
+func timerTick(i int, gen uint64) any {
+	switch i {
+	case 0:
+		return expiryTick{gen}
+	case 1:
+		return watchdogTick{gen}
+	case 2:
+		return retryTick{gen}
+	case 3:
+		return intentTick{gen}
+	case 4:
+		return keepAliveTick{gen}
+	default:
+		return idleTick{gen}
+	}
+}
+
+// fireTimers runs every timer whose deadline has passed, earliest first, each as the tick message it
+// stands for, so that the actor handles it as it would a tick sent by a timer of its own. Each timer
+// fires at most once per wake-up: one re-armed with no delay waits for the next.
+func (a *lockActor) fireTimers(ctx actor.Context) {
+	now := time.Now()
+	var fired [6]bool
+	for {
+		slots := a.timerSlots()
+		best := -1
+		for i, s := range slots {
+			if !fired[i] && s.due(now) && (best < 0 || s.at.Before(slots[best].at)) {
+				best = i
+			}
+		}
+		if best < 0 {
+			return
+		}
+		fired[best] = true
+		a.handle(ctx, timerTick(best, slots[best].gen))
+	}
+}
+
+// nextDeadline is the earliest deadline of the actor's timers, zero when none is armed.
+func (a *lockActor) nextDeadline() time.Time {
+	var first time.Time
+	for _, s := range a.timerSlots() {
+		if !s.at.IsZero() && (first.IsZero() || s.at.Before(first)) {
+			first = s.at
+		}
+	}
+	return first
+}
+
+// handle handles one message, or one timer's tick.
 func (a *lockActor) handle(ctx actor.Context, msg any) {
 	switch m := msg.(type) {
 	case flushBatch:
@@ -256,7 +377,12 @@ func (a *lockActor) handle(ctx actor.Context, msg any) {
 	case *actor.Started:
 		a.self, a.parent = ctx.Self(), ctx.Parent()
 		a.root = ctx.ActorSystem().Root
-		a.sched = scheduler.NewTimerScheduler(a.root)
+		a.clock.init(a.timers, a.self)
+	case *bind:
+		a.rebind(m)
+	case recycle:
+		a.recycle()
+		return
 	case *Acquire:
 		a.routed++
 		a.onAcquire(m)
@@ -306,8 +432,10 @@ func (a *lockActor) handle(ctx actor.Context, msg any) {
 	case leaveRetry:
 		a.onLeaveRetry(m)
 	case idleTick:
-		if a.idle.current(m.gen) && a.isIdle() {
-			ctx.Send(a.parent, &idle{key: a.key, pid: a.self, routed: a.routed})
+		// An actor with fair queue leaves still to retry is not idle for the guardian: the
+		// retries need its name.
+		if a.idle.current(m.gen) && a.isIdle() && len(a.leaving) == 0 {
+			ctx.Send(a.parent, &idle{key: a.key, pid: a.self, routed: a.routed, binding: a.binding})
 		}
 	case *actor.Stopping:
 		a.flush()
@@ -352,7 +480,7 @@ func (a *lockActor) afterMessage() {
 	a.armKeepAlive()
 	if a.isIdle() {
 		if !a.idle.armed() {
-			a.idle.arm(a.sched, a.self, a.env.IdleTimeout, func(g uint64) any { return idleTick{g} })
+			a.idle.setAt(time.Now().Add(a.env.IdleTimeout))
 		}
 	} else {
 		a.idle.stop()
@@ -383,10 +511,10 @@ func (a *lockActor) keepWriteIntent() {
 	a.intentOwner, a.intentSent = w.Owner, time.Now()
 	if _, err := a.env.Ops.SetWriteIntent(a.redisContext(), a.name, w.Owner, writeIntent); err != nil {
 		a.log().Warn("leaving the write intent failed; retrying", "owner", w.Owner, "err", err)
-		a.intent.arm(a.sched, a.self, a.backoff.NextBackOff(), func(g uint64) any { return intentTick{g} })
+		a.intent.setAt(time.Now().Add(a.backoff.NextBackOff()))
 		return
 	}
-	a.intent.arm(a.sched, a.self, writeIntent/2, func(g uint64) any { return intentTick{g} })
+	a.intent.setAt(time.Now().Add(writeIntent / 2))
 }
 
 // syncSubscriptions subscribes the channels on which the waiters are woken. The channel of a plain or
@@ -883,7 +1011,7 @@ func (a *lockActor) grant(m *Acquire, count, token int64, sent time.Time) {
 		h = nil
 	}
 	if h == nil {
-		h = newHold(validUntil(sent, m.Lease))
+		h = a.newHold(validUntil(sent, m.Lease))
 		a.holds[k] = h
 		a.env.Held.add(a.name, k.owner, k.kind)
 		delete(a.lost, k)
@@ -1078,7 +1206,7 @@ func (a *lockActor) armRetry(ttl time.Duration) {
 		// The lock vanished or has no expiry: try again soon rather than never.
 		ttl = 10 * time.Millisecond
 	}
-	a.retry.arm(a.sched, a.self, ttl, func(g uint64) any { return retryTick{g} })
+	a.retry.setAt(time.Now().Add(ttl))
 }
 
 func (a *lockActor) onRelease(m *Release) {
@@ -1659,7 +1787,7 @@ func (a *lockActor) armExpiry() {
 		a.expiry.stop()
 		return
 	}
-	a.expiry.arm(a.sched, a.self, time.Until(first), func(g uint64) any { return expiryTick{g} })
+	a.expiry.setAt(first)
 }
 
 func (a *lockActor) expireHolds() {
@@ -1694,15 +1822,36 @@ func (a *lockActor) armWatchdog() {
 	}
 	switch {
 	case need && !a.watchdog.armed():
-		every := a.env.WatchdogTimeout / 3
 		if a.renewSoon {
-			every = renewRetryDelay(a.env.WatchdogTimeout)
+			a.watchdog.setAt(time.Now().Add(renewRetryDelay(a.env.WatchdogTimeout)))
+			break
 		}
-		a.watchdog.arm(a.sched, a.self, every, func(g uint64) any { return watchdogTick{g} })
+		a.watchdog.setAt(watchdogDue(time.Now(), a.env.WatchdogTimeout))
 	case !need:
 		a.watchdog.stop()
 		a.renewSoon = false
 	}
+}
+
+// watchdogGrid is the share of the watchdog timeout to which the watchdog's ticks are rounded up.
+const watchdogGrid = 30
+
+// watchdogDue is when the watchdog armed at now ticks: a third of the watchdog timeout later, rounded up
+// to a grid of a thirtieth of it on the wall clock, so that the holds of every actor taken at about the
+// same time are renewed on the same tick, and their renewals can share round trips. The tick comes at
+// most watchdog/3 + watchdog/30 after the arm, well inside the validity of the lease (the watchdog
+// timeout less the drift allowance) that the latest acquisition or renewal before the arm granted.
+func watchdogDue(now time.Time, watchdog time.Duration) time.Time {
+	due := now.Add(watchdog / 3)
+	grid := int64(watchdog / watchdogGrid)
+	if grid <= 0 {
+		return due
+	}
+	ns := due.UnixNano()
+	if r := ns % grid; r != 0 {
+		due = due.Add(time.Duration(grid - r))
+	}
+	return due
 }
 
 // renewRetryDelay is how long the watchdog waits to try again after a renewal that did not count: a
@@ -2033,12 +2182,10 @@ func (a *lockActor) shutdown() {
 		a.root.Send(a.env.Bridge, &messages.Unsubscribe{Channel: ch, Subscriber: a.self})
 	}
 	clear(a.subs)
-	a.retry.stop()
-	a.expiry.stop()
-	a.idle.stop()
-	a.watchdog.stop()
-	a.intent.stop()
-	a.keepAlive.stop()
+	for _, s := range a.timerSlots() {
+		s.stop()
+	}
+	a.clock.release()
 	ctx, cancel := a.env.stopContext()
 	defer cancel()
 	a.leaveAtShutdown(ctx)

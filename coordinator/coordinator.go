@@ -350,8 +350,8 @@ func (c *Coordinator) ask(ctx context.Context, pid *actor.PID, msg any, ticket *
 	c.system.Root.Send(pid, msg)
 	var cause error
 	select {
-	case o := <-ticket.Result():
-		return o, nil
+	case <-ticket.Ready():
+		return ticket.Outcome(), nil
 	case <-ctx.Done():
 		cause = ctx.Err()
 	case <-c.closed:
@@ -359,7 +359,8 @@ func (c *Coordinator) ask(ctx context.Context, pid *actor.PID, msg any, ticket *
 	}
 	if !ticket.Abandon() {
 		// The outcome was delivered at the same moment; it wins.
-		return <-ticket.Result(), nil
+		<-ticket.Ready()
+		return ticket.Outcome(), nil
 	}
 	return actors.Outcome{}, cause
 }
@@ -385,7 +386,7 @@ func (c *Coordinator) awaitAbandon(ctx context.Context, err error) {
 		return
 	}
 	select {
-	case <-ab.ack.Result():
+	case <-ab.ack.Ready():
 	case <-ctx.Done():
 	case <-c.closed:
 	}
