@@ -39,8 +39,9 @@ type readBatch struct {
 	settle []batchCall
 	next   int
 	sent   time.Time
-	// done is closed when the pipeline has answered.
+	// done receives one value when the pipeline has answered; run is what the batch's goroutine runs.
 	done chan struct{}
+	run  func()
 }
 
 // batchCall is one call of a read batch: the command (an *Acquire or a *Release) and what settles it.
@@ -117,12 +118,15 @@ func (a *lockActor) batchRelease(m *Release, requestID string, then func(sent ti
 	}})
 }
 
-// startCall sends the Redis call run, made for the command cmd, on a goroutine of its own, as a solo
-// batch that nothing joins; settle runs on the actor, with the time the call was sent, once it has
-// answered. The actor goes on taking messages meanwhile: those that come stay in the stash until the
-// call is settled (see Receive). It must be called only while no batch is pending or running.
-func (a *lockActor) startCall(cmd any, run func(ctx context.Context), settle func(sent time.Time)) {
-	a.batch = &readBatch{solo: true, exec: run, settle: []batchCall{{cmd, settle}}}
+// startCall sends the call s, made for the command cmd, on a goroutine of its own, as a solo batch
+// that nothing joins; s settles it on the actor once it has answered. The actor goes on taking
+// messages meanwhile: those that come stay in the stash until the call is settled (see Receive). It
+// must be called only while no batch is pending or running.
+func (a *lockActor) startCall(s *soloCall, cmd any) {
+	s.proto = a.proto
+	b := &s.batch
+	b.settle[0].cmd, b.next = cmd, 0
+	a.batch = b
 	a.send()
 }
 
@@ -138,21 +142,26 @@ func (a *lockActor) send() {
 		return
 	}
 	a.batch = nil
-	b.sent, b.done = time.Now(), make(chan struct{})
+	b.sent = time.Now()
 	a.running = append(a.running, b)
 	if len(a.running) == 1 {
 		a.inflight.Store(b.sent.UnixNano()) // the callers' tickets watch the oldest unanswered call
 	}
-	ctx, self, root := a.redisContext(), a.self, a.root
-	a.spawn(func() {
-		if b.exec != nil {
-			b.exec(ctx)
-		} else {
-			b.calls.Exec(ctx)
+	if b.run == nil {
+		// Bound once per batch; a solo batch is reused, and so is its function.
+		ctx, self, root := a.redisContext(), a.self, a.root
+		b.done = make(chan struct{}, 1)
+		b.run = func() {
+			if b.exec != nil {
+				b.exec(ctx)
+			} else {
+				b.calls.Exec(ctx)
+			}
+			b.done <- struct{}{}
+			root.Send(self, batchDone{b})
 		}
-		close(b.done)
-		root.Send(self, batchDone{b})
-	})
+	}
+	a.spawn(b.run)
 }
 
 // settleUpTo waits for the running batches up to and including last, in the order they were sent,

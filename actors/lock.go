@@ -145,6 +145,9 @@ type lockActor struct {
 	// timers is the coordinator's timer service (nil outside a guardian: then no timer fires).
 	timers *Timers
 
+	// soloCall is the reentrant lock's call in flight without the actor waiting for it, reused (see
+	// startCall); nil until the first.
+	soloCall *soloCall
 	// stash holds the messages that wait for the calls in flight (see Receive), oldest first.
 	stash []any
 	// batch holds the read acquires and read releases of a read-write lock waiting to go to Redis
@@ -628,7 +631,7 @@ func (a *lockActor) onAcquire(m *Acquire) {
 			return
 		}
 		if a.callsAsync() {
-			a.attemptAsync(m, func(ok bool, ttl time.Duration, err error) { a.afterFirstAttempt(m, reentry, ok, ttl, err) })
+			a.attemptAsync(m, reentry)
 			return
 		}
 		ok, ttl, err := a.attempt(m)
@@ -747,19 +750,6 @@ func (a *lockActor) attempt(m *Acquire) (bool, time.Duration, error) {
 // (startCall): on a reentrant lock, when no call is in flight. The other families' calls are made in
 // turn, the actor waiting for each.
 func (a *lockActor) callsAsync() bool { return a.family == familyPlain && !a.batching() }
-
-// attemptAsync is attempt with the actor not waiting for Redis: then runs, on the actor, with what
-// attempt would have reported, once Redis answered.
-func (a *lockActor) attemptAsync(m *Acquire, then func(ok bool, ttl time.Duration, err error)) {
-	held := a.beginAttempt(m)
-	proto := a.proto
-	var res redisops.Acquired
-	var err error
-	a.startCall(m, func(ctx context.Context) { res, err = acquireCall(ctx, proto, m, held) }, func(sent time.Time) {
-		acquireEvent(m, sent, res.OK, err)
-		then(a.settleAttempt(m, sent, res, err))
-	})
-}
 
 // beginAttempt counts an attempt of m, and returns the hold count the attempt checks retries against.
 func (a *lockActor) beginAttempt(m *Acquire) int64 {
@@ -1268,13 +1258,7 @@ func (a *lockActor) onRelease(m *Release) {
 		return
 	}
 	if a.callsAsync() {
-		proto := a.proto
-		var rel redisops.Released
-		var err error
-		a.startCall(m, func(ctx context.Context) { rel, err = proto.release(ctx, k, requestID, lease, next) }, func(sent time.Time) {
-			releaseEvent(m.Span, sent, err)
-			a.settleRelease(m, h, lease, nextCmd, requestID, sent, rel, err)
-		})
+		a.releaseAsync(m, h, requestID, lease, next, nextCmd)
 		return
 	}
 	sent := time.Now()
