@@ -1,12 +1,18 @@
 package redisops_test
 
 import (
+	"context"
 	"errors"
 	"maps"
+	"net"
+	"strconv"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/lockwarden/lockwarden/integration/redistest"
 	"github.com/lockwarden/lockwarden/redisops"
 )
 
@@ -163,5 +169,125 @@ func TestReleaseHeldKindMismatch(t *testing.T) {
 	}
 	if after := snapshot(t, c); !maps.Equal(before, after) {
 		t.Errorf("the refused release changed Redis:\nbefore %q\nafter  %q", before, after)
+	}
+}
+
+// dialCounter is a go-redis hook that counts the connections the client dials.
+type dialCounter struct{ n chan struct{} }
+
+func (d dialCounter) DialHook(next redis.DialHook) redis.DialHook {
+	return func(ctx context.Context, network, addr string) (net.Conn, error) {
+		select {
+		case d.n <- struct{}{}:
+		default:
+		}
+		return next(ctx, network, addr)
+	}
+}
+
+func (dialCounter) ProcessHook(next redis.ProcessHook) redis.ProcessHook { return next }
+
+func (dialCounter) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return next
+}
+
+// evalshaRuns returns how many EVALSHA calls the server has run without failing (INFO commandstats).
+func evalshaRuns(t *testing.T, c *redis.Client) int64 {
+	t.Helper()
+	info, err := c.Info(t.Context(), "commandstats").Result()
+	if err != nil {
+		t.Fatalf("INFO commandstats: %v", err)
+	}
+	for _, line := range strings.Split(info, "\r\n") {
+		rest, ok := strings.CutPrefix(line, "cmdstat_evalsha:")
+		if !ok {
+			continue
+		}
+		fields := map[string]int64{}
+		for _, f := range strings.Split(rest, ",") {
+			k, v, _ := strings.Cut(f, "=")
+			fields[k], _ = strconv.ParseInt(v, 10, 64)
+		}
+		return fields["calls"] - fields["failed_calls"]
+	}
+	return 0
+}
+
+// TestReleaseHeldRetriedByClient: a release whose reply is lost (the server is paused past the
+// client's read timeout) is sent again by go-redis itself on a new connection; both runs take place
+// once the server resumes, and the caller gets the first run's answer, with one hold dropped, and,
+// for the last hold, "released" and one unlock notice, not ErrNotHeld.
+func TestReleaseHeldRetriedByClient(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t)
+	direct := srv.Client(t)
+	dials := dialCounter{n: make(chan struct{}, 64)}
+	client := redis.NewClient(&redis.Options{Addr: srv.Addr(), ReadTimeout: 200 * time.Millisecond,
+		MaxRetries: 20, MinRetryBackoff: 10 * time.Millisecond, MaxRetryBackoff: 50 * time.Millisecond})
+	client.AddHook(dials)
+	t.Cleanup(func() { _ = client.Close() })
+	ops := redisops.New(client)
+	ops.SetTokenExpiry(0)
+	// Loaded, so that every run is one EVALSHA (not a NOSCRIPT answer and an EVAL).
+	for name, s := range redisops.Scripts() {
+		if err := s.Load(t.Context(), direct).Err(); err != nil {
+			t.Fatalf("SCRIPT LOAD %s: %v", name, err)
+		}
+	}
+
+	for _, held := range []int64{3, 1} {
+		name := t.Name() + string(rune('0'+held))
+		ps := subscribe(t, direct, redisops.ChannelName(name))
+		for h := range held {
+			if got, err := ops.Acquire(t.Context(), name, "A", lease, h); err != nil || !got.OK {
+				t.Fatalf("Acquire with %d held: %+v, %v", h, got, err)
+			}
+		}
+		for len(dials.n) > 0 {
+			<-dials.n
+		}
+		before := evalshaRuns(t, direct)
+		srv.Pause()
+		type result struct {
+			rel redisops.Released
+			err error
+		}
+		done := make(chan result, 1)
+		go func() {
+			rel, err := ops.ReleaseHeld(t.Context(), name, "A", "req", lease, held, nil)
+			done <- result{rel, err}
+		}()
+		// The first attempt timed out and go-redis dialled a new connection to send it again.
+		select {
+		case <-dials.n:
+		case <-time.After(10 * time.Second):
+			srv.Resume()
+			t.Fatal("go-redis did not dial again within 10s of the pause")
+		}
+		srv.Resume()
+		var got result
+		select {
+		case got = <-done:
+		case <-time.After(10 * time.Second):
+			t.Fatal("ReleaseHeld did not return within 10s of the resume")
+		}
+		if got.err != nil {
+			t.Fatalf("held %d: ReleaseHeld: %v", held, got.err)
+		}
+		if want := (redisops.Released{Remaining: held - 1}); got.rel != want {
+			t.Errorf("held %d: ReleaseHeld: got %+v, want %+v", held, got.rel, want)
+		}
+		if runs := evalshaRuns(t, direct) - before; runs < 2 {
+			t.Fatalf("held %d: the release ran %d times, want at least 2 (the lost one and the retry)", held, runs)
+		}
+		if held > 1 {
+			checkHash(t, direct, redisops.LockKey(name), map[string]string{"A": "2"})
+			continue
+		}
+		checkGone(t, direct, redisops.LockKey(name))
+		if msg := nextMessage(t, ps); msg != redisops.UnlockMessage {
+			t.Errorf("message: got %q, want %q", msg, redisops.UnlockMessage)
+		}
+		expectNoMessage(t, direct, ps, redisops.ChannelName(name))
 	}
 }

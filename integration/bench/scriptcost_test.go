@@ -69,6 +69,10 @@ func BenchmarkScriptCost(b *testing.B) {
 		}
 	})
 	lockwarden := func(held int64) func(*redisops.Ops, *redis.Client) func(context.Context, string, int) error {
+		release := held + 1
+		if held == redisops.UnknownHoldCount {
+			release = held
+		}
 		return func(ops *redisops.Ops, _ *redis.Client) func(context.Context, string, int) error {
 			return func(ctx context.Context, key string, i int) error {
 				got, err := ops.Acquire(ctx, key, "owner:"+key, 30*time.Second, held)
@@ -78,12 +82,13 @@ func BenchmarkScriptCost(b *testing.B) {
 				if !got.OK {
 					return redisops.ErrNotHeld
 				}
-				_, err = ops.Release(ctx, key, "owner:"+key, "r:"+key+":"+strconv.Itoa(i), 30*time.Second, nil)
+				_, err = ops.ReleaseHeld(ctx, key, "owner:"+key, "r:"+key+":"+strconv.Itoa(i), 30*time.Second, release, nil)
 				return err
 			}
 		}
 	}
 	side("lockwarden", lockwarden(0))
+	side("shared", lockwarden(redisops.UnknownHoldCount))
 }
 
 // scriptCost runs at least scriptCostPairs pairs op on scriptCostWorkers goroutines, each on key
