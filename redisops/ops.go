@@ -196,12 +196,13 @@ func (o *Ops) Release(ctx context.Context, name, owner, requestID string, lease 
 }
 
 // ReleaseHeld is [Ops.Release] for a caller that knows held, the owner's hold count before this call
-// (as the lock actor does for an owner id of its own), or [UnknownHoldCount]. With a known count, the
-// call is retry-safe without a latch while holds remain: a retry finds the count already one below
-// held and answers that. Only the last release (held 1) stores its answer in a latch, because only
-// the latch tells its retry, which finds the owner's hold gone, from a release of a hold that was
-// lost before the call ran, which answers [ErrNotHeld]. A count in Redis other than held or held-1
-// (holds the caller did not know of) is released as with an unknown count.
+// (as the lock actor does for an owner id of its own), or [UnknownHoldCount]. With a known count, a
+// release that leaves holds is retry-safe without writing a latch: a retry finds the count already
+// one below held and answers that. Only the last release (held 1) stores its answer in a latch,
+// because only the latch tells its retry, which finds the owner's hold gone, from a release of a hold
+// that was lost before the call ran, which answers [ErrNotHeld]. A count in Redis other than held or
+// held-1 (holds the caller did not know of) is released as with an unknown count, and so is a
+// release with a handoff (next).
 func (o *Ops) ReleaseHeld(ctx context.Context, name, owner, requestID string, lease time.Duration, held int64, next *Handoff) (Released, error) {
 	nextOwner, nextLease, onlyIfAlone := "", int64(0), "0"
 	if next != nil {

@@ -134,22 +134,25 @@ func TestReleaseHeldNotHeld(t *testing.T) {
 
 // TestReleaseHeldUnexpectedCount: a count in Redis other than the caller's (or one below it) is
 // released one hold at a time as with an unknown count, through the latch, so a retry still drops
-// only one hold.
+// only one hold, also when it finds the count the caller expected.
 func TestReleaseHeldUnexpectedCount(t *testing.T) {
 	t.Parallel()
 	ops, c := setup(t)
-	name := t.Name()
-	// Redis counts 3 holds; the caller knows of one (re-entries whose replies it lost).
-	for range 3 {
-		mustAcquire(t, ops, name, "A", lease)
-	}
-	for i := range 2 {
-		if got, want := releaseHeld(t, ops, name, "A", "req", 1, nil), (redisops.Released{Remaining: 2}); got != want {
-			t.Errorf("attempt %d: got %+v, want %+v", i+1, got, want)
+	// Redis counts more holds than the caller knows of (re-entries whose replies it lost).
+	for _, tt := range []struct{ inRedis, held int64 }{{3, 1}, {2, 1}, {3, 2}, {4, 2}} {
+		name := t.Name() + string(rune('0'+tt.inRedis)) + string(rune('0'+tt.held))
+		for range tt.inRedis {
+			mustAcquire(t, ops, name, "A", lease)
 		}
+		left := tt.inRedis - 1
+		for i := range 2 {
+			if got, want := releaseHeld(t, ops, name, "A", "req", tt.held, nil), (redisops.Released{Remaining: left}); got != want {
+				t.Errorf("%d in Redis, %d held, attempt %d: got %+v, want %+v", tt.inRedis, tt.held, i+1, got, want)
+			}
+		}
+		checkHash(t, c, redisops.LockKey(name), map[string]string{"A": string(rune('0' + left))})
+		checkPTTL(t, c, redisops.UnlockLatchKey(name, "req"), redisops.DefaultLatchExpiry)
 	}
-	checkHash(t, c, redisops.LockKey(name), map[string]string{"A": "2"})
-	checkPTTL(t, c, redisops.UnlockLatchKey(name, "req"), redisops.DefaultLatchExpiry)
 }
 
 // TestReleaseHeldKindMismatch: a release of a plain hold by an owner that holds the name as a reader
