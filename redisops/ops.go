@@ -202,7 +202,8 @@ func (o *Ops) Release(ctx context.Context, name, owner, requestID string, lease 
 // because only the latch tells its retry, which finds the owner's hold gone, from a release of a hold
 // that was lost before the call ran, which answers [ErrNotHeld]. A count in Redis other than held or
 // held-1 (holds the caller did not know of) is released as with an unknown count, and so is a
-// release with a handoff (next).
+// release with a handoff (next). held must be the count with no other acquisition or release of
+// owner under way, as [Ops.Acquire]'s held must be.
 func (o *Ops) ReleaseHeld(ctx context.Context, name, owner, requestID string, lease time.Duration, held int64, next *Handoff) (Released, error) {
 	nextOwner, nextLease, onlyIfAlone := "", int64(0), "0"
 	if next != nil {
