@@ -1,6 +1,7 @@
 package actors
 
 import (
+	"context"
 	"fmt"
 	"slices"
 	"time"
@@ -26,6 +27,10 @@ import (
 // (BenchmarkRWReaders).
 type readBatch struct {
 	calls *redisops.Batch
+	// exec, when not nil, runs instead of calls: a solo batch is one call of another kind than a read
+	// (see startCall), which nothing joins.
+	exec func(ctx context.Context)
+	solo bool
 	// keys are the holds the batch touches: a second call on the same hold waits for the batch,
 	// because its retry-safety depends on the answer to the first.
 	keys map[holdKey]struct{}
@@ -59,12 +64,12 @@ func (a *lockActor) batchable(owner string, kind Kind) bool {
 // batchTouches reports whether the pending batch or a running one has a call on the hold k.
 func (a *lockActor) batchTouches(k holdKey) bool {
 	if a.batch != nil {
-		if _, busy := a.batch.keys[k]; busy {
+		if _, busy := a.batch.keys[k]; busy || a.batch.solo {
 			return true
 		}
 	}
 	for _, b := range a.running {
-		if _, busy := b.keys[k]; busy {
+		if _, busy := b.keys[k]; busy || b.solo {
 			return true
 		}
 	}
@@ -112,6 +117,15 @@ func (a *lockActor) batchRelease(m *Release, requestID string, then func(sent ti
 	}})
 }
 
+// startCall sends the Redis call run, made for the command cmd, on a goroutine of its own, as a solo
+// batch that nothing joins; settle runs on the actor, with the time the call was sent, once it has
+// answered. The actor goes on taking messages meanwhile: those that come stay in the stash until the
+// call is settled (see Receive). It must be called only while no batch is pending or running.
+func (a *lockActor) startCall(cmd any, run func(ctx context.Context), settle func(sent time.Time)) {
+	a.batch = &readBatch{solo: true, exec: run, settle: []batchCall{{cmd, settle}}}
+	a.send()
+}
+
 // send starts the pending batch, if any, on its own goroutine, after settling the oldest running
 // batches while maxReadBatchesInFlight are running.
 func (a *lockActor) send() {
@@ -131,7 +145,11 @@ func (a *lockActor) send() {
 	}
 	ctx, self, root := a.redisContext(), a.self, a.root
 	a.spawn(func() {
-		b.calls.Exec(ctx)
+		if b.exec != nil {
+			b.exec(ctx)
+		} else {
+			b.calls.Exec(ctx)
+		}
 		close(b.done)
 		root.Send(self, batchDone{b})
 	})

@@ -63,6 +63,8 @@ func (k Kind) family() family {
 type Routed interface {
 	LockName() string
 	LockKind() Kind
+	// routeKey is the guardian's key of the actor for the command (see RouteKey).
+	routeKey() string
 }
 
 // Acquire asks for one hold of the lock Name for Owner.
@@ -89,6 +91,9 @@ type Acquire struct {
 	// command as events on it.
 	Span   trace.Span
 	Ticket *Ticket
+	// Route is RouteKey(Kind, Name), which a handle computes once for all its commands; empty means
+	// that the guardian computes it.
+	Route string
 
 	// queued is set once the command waited in the actor's queue; attempts counts its Redis attempts;
 	// resyncs counts the attempts retried because the master's replicas changed; lastSent is
@@ -115,6 +120,8 @@ type Release struct {
 	Reason string
 	Span   trace.Span
 	Ticket *Ticket
+	// Route is RouteKey(Kind, Name), or empty (see Acquire.Route).
+	Route string
 }
 
 // ForceUnlock frees the lock Name whoever holds it.
@@ -133,6 +140,27 @@ type Abandon struct {
 	Ticket *Ticket
 	Ack    *Ticket
 }
+
+// RouteKey returns the key by which the guardian knows the actor of the lock name of kind k.
+func RouteKey(k Kind, name string) string { return routeKey(k.family(), name) }
+
+func (m *Acquire) routeKey() string {
+	if m.Route != "" {
+		return m.Route
+	}
+	return RouteKey(m.Kind, m.Name)
+}
+
+func (m *Release) routeKey() string {
+	if m.Route != "" {
+		return m.Route
+	}
+	return RouteKey(m.Kind, m.Name)
+}
+
+func (m *ForceUnlock) routeKey() string { return RouteKey(m.Kind, m.Name) }
+
+func (m *Abandon) routeKey() string { return RouteKey(m.Kind, m.Name) }
 
 // LockName implements Routed.
 func (m *Acquire) LockName() string { return m.Name }
@@ -162,9 +190,10 @@ func (m *Abandon) LockKind() Kind { return m.Kind }
 // period. routed is the number of commands it has received, so the guardian can tell whether more are
 // on their way.
 type idle struct {
-	key    string
-	pid    *actor.PID
-	routed uint64
+	key     string
+	pid     *actor.PID
+	routed  uint64
+	binding uint64
 }
 
 type (

@@ -19,11 +19,16 @@
 // release hands off only if no other client is subscribed to the lock's channel, and otherwise publishes
 // an ordinary unlock, so that waiters in other processes get their turn.
 //
-// The watchdog renews holds taken without a lease every watchdog timeout / 3 with protoactor's scheduler.
+// The watchdog renews holds taken without a lease every watchdog timeout / 3, its ticks rounded up to a
+// thirtieth of the watchdog timeout so that the holds of all the actors taken at about the same time are
+// renewed on the same tick.
 // A renewal that answers "not held", or a lease that runs out before a renewal succeeds, marks the hold
 // as lost and closes its Done channel. A renewal that does not count (an error, an answer after the
 // hold's validity, or, with replica sync, replicas that did not acknowledge it) leaves the hold's
-// validity where it was and is tried again after a tenth of the watchdog timeout.
+// validity where it was and is tried again after a tenth of the watchdog timeout. With [Env.Renewals]
+// (a coordinator's [Renewals]), an actor hands the holds due on its tick to that collector, which
+// renews the holds of every actor together, and settles the answers when they come back as a message:
+// it does not wait for Redis.
 //
 // When a local holder of a fair lock releases, the release hands the lock to the earliest local waiter in
 // the same round trip if that waiter heads the Redis queue. Otherwise, when the head registered for
@@ -31,6 +36,21 @@
 // is and tells it on its channel with its token; the actor that gets that notice grants the lock to
 // the waiter without a Redis call, counting the lease from the waiter's last attempt, which was sent
 // before the grant. Any other head is woken on its own channel and tries.
+//
+// # Timers and idle actors
+//
+// A lock actor's timers (lease expiry, watchdog, retry of the head waiter, write intent, fair places,
+// idle time) are deadlines of its own. The coordinator's timer service ([Timers], one goroutine with a
+// heap, owned by the guardian) holds one wake-up per actor, at its earliest deadline; a deadline that
+// moves later, as the expiry, watchdog and idle deadlines do on every Lock and Unlock, does not touch
+// it. On a [Wake] the actor runs every timer whose deadline passed, as the tick it stands for (a tick of
+// a timer re-armed since is recognised by its generation), and registers its next deadline.
+//
+// A lock actor with no holders, no waiters and nothing in flight for [Env.IdleTimeout] reports itself
+// idle. The guardian then unbinds it from its name, if every command it routed to it has arrived, and
+// keeps it in a pool (at most [MaxPooledActors]); the next new name gets a pooled actor, rebound to
+// it, rather than a newly spawned one. A recycled actor drops its subscriptions, timers and everything
+// it knew of its old name.
 //
 // # Events and telemetry
 //

@@ -52,6 +52,9 @@ type Env struct {
 	// Held records the kinds of lock each owner holds on each name, so that a command of another kind
 	// than the owner's holds is refused; nil checks nothing.
 	Held *HeldKinds
+	// Renewals, when not nil, sends the watchdog renewals of every lock actor together; nil makes
+	// each actor renew its own holds and wait for the answer.
+	Renewals *Renewals
 	// NewBackOff returns the retry schedule used while Redis answers with errors.
 	NewBackOff func() backoff.BackOff
 }

@@ -47,16 +47,8 @@ func Recover(f *Failures, name, lock string) actor.PropsOption {
 	return actor.WithReceiverMiddleware(func(next actor.ReceiverFunc) actor.ReceiverFunc {
 		return func(c actor.ReceiverContext, env *actor.MessageEnvelope) {
 			defer func() {
-				r := recover()
-				if r == nil {
-					return
-				}
-				err := fmt.Errorf("%w: %s panicked on %T: %v", ErrActorFailed, name, env.Message, r)
-				if f != nil {
-					f.report(name, lock, err, debug.Stack())
-				}
-				if rc, ok := c.Actor().(recoverer); ok {
-					restore(f, name, func() { rc.recovered(c, env.Message, err) })
+				if r := recover(); r != nil {
+					recovered(f, name, lock, c.Actor(), c, env.Message, r)
 				}
 			}()
 			if f != nil && f.Inject != nil {
@@ -65,6 +57,43 @@ func Recover(f *Failures, name, lock string) actor.PropsOption {
 			next(c, env)
 		}
 	})
+}
+
+// recovering gives an actor the recovery of [Recover] without a receiver middleware: protoactor wraps
+// every message of an actor that has one in an envelope, an allocation per message on the hot path of
+// the guardian and the lock actors.
+type recovering struct {
+	actor      actor.Actor
+	f          *Failures
+	name, lock string
+}
+
+// Receive implements actor.Actor.
+func (r *recovering) Receive(ctx actor.Context) {
+	defer func() {
+		if p := recover(); p != nil {
+			recovered(r.f, r.name, r.lock, r.actor, ctx, ctx.Message(), p)
+		}
+	}()
+	if r.f != nil && r.f.Inject != nil {
+		r.f.Inject(r.name, ctx.Message())
+	}
+	r.actor.Receive(ctx)
+}
+
+// recovered reports the panic r of actor a (named name, of the lock lock) on msg, and lets a restore
+// its state (see Recover).
+func recovered(f *Failures, name, lock string, a actor.Actor, c actor.ReceiverContext, msg, r any) {
+	err := fmt.Errorf("%w: %s panicked on %T: %v", ErrActorFailed, name, msg, r)
+	if f != nil {
+		if b, ok := a.(interface{ boundName() string }); ok {
+			lock = b.boundName() // a pooled lock actor serves other names in turn
+		}
+		f.report(name, lock, err, debug.Stack())
+	}
+	if rc, ok := a.(recoverer); ok {
+		restore(f, name, func() { rc.recovered(c, msg, err) })
+	}
 }
 
 // restore runs an actor's recovery; should it panic as well, that is logged and the actor goes on as
@@ -87,6 +116,25 @@ func (f *Failures) report(name, lock string, err error, stack []byte) {
 	if f.Events != nil {
 		f.Events.Publish(messages.Event{Type: messages.EventActorFailed, Name: lock, Reason: err.Error(),
 			Time: time.Now(), Coordinator: f.CoordinatorID})
+	}
+}
+
+// answerClosed answers the caller of msg, a command that a lock actor had not handled when it
+// stopped, as for a coordinator that closed.
+func answerClosed(msg any) {
+	var t *Ticket
+	switch m := msg.(type) {
+	case *Acquire:
+		t = m.Ticket
+	case *Release:
+		t = m.Ticket
+	case *ForceUnlock:
+		t = m.Ticket
+	case *Abandon:
+		m.Ack.deliver(Outcome{})
+	}
+	if t != nil {
+		t.deliver(Outcome{Reason: messages.ReasonClosed})
 	}
 }
 
@@ -155,6 +203,7 @@ func (a *lockActor) recovered(_ actor.ReceiverContext, msg any, err error) {
 	}
 	// The queue's retry timer (armed when nobody local holds the lock) wakes the waiters.
 	a.afterMessage()
+	a.clock.want(a.nextDeadline())
 }
 
 // recovered implements recoverer: the command the guardian failed to route gets err.

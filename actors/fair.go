@@ -83,7 +83,7 @@ func (a *lockActor) armKeepAlive() {
 		return
 	}
 	a.keepAliveAt = due
-	a.keepAlive.arm(a.sched, a.self, every, func(g uint64) any { return keepAliveTick{g} })
+	a.keepAlive.setAt(due)
 }
 
 // refreshPlaces pushes the deadlines of the local waiters' places forward. A waiter at the head of a
@@ -144,6 +144,9 @@ func (a *lockActor) retryLeave(gone *Acquire, delay time.Duration, until time.Ti
 	}
 	if a.leaving == nil {
 		a.leaving = make(map[*Acquire]scheduler.CancelFunc)
+	}
+	if a.sched == nil {
+		a.sched = scheduler.NewTimerScheduler(a.root)
 	}
 	a.leaving[gone] = a.sched.SendOnce(delay, a.self, leaveRetry{m: gone, delay: delay, until: until})
 	return true

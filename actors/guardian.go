@@ -4,54 +4,109 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 )
 
-// Guardian routes each [Routed] command to the actor of its lock name, spawning that actor when needed,
-// and stops lock actors that report themselves idle. There is one guardian per coordinator. It never
-// blocks, so it runs on the sender's goroutine (a synchronized dispatcher) and saves every command a
-// goroutine hop.
+// MaxPooledActors bounds the lock actors that a guardian keeps, unbound, for reuse: an actor whose name
+// went idle is recycled into the pool and bound to the next new name, rather than stopped and another
+// spawned; past this many, it is stopped. With the idle timeout, which unbinds an actor once its name
+// has had no holders and no waiters for that long, it bounds the memory of a coordinator that sees
+// millions of distinct names over time.
+const MaxPooledActors = 1024
+
+// Guardian routes each [Routed] command to the actor of its lock name, binding an actor to the name
+// when needed (a pooled one, or a new one), and recycles the lock actors that report themselves idle.
+// There is one guardian per coordinator. It never blocks, so it runs on the sender's goroutine (a
+// synchronized dispatcher) and saves every command a goroutine hop.
+//
+// It owns the coordinator's timer service ([Timers]), which its lock actors share; the service stops
+// once the guardian and every lock actor have stopped.
 type Guardian struct {
 	env      *Env
+	timers   *Timers
 	children map[string]*child
+	// pool holds recycled actors bound to no name, at most MaxPooledActors.
+	pool []*actor.PID
+	// bindings counts the bindings of actors to names; each binding has its number, so that an idle
+	// report of an earlier binding of the same actor to the same name is not taken for the current.
+	bindings uint64
 }
 
 type child struct {
-	pid    *actor.PID
-	routed uint64
+	pid     *actor.PID
+	routed  uint64
+	binding uint64
 }
+
+// bind gives a pooled lock actor its new name; the guardian sends it before the first command for the
+// name, so the actor has its name before it sees any.
+type bind struct {
+	name, key string
+	family    family
+	binding   uint64
+}
+
+// recycle tells a lock actor that it is bound to no name any more: it drops what it kept of the old one.
+type recycle struct{}
 
 // NewGuardianProps returns the props of a guardian whose lock actors share env.
 func NewGuardianProps(env *Env) *actor.Props {
 	return actor.PropsFromProducer(func() actor.Actor {
-		return &Guardian{env: env, children: make(map[string]*child)}
-	}, actor.WithDispatcher(actor.NewSynchronizedDispatcher(300)), Recover(env.Failures, "guardian", ""))
+		return &recovering{actor: &Guardian{env: env, children: make(map[string]*child)}, f: env.Failures, name: "guardian"}
+	}, actor.WithDispatcher(actor.NewSynchronizedDispatcher(300)))
 }
 
 // Receive implements actor.Actor.
 func (g *Guardian) Receive(ctx actor.Context) {
 	switch m := ctx.Message().(type) {
+	case *actor.Started:
+		root := ctx.ActorSystem().Root
+		g.timers = NewTimers(func(pid *actor.PID, msg any) { root.Send(pid, msg) })
+	case *actor.Stopped:
+		// Every lock actor has stopped: nothing uses the timers any more.
+		g.timers.Stop()
 	case Routed:
 		name, fam := m.LockName(), m.LockKind().family()
-		key := routeKey(fam, name)
+		key := m.routeKey()
 		c := g.children[key]
 		if c == nil {
-			env := g.env
-			opts := []actor.PropsOption{Recover(env.Failures, "lock actor", name)}
-			if env.Dispatcher != nil {
-				opts = append(opts, actor.WithDispatcher(env.Dispatcher))
-			}
-			pid := ctx.Spawn(actor.PropsFromProducer(func() actor.Actor { return newLockActor(name, key, fam, env) }, opts...))
-			c = &child{pid: pid}
+			g.bindings++
+			c = &child{pid: g.bind(ctx, name, key, fam, g.bindings), binding: g.bindings}
 			g.children[key] = c
 		}
 		c.routed++
 		ctx.Send(c.pid, m)
 	case *idle:
-		// Stop the actor only if no command is on its way to it: every command it was sent, it has
-		// received, and it was idle after the last one.
-		if c := g.children[m.key]; c != nil && c.pid.Equal(m.pid) && c.routed == m.routed {
+		// Recycle the actor only if no command is on its way to it: every command it was sent for
+		// this name, it has received, and it was idle after the last one.
+		if c := g.children[m.key]; c != nil && c.pid.Equal(m.pid) && c.binding == m.binding && c.routed == m.routed {
 			delete(g.children, m.key)
-			ctx.Stop(c.pid)
+			if len(g.pool) < MaxPooledActors {
+				ctx.Send(c.pid, recycle{})
+				g.pool = append(g.pool, c.pid)
+			} else {
+				ctx.Stop(c.pid)
+			}
 		}
 	}
+}
+
+// bind returns an actor for the name: a pooled one, told its new name, or a new one.
+func (g *Guardian) bind(ctx actor.Context, name, key string, fam family, binding uint64) *actor.PID {
+	if n := len(g.pool); n > 0 {
+		pid := g.pool[n-1]
+		g.pool[n-1] = nil
+		g.pool = g.pool[:n-1]
+		ctx.Send(pid, &bind{name: name, key: key, family: fam, binding: binding})
+		return pid
+	}
+	env, timers := g.env, g.timers
+	var opts []actor.PropsOption
+	if env.Dispatcher != nil {
+		opts = append(opts, actor.WithDispatcher(env.Dispatcher))
+	}
+	return ctx.Spawn(actor.PropsFromProducer(func() actor.Actor {
+		a := newLockActor(name, key, fam, env)
+		a.timers, a.binding = timers, binding
+		return &recovering{actor: a, f: env.Failures, name: "lock actor", lock: name}
+	}, opts...))
 }
 
 // routeKey names the actor of one family of locks on name: a plain, a fair and a read-write lock on

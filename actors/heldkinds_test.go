@@ -34,6 +34,8 @@ type guardianSetup struct {
 	logger *slog.Logger
 	// proxy, when set, is given the server's address and returns the address the client dials.
 	proxy func(upstream string) string
+	// idle is the lock actors' idle timeout; 0 means a minute.
+	idle time.Duration
 }
 
 // testGuardian starts a redis-server and a guardian for it, set up as cfg says. It returns the
@@ -60,13 +62,17 @@ func testGuardian(t *testing.T, cfg guardianSetup) (*actor.PID, *Env, *actor.Roo
 	}
 	failures := &Failures{Logger: logger, Inject: cfg.inject}
 	var requests atomic.Uint64
+	idle := cfg.idle
+	if idle == 0 {
+		idle = time.Minute
+	}
 	env := &Env{
 		Ops:                redisops.NewFor(client, redisops.DeploymentSingle),
 		Events:             cfg.events,
 		CoordinatorID:      "test",
 		Bridge:             system.Root.Spawn(NewBridgeProps(client, redisops.DeploymentSingle, ctx, logger, nil, failures)),
 		WatchdogTimeout:    30 * time.Second,
-		IdleTimeout:        time.Minute,
+		IdleTimeout:        idle,
 		MaxHandoffs:        8,
 		StopReleaseTimeout: 2 * time.Second,
 		Failures:           failures,

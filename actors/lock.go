@@ -44,7 +44,7 @@ type hold struct {
 	done    chan struct{}
 	// deadline closes done at expires even while the actor is blocked in a slow Redis call, so the
 	// holder learns of the loss before Redis can drop the lock.
-	deadline  *time.Timer
+	deadline  holdTimer
 	closeOnce sync.Once
 	// retryID is the request id of the owner's last release that failed on a Redis error: the next
 	// Unlock sends it again, so that the release latch answers it if the failed one took effect after
@@ -57,9 +57,23 @@ type hold struct {
 	unacked bool
 }
 
+// newHold returns a hold valid until expires, whose deadline is a runtime timer of its own (for an
+// actor outside a guardian; see lockActor.newHold).
 func newHold(expires time.Time) *hold {
 	h := &hold{acquired: time.Now(), expires: expires, done: make(chan struct{})}
-	h.deadline = time.AfterFunc(time.Until(expires), h.end)
+	h.deadline.rt = time.AfterFunc(time.Until(expires), h.end)
+	return h
+}
+
+// newHold returns a hold valid until expires, whose deadline the coordinator's timer service keeps.
+func (a *lockActor) newHold(expires time.Time) *hold {
+	if a.timers == nil {
+		return newHold(expires)
+	}
+	h := &hold{acquired: time.Now(), expires: expires, done: make(chan struct{})}
+	h.deadline.timers = a.timers
+	h.deadline.w = wakeup{hold: h, index: -1}
+	a.timers.set(&h.deadline.w, expires)
 	return h
 }
 
@@ -107,7 +121,10 @@ type lockActor struct {
 	self   *actor.PID
 	parent *actor.PID
 	root   *actor.RootContext
-	sched  *scheduler.TimerScheduler
+	// sched runs the retries of fair queue leaves (rare, see retryLeave); created when first needed.
+	sched *scheduler.TimerScheduler
+	// clock registers the actor's earliest timer deadline with the coordinator's timer service.
+	clock clock
 
 	holds map[holdKey]*hold
 	// lost holds the owners whose last hold was lost, so that their Unlock answers "not held" even
@@ -121,9 +138,15 @@ type lockActor struct {
 	// was last wanted by a waiter (see keepRecentChannels).
 	subs   map[string]struct{}
 	recent map[string]time.Time
-	// routed counts the commands received from the guardian.
-	routed uint64
+	// routed counts the commands received from the guardian since the actor was bound to its name;
+	// binding names that binding (see Guardian).
+	routed  uint64
+	binding uint64
+	// timers is the coordinator's timer service (nil outside a guardian: then no timer fires).
+	timers *Timers
 
+	// stash holds the messages that wait for the calls in flight (see Receive), oldest first.
+	stash []any
 	// batch holds the read acquires and read releases of a read-write lock waiting to go to Redis
 	// together; nil when there are none.
 	batch *readBatch
@@ -162,6 +185,9 @@ type lockActor struct {
 	// acknowledge it): the watchdog's next tick comes after renewRetryDelay rather than a third of the
 	// watchdog timeout.
 	renewSoon bool
+	// renewing counts the renewals handed to the coordinator's Renewals and not answered yet (see
+	// renewAsync); a watchdog tick while one is out sends nothing more.
+	renewing int
 }
 
 func newLockActor(name, key string, f family, env *Env) *lockActor {
@@ -178,16 +204,161 @@ func newLockActor(name, key string, f family, env *Env) *lockActor {
 	}
 }
 
-// Receive implements actor.Actor.
-func (a *lockActor) Receive(ctx actor.Context) {
-	switch ctx.Message().(type) {
-	case *Acquire, *Release, flushBatch, batchDone:
-		// They decide themselves whether they join the pending batch or must wait for it.
-	default:
-		// Everything else sees the state after the batch, as if its calls had run one by one.
-		a.flush()
+// recycle drops everything the actor kept of its name once the guardian unbound it (it was idle: no
+// holds, no waiters, no batch), so that it carries nothing over to the next name it is bound to.
+func (a *lockActor) recycle() {
+	for ch := range a.subs {
+		a.root.Send(a.env.Bridge, &messages.Unsubscribe{Channel: ch, Subscriber: a.self})
 	}
-	switch m := ctx.Message().(type) {
+	clear(a.subs)
+	for _, s := range a.timerSlots() {
+		s.stop()
+	}
+	a.clock.release()
+	clear(a.lost)
+	clear(a.holds)
+	a.recent, a.leaving = nil, nil
+	a.queue, a.batch, a.running, a.settling, a.stash = nil, nil, nil, nil, nil
+	a.handoffs, a.headBusy, a.headWanted, a.failing = 0, 0, false, false
+	a.intentOwner, a.intentSent = "", time.Time{}
+	a.expiryAt, a.keepAliveAt = time.Time{}, time.Time{}
+	a.renewTicks, a.renewSoon = 0, false
+	a.routed = 0
+	a.backoff.Reset()
+	a.name, a.key, a.proto = "", "", nil
+}
+
+// rebind binds a recycled actor to a new name.
+func (a *lockActor) rebind(m *bind) {
+	a.name, a.key, a.family, a.binding = m.name, m.key, m.family, m.binding
+	a.proto = newProtocol(m.family, m.name, a.env.Ops)
+}
+
+// boundName is the lock name the actor serves now, for the reports of a recovered panic.
+func (a *lockActor) boundName() string { return a.name }
+
+// Receive implements actor.Actor.
+//
+// The actor never waits for Redis between messages: a call goes to Redis on a goroutine of its own (a
+// batch, see batch.go) and its answer comes back as a batchDone message. A message that cannot join
+// the calls in flight (everything but read acquires and read releases of a read-write lock that the
+// batch does not touch) waits in the stash until they are settled, and so does every message after
+// it: the actor handles its messages in the order they came, each seeing the state as if the calls
+// before it had run one by one.
+func (a *lockActor) Receive(ctx actor.Context) {
+	msg := ctx.Message()
+	switch msg.(type) {
+	case flushBatch, batchDone, *actor.Started, *actor.Stopping, *actor.Stopped, *actor.Restarting:
+	default:
+		if len(a.stash) > 0 || (a.batching() && !a.joins(msg)) {
+			a.stash = append(a.stash, msg)
+			return
+		}
+	}
+	a.dispatch(ctx, msg)
+	if _, done := msg.(batchDone); done {
+		a.replay(ctx)
+	}
+	a.clock.want(a.nextDeadline())
+}
+
+// dispatch handles one message: a wake-up of the timer service runs the timers that are due.
+func (a *lockActor) dispatch(ctx actor.Context, msg any) {
+	if _, ok := msg.(Wake); ok {
+		a.clock.woken()
+		a.fireTimers(ctx)
+		return
+	}
+	a.handle(ctx, msg)
+}
+
+// joins reports whether msg, which arrives while calls are in flight, can join them rather than wait
+// for them: a read acquire or a read release of a hold the batches do not touch.
+func (a *lockActor) joins(msg any) bool {
+	switch m := msg.(type) {
+	case *Acquire:
+		return a.batchable(m.Owner, m.Kind)
+	case *Release:
+		h := a.holds[holdKey{m.Owner, m.Kind}]
+		return h != nil && !h.ended() && a.batchable(m.Owner, m.Kind)
+	}
+	return false
+}
+
+// replay handles the stashed messages, in the order they came, until one must wait for calls in
+// flight again.
+func (a *lockActor) replay(ctx actor.Context) {
+	for len(a.stash) > 0 {
+		msg := a.stash[0]
+		if a.batching() && !a.joins(msg) {
+			return
+		}
+		a.stash[0] = nil
+		a.stash = a.stash[1:]
+		a.dispatch(ctx, msg)
+	}
+	a.stash = nil
+}
+
+// timerSlots are the actor's timers, in the order of timerTick.
+func (a *lockActor) timerSlots() [6]*oneShot {
+	return [6]*oneShot{&a.expiry, &a.watchdog, &a.retry, &a.intent, &a.keepAlive, &a.idle}
+}
+
+// timerTick is the tick of the timer at index i of timerSlots, of generation gen.
+func timerTick(i int, gen uint64) any {
+	switch i {
+	case 0:
+		return expiryTick{gen}
+	case 1:
+		return watchdogTick{gen}
+	case 2:
+		return retryTick{gen}
+	case 3:
+		return intentTick{gen}
+	case 4:
+		return keepAliveTick{gen}
+	default:
+		return idleTick{gen}
+	}
+}
+
+// fireTimers runs every timer whose deadline has passed, earliest first, each as the tick message it
+// stands for, so that the actor handles it as it would a tick sent by a timer of its own. Each timer
+// fires at most once per wake-up: one re-armed with no delay waits for the next.
+func (a *lockActor) fireTimers(ctx actor.Context) {
+	now := time.Now()
+	var fired [6]bool
+	for {
+		slots := a.timerSlots()
+		best := -1
+		for i, s := range slots {
+			if !fired[i] && s.due(now) && (best < 0 || s.at.Before(slots[best].at)) {
+				best = i
+			}
+		}
+		if best < 0 {
+			return
+		}
+		fired[best] = true
+		a.handle(ctx, timerTick(best, slots[best].gen))
+	}
+}
+
+// nextDeadline is the earliest deadline of the actor's timers, zero when none is armed.
+func (a *lockActor) nextDeadline() time.Time {
+	var first time.Time
+	for _, s := range a.timerSlots() {
+		if !s.at.IsZero() && (first.IsZero() || s.at.Before(first)) {
+			first = s.at
+		}
+	}
+	return first
+}
+
+// handle handles one message, or one timer's tick.
+func (a *lockActor) handle(ctx actor.Context, msg any) {
+	switch m := msg.(type) {
 	case flushBatch:
 		a.send()
 	case batchDone:
@@ -200,11 +371,18 @@ func (a *lockActor) Receive(ctx actor.Context) {
 		// The actor has just woken the callers of a whole batch at once, on its own processor.
 		// Yield, so they run (and send their next calls) before the actor takes its next message;
 		// otherwise they wait for the other processors, or for the actor's whole turn.
-		runtime.Gosched()
+		if len(m.batch.settle) > 1 {
+			runtime.Gosched()
+		}
 	case *actor.Started:
 		a.self, a.parent = ctx.Self(), ctx.Parent()
 		a.root = ctx.ActorSystem().Root
-		a.sched = scheduler.NewTimerScheduler(a.root)
+		a.clock.init(a.timers, a.self)
+	case *bind:
+		a.rebind(m)
+	case recycle:
+		a.recycle()
+		return
 	case *Acquire:
 		a.routed++
 		a.onAcquire(m)
@@ -239,9 +417,12 @@ func (a *lockActor) Receive(ctx actor.Context) {
 			a.expireHolds()
 		}
 	case watchdogTick:
-		if a.watchdog.current(m.gen) {
+		if a.watchdog.current(m.gen) && a.renewing == 0 {
 			a.renewAll()
 		}
+	case renewalsDone:
+		a.renewing--
+		a.settleRenewals(m)
 	case intentTick:
 		a.intent.current(m.gen) // afterMessage refreshes the intent
 	case keepAliveTick:
@@ -251,10 +432,19 @@ func (a *lockActor) Receive(ctx actor.Context) {
 	case leaveRetry:
 		a.onLeaveRetry(m)
 	case idleTick:
-		if a.idle.current(m.gen) && a.isIdle() {
-			ctx.Send(a.parent, &idle{key: a.key, pid: a.self, routed: a.routed})
+		// An actor with fair queue leaves still to retry is not idle for the guardian: the
+		// retries need its name.
+		if a.idle.current(m.gen) && a.isIdle() && len(a.leaving) == 0 {
+			ctx.Send(a.parent, &idle{key: a.key, pid: a.self, routed: a.routed, binding: a.binding})
 		}
 	case *actor.Stopping:
+		a.flush()
+		for _, msg := range a.stash {
+			// As a message left in the mailbox of a stopped actor: its caller learns that the
+			// coordinator closed from the coordinator.
+			answerClosed(msg)
+		}
+		a.stash = nil
 		a.shutdown()
 		return
 	default:
@@ -266,7 +456,7 @@ func (a *lockActor) Receive(ctx actor.Context) {
 func (a *lockActor) log() *slog.Logger { return a.env.Logger.With("lock", a.name) }
 
 func (a *lockActor) isIdle() bool {
-	return len(a.holds) == 0 && len(a.queue) == 0 && !a.batching()
+	return len(a.holds) == 0 && len(a.queue) == 0 && !a.batching() && len(a.stash) == 0 && a.renewing == 0
 }
 
 // afterMessage keeps the subscription, the timers and the idle clock in line with the state.
@@ -290,7 +480,7 @@ func (a *lockActor) afterMessage() {
 	a.armKeepAlive()
 	if a.isIdle() {
 		if !a.idle.armed() {
-			a.idle.arm(a.sched, a.self, a.env.IdleTimeout, func(g uint64) any { return idleTick{g} })
+			a.idle.setAt(time.Now().Add(a.env.IdleTimeout))
 		}
 	} else {
 		a.idle.stop()
@@ -321,10 +511,10 @@ func (a *lockActor) keepWriteIntent() {
 	a.intentOwner, a.intentSent = w.Owner, time.Now()
 	if _, err := a.env.Ops.SetWriteIntent(a.redisContext(), a.name, w.Owner, writeIntent); err != nil {
 		a.log().Warn("leaving the write intent failed; retrying", "owner", w.Owner, "err", err)
-		a.intent.arm(a.sched, a.self, a.backoff.NextBackOff(), func(g uint64) any { return intentTick{g} })
+		a.intent.setAt(time.Now().Add(a.backoff.NextBackOff()))
 		return
 	}
-	a.intent.arm(a.sched, a.self, writeIntent/2, func(g uint64) any { return intentTick{g} })
+	a.intent.setAt(time.Now().Add(writeIntent / 2))
 }
 
 // syncSubscriptions subscribes the channels on which the waiters are woken. The channel of a plain or
@@ -437,6 +627,10 @@ func (a *lockActor) onAcquire(m *Acquire) {
 			a.batchAcquire(m, func(ok bool, ttl time.Duration, err error) { a.afterFirstAttempt(m, reentry, ok, ttl, err) })
 			return
 		}
+		if a.callsAsync() {
+			a.attemptAsync(m, func(ok bool, ttl time.Duration, err error) { a.afterFirstAttempt(m, reentry, ok, ttl, err) })
+			return
+		}
 		ok, ttl, err := a.attempt(m)
 		a.afterFirstAttempt(m, reentry, ok, ttl, err)
 	case !m.Wait:
@@ -536,24 +730,53 @@ func (a *lockActor) compatible(m *Acquire) bool {
 // settled (granted, or answered with ReasonNotSynced), the holder's remaining lease when the lock is
 // taken, and any Redis error.
 func (a *lockActor) attempt(m *Acquire) (bool, time.Duration, error) {
+	held := a.beginAttempt(m)
+	sent := time.Now()
+	if len(a.running) == 0 { // else the oldest running batch is the oldest unanswered call
+		a.inflight.Store(sent.UnixNano())
+	}
+	res, err := acquireCall(a.redisContext(), a.proto, m, held)
+	if len(a.running) == 0 {
+		a.inflight.Store(0)
+	}
+	acquireEvent(m, sent, res.OK, err)
+	return a.settleAttempt(m, sent, res, err)
+}
+
+// callsAsync reports whether the actor's next call may go to Redis without the actor waiting for it
+// (startCall): on a reentrant lock, when no call is in flight. The other families' calls are made in
+// turn, the actor waiting for each.
+func (a *lockActor) callsAsync() bool { return a.family == familyPlain && !a.batching() }
+
+// attemptAsync is attempt with the actor not waiting for Redis: then runs, on the actor, with what
+// attempt would have reported, once Redis answered.
+func (a *lockActor) attemptAsync(m *Acquire, then func(ok bool, ttl time.Duration, err error)) {
+	held := a.beginAttempt(m)
+	proto := a.proto
+	var res redisops.Acquired
+	var err error
+	a.startCall(m, func(ctx context.Context) { res, err = acquireCall(ctx, proto, m, held) }, func(sent time.Time) {
+		acquireEvent(m, sent, res.OK, err)
+		then(a.settleAttempt(m, sent, res, err))
+	})
+}
+
+// beginAttempt counts an attempt of m, and returns the hold count the attempt checks retries against.
+func (a *lockActor) beginAttempt(m *Acquire) int64 {
 	m.attempts++
 	if a.family == familyFair && m.Wait && m.waitID == "" {
 		m.waitID = a.env.NewRequestID()
 	}
-	sent := time.Now()
-	// An answer that comes after the lease is worthless (see lateGrant): bound the call by it (go-redis
-	// honours the deadline when the client has ContextTimeoutEnabled).
-	ctx, cancel := context.WithTimeout(a.redisContext(), m.Lease)
-	if len(a.running) == 0 { // else the oldest running batch is the oldest unanswered call
-		a.inflight.Store(sent.UnixNano())
-	}
-	res, err := a.proto.acquire(ctx, m, a.knownHeld(m), m.Wait)
-	if len(a.running) == 0 {
-		a.inflight.Store(0)
-	}
-	cancel()
-	acquireEvent(m, sent, res.OK, err)
-	return a.settleAttempt(m, sent, res, err)
+	return a.knownHeld(m)
+}
+
+// acquireCall runs the acquire script for m. An answer that comes after the lease is worthless (see
+// lateGrant): the call is bounded by it (go-redis honours the deadline when the client has
+// ContextTimeoutEnabled).
+func acquireCall(ctx context.Context, p protocol, m *Acquire, held int64) (redisops.Acquired, error) {
+	ctx, cancel := context.WithTimeout(ctx, m.Lease)
+	defer cancel()
+	return p.acquire(ctx, m, held, m.Wait)
 }
 
 // acquireEvent records an acquire attempt for m, started at start, as an event on the caller's span,
@@ -788,7 +1011,7 @@ func (a *lockActor) grant(m *Acquire, count, token int64, sent time.Time) {
 		h = nil
 	}
 	if h == nil {
-		h = newHold(validUntil(sent, m.Lease))
+		h = a.newHold(validUntil(sent, m.Lease))
 		a.holds[k] = h
 		a.env.Held.add(a.name, k.owner, k.kind)
 		delete(a.lost, k)
@@ -983,7 +1206,7 @@ func (a *lockActor) armRetry(ttl time.Duration) {
 		// The lock vanished or has no expiry: try again soon rather than never.
 		ttl = 10 * time.Millisecond
 	}
-	a.retry.arm(a.sched, a.self, ttl, func(g uint64) any { return retryTick{g} })
+	a.retry.setAt(time.Now().Add(ttl))
 }
 
 func (a *lockActor) onRelease(m *Release) {
@@ -1047,6 +1270,16 @@ func (a *lockActor) onRelease(m *Release) {
 	held := int64(redisops.UnknownHoldCount)
 	if h != nil && !h.shared {
 		held = h.count // as Redis counts it, unless re-entries' replies were lost (releaseStray)
+	}
+	if a.callsAsync() {
+		proto := a.proto
+		var rel redisops.Released
+		var err error
+		a.startCall(m, func(ctx context.Context) { rel, err = releaseHeld(ctx, proto, k, requestID, lease, held, next) }, func(sent time.Time) {
+			releaseEvent(m.Span, sent, err)
+			a.settleRelease(m, h, lease, nextCmd, requestID, sent, rel, err)
+		})
+		return
 	}
 	sent := time.Now()
 	rel, err := releaseHeld(a.redisContext(), a.proto, k, requestID, lease, held, next)
@@ -1558,7 +1791,7 @@ func (a *lockActor) armExpiry() {
 		a.expiry.stop()
 		return
 	}
-	a.expiry.arm(a.sched, a.self, time.Until(first), func(g uint64) any { return expiryTick{g} })
+	a.expiry.setAt(first)
 }
 
 func (a *lockActor) expireHolds() {
@@ -1593,15 +1826,36 @@ func (a *lockActor) armWatchdog() {
 	}
 	switch {
 	case need && !a.watchdog.armed():
-		every := a.env.WatchdogTimeout / 3
 		if a.renewSoon {
-			every = renewRetryDelay(a.env.WatchdogTimeout)
+			a.watchdog.setAt(time.Now().Add(renewRetryDelay(a.env.WatchdogTimeout)))
+			break
 		}
-		a.watchdog.arm(a.sched, a.self, every, func(g uint64) any { return watchdogTick{g} })
+		a.watchdog.setAt(watchdogDue(time.Now(), a.env.WatchdogTimeout))
 	case !need:
 		a.watchdog.stop()
 		a.renewSoon = false
 	}
+}
+
+// watchdogGrid is the share of the watchdog timeout to which the watchdog's ticks are rounded up.
+const watchdogGrid = 30
+
+// watchdogDue is when the watchdog armed at now ticks: a third of the watchdog timeout later, rounded up
+// to a grid of a thirtieth of it on the wall clock, so that the holds of every actor taken at about the
+// same time are renewed on the same tick, and their renewals can share round trips. The tick comes at
+// most watchdog/3 + watchdog/30 after the arm, well inside the validity of the lease (the watchdog
+// timeout less the drift allowance) that the latest acquisition or renewal before the arm granted.
+func watchdogDue(now time.Time, watchdog time.Duration) time.Time {
+	due := now.Add(watchdog / 3)
+	grid := int64(watchdog / watchdogGrid)
+	if grid <= 0 {
+		return due
+	}
+	ns := due.UnixNano()
+	if r := ns % grid; r != 0 {
+		due = due.Add(time.Duration(grid - r))
+	}
+	return due
 }
 
 // renewRetryDelay is how long the watchdog waits to try again after a renewal that did not count: a
@@ -1620,6 +1874,9 @@ func renewRetryDelay(watchdog time.Duration) time.Duration { return max(watchdog
 // the answer is lost (see settleRenewal). A hold whose Done closed, or whose validity ran out, is not renewed: a
 // renewal sent with the others would extend on the master a hold that nobody holds any more; the
 // expiry timer declares it lost.
+//
+// With the coordinator's Renewals (Env.Renewals), the holds go to it instead, and the actor does not
+// wait for Redis: the answers come back as a renewalsDone message (see renewAsync).
 func (a *lockActor) renewAll() {
 	a.renewTicks++
 	a.renewSoon = false
@@ -1628,6 +1885,10 @@ func (a *lockActor) renewAll() {
 		if h.watchdog {
 			ks = append(ks, k)
 		}
+	}
+	if a.env.Renewals != nil {
+		a.renewAsync(ks, 0)
+		return
 	}
 	lost := false
 	renewed, failed := 0, 0
@@ -1661,6 +1922,111 @@ func (a *lockActor) renewAll() {
 		ks = again
 	}
 	a.traceRenewals(renewed, failed, lastErr)
+	if lost {
+		a.tryHead()
+	}
+}
+
+// renewalsDone carries the answers to the renewals of the holds ks (holds, the hold of each when it was
+// sent) that renewAsync handed to the coordinator's Renewals at sent, on its try-th try.
+type renewalsDone struct {
+	sent  time.Time
+	try   int
+	ks    []holdKey
+	holds []*hold
+	errs  []error
+}
+
+// renewAsync hands the renewals of the watchdog holds ks to the coordinator's Renewals, which sends
+// them with the other actors' (in as few script calls and round trips as it can) and answers with a
+// renewalsDone message, settled by settleRenewals. A hold whose Done closed, or whose validity ran
+// out, is left out, as in renewAll. The round trip is bounded by the latest validity of the holds it
+// carries; the answer of a hold whose own validity ran out before it is late (see settleRenewal).
+func (a *lockActor) renewAsync(ks []holdKey, try int) {
+	now := time.Now()
+	m := renewalsDone{sent: now, try: try}
+	var holds []redisops.Hold
+	var deadline time.Time
+	for _, k := range ks {
+		h := a.holds[k]
+		if h == nil || h.ended() || !now.Before(h.expires) {
+			continue
+		}
+		m.ks, m.holds = append(m.ks, k), append(m.holds, h)
+		holds = append(holds, redisops.Hold{Name: a.name, Owner: k.owner, Kind: a.renewKind(k), Lease: a.env.WatchdogTimeout})
+		if h.expires.After(deadline) {
+			deadline = h.expires
+		}
+	}
+	if len(holds) == 0 {
+		return
+	}
+	a.renewing++
+	self, root := a.self, a.root
+	a.env.Renewals.submit(&renewRequest{holds: holds, deadline: deadline, done: func(errs []error) {
+		m.errs = errs
+		root.Send(self, m)
+	}})
+}
+
+// renewKind is the kind of renewal of the hold k.
+func (a *lockActor) renewKind(k holdKey) redisops.RenewKind {
+	switch {
+	case a.family != familyRW:
+		return redisops.RenewLock
+	case k.kind == KindWrite:
+		return redisops.RenewWrite
+	default:
+		return redisops.RenewRead
+	}
+}
+
+// settleRenewals settles the answers of renewAsync's renewals as renewAll settles those it waits for.
+// A hold released while its renewal was out is not touched; one lost meanwhile (its validity ran
+// out) whose renewal took effect all the same is given back, as a late renewal is (see
+// settleRenewal), since nobody owns what the renewal extended. Holds whose renewal met a master with
+// fewer replicas than the WAIT asked for are sent again at once, once.
+func (a *lockActor) settleRenewals(m renewalsDone) {
+	var giveBack, again []holdKey
+	renewed, failed := 0, 0
+	lost, soon := false, a.renewSoon
+	var lastErr error
+	for i, k := range m.ks {
+		h, err := m.holds[i], m.errs[i]
+		if a.holds[k] != h {
+			took := err == nil || errors.Is(err, redisops.ErrRenewalNotSynced)
+			if n, ok := a.lost[k]; ok && a.holds[k] == nil && n != lostGivenBack && took && !h.shared {
+				giveBack = append(giveBack, k)
+			}
+			continue
+		}
+		if m.try == 0 && errors.Is(err, redisops.ErrReplicasChanged) && !errors.Is(err, redisops.ErrNotHeld) {
+			again = append(again, k)
+			continue
+		}
+		gone, back, err := a.settleRenewal(k, h, m.sent, err)
+		if back {
+			giveBack = append(giveBack, k)
+		}
+		if err != nil {
+			failed++
+			lastErr = err
+			a.renewSoon = a.renewSoon || !gone
+		} else {
+			renewed++
+		}
+		lost = lost || gone
+	}
+	for _, k := range giveBack {
+		a.giveBackLost(k)
+	}
+	if len(again) > 0 {
+		a.renewAsync(again, 1)
+	}
+	a.traceRenewals(renewed, failed, lastErr)
+	if a.renewSoon && !soon {
+		a.watchdog.stop() // armed again, sooner, after this message
+	}
 	if lost {
 		a.tryHead()
 	}
@@ -1820,12 +2186,10 @@ func (a *lockActor) shutdown() {
 		a.root.Send(a.env.Bridge, &messages.Unsubscribe{Channel: ch, Subscriber: a.self})
 	}
 	clear(a.subs)
-	a.retry.stop()
-	a.expiry.stop()
-	a.idle.stop()
-	a.watchdog.stop()
-	a.intent.stop()
-	a.keepAlive.stop()
+	for _, s := range a.timerSlots() {
+		s.stop()
+	}
+	a.clock.release()
 	ctx, cancel := a.env.stopContext()
 	defer cancel()
 	a.leaveAtShutdown(ctx)

@@ -330,3 +330,43 @@ func TestUndoneReentryRetryAfterValidityUsedUp(t *testing.T) {
 		t.Error("the re-entry was not answered")
 	}
 }
+
+// TestSettleRenewalsAfterTheHoldChanged: the answers that the coordinator's renewals bring back to
+// the actor are settled against the holds as they are then: a hold still held is extended; one
+// released while its renewal was out is not touched; one lost meanwhile (its validity ran out) whose
+// renewal took effect all the same is given back once, since nobody owns what the renewal extended;
+// one lost meanwhile whose renewal found it gone is not.
+func TestSettleRenewalsAfterTheHoldChanged(t *testing.T) {
+	const watchdog = 3 * time.Second
+	p := &fakeProtocol{}
+	a := newTestLockActor(t, p, watchdog)
+	held, hHeld := addHold(a, "held", time.Second, true, false)
+	released, hReleased := addHold(a, "released", watchdog, true, false)
+	lostTook, hLostTook := addHold(a, "lost-took", watchdog, true, false)
+	lostGone, hLostGone := addHold(a, "lost-gone", watchdog, true, false)
+	sent := time.Now()
+	a.renewing = 1
+	a.drop(released)
+	a.lose(lostTook, "lease ran out")
+	a.lose(lostGone, "lease ran out")
+	a.renewing--
+	a.settleRenewals(renewalsDone{sent: sent,
+		ks:    []holdKey{held, released, lostTook, lostGone},
+		holds: []*hold{hHeld, hReleased, hLostTook, hLostGone},
+		errs:  []error{nil, nil, nil, redisops.ErrNotHeld},
+	})
+	if h := a.holds[held]; h != hHeld || h.expires.Before(sent.Add(watchdog-DriftOf(watchdog))) {
+		t.Errorf("the held hold was not extended: %+v", h)
+	}
+	for k, want := range map[holdKey]int{released: 0, lostTook: 1, lostGone: 0} {
+		if n := p.releasesOf(k); n != want {
+			t.Errorf("%s: given back %d times, want %d", k.owner, n, want)
+		}
+	}
+	if a.lost[lostTook] != lostGivenBack {
+		t.Errorf("the lost hold whose renewal took effect is not marked given back: %d", a.lost[lostTook])
+	}
+	if a.holds[released] != nil || a.lost[released] != 0 {
+		t.Error("the released hold came back or counts as lost")
+	}
+}

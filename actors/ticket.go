@@ -39,9 +39,12 @@ const (
 // caller) and deliver (by the actor) wins. A delivered outcome can always be read from Result without
 // blocking for long; an abandoned ticket tells the actor to undo whatever it obtained for the caller.
 type Ticket struct {
-	state  atomic.Int32
-	result chan Outcome
-	notify func(Outcome)
+	state atomic.Int32
+	// ready is closed once outcome is set; result, for a ticket from NewTicket, carries the outcome too.
+	ready   chan struct{}
+	outcome Outcome
+	result  chan Outcome
+	notify  func(Outcome)
 	// lastErr is the Redis error of the latest attempt made while the caller waited, nil once Redis
 	// answered again.
 	lastErr atomic.Pointer[error]
@@ -88,10 +91,25 @@ func (t *Ticket) LastError() error {
 	return nil
 }
 
-// NewTicket returns a pending ticket.
+// NewTicket returns a pending ticket, whose outcome can be read with Ready and Outcome, or from Result.
 func NewTicket() *Ticket {
-	return &Ticket{result: make(chan Outcome, 1)}
+	return &Ticket{ready: make(chan struct{}), result: make(chan Outcome, 1)}
 }
+
+// Init makes the zero Ticket t a pending ticket whose outcome is read with Ready and Outcome (Result
+// is nil), and returns it. It lets a caller allocate a ticket together with its command, and saves the
+// allocations of Result's channel. Init must not be called on a ticket in use.
+func (t *Ticket) Init() *Ticket {
+	t.ready = make(chan struct{})
+	return t
+}
+
+// Ready returns a channel that is closed once the outcome is delivered (nil for a ticket from
+// NewTicketFunc).
+func (t *Ticket) Ready() <-chan struct{} { return t.ready }
+
+// Outcome returns the delivered outcome; call it once Ready is closed.
+func (t *Ticket) Outcome() Outcome { return t.outcome }
 
 // NewTicketFunc returns a pending ticket whose outcome is passed to notify instead of Result. notify
 // runs on the actor's goroutine and must not block.
@@ -99,7 +117,8 @@ func NewTicketFunc(notify func(Outcome)) *Ticket {
 	return &Ticket{notify: notify}
 }
 
-// Result returns the channel on which the outcome arrives (nil for a ticket from NewTicketFunc).
+// Result returns the channel on which the outcome arrives, for a ticket from NewTicket (nil for a
+// ticket from NewTicketFunc or Init).
 func (t *Ticket) Result() <-chan Outcome { return t.result }
 
 // Abandon reports whether the caller gave up before an outcome was delivered. When it returns false
@@ -120,6 +139,10 @@ func (t *Ticket) deliver(o Outcome) bool {
 		t.notify(o)
 		return true
 	}
-	t.result <- o
+	t.outcome = o
+	close(t.ready)
+	if t.result != nil {
+		t.result <- o
+	}
 	return true
 }

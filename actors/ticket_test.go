@@ -75,3 +75,28 @@ func TestOneShotGenerations(t *testing.T) {
 		t.Fatal("a tick from before stop was accepted")
 	}
 }
+
+// TestTicketInit: a ticket made with Init (allocated with its command) is answered through Ready and
+// Outcome, and Abandon loses to a delivery as it does on a ticket from NewTicket.
+func TestTicketInit(t *testing.T) {
+	var tk Ticket
+	tk.Init()
+	if tk.Result() != nil {
+		t.Fatal("Result of an Init ticket is not nil")
+	}
+	select {
+	case <-tk.Ready():
+		t.Fatal("Ready closed before delivery")
+	default:
+	}
+	if !tk.deliver(Outcome{Token: 9}) {
+		t.Fatal("deliver to a pending ticket = false")
+	}
+	<-tk.Ready()
+	if got := tk.Outcome().Token; got != 9 {
+		t.Fatalf("token %d, want 9", got)
+	}
+	if tk.Abandon() {
+		t.Fatal("Abandon after delivery = true")
+	}
+}

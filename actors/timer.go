@@ -1,17 +1,241 @@
 package actors
 
 import (
+	"container/heap"
+	"sync"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/asynkron/protoactor-go/scheduler"
 )
 
-// oneShot is a re-armable single timer that sends make(gen) to the actor. Every arm or cancel bumps the
-// generation, so a tick that was already in the mailbox when the timer changed is recognised as stale.
+// Timers is the timer service of one coordinator's lock actors: one goroutine with a heap of wake-ups,
+// at most one per actor, at the actor's earliest deadline. A lock actor keeps its timers (lease expiry,
+// watchdog, retry, idle, ...) as deadlines of its own ([oneShot] set with setAt); a deadline that moves
+// later does not touch the service, since the actor is woken at the earlier one anyway, runs whatever
+// timer is due, and registers its next deadline. This costs a heap operation every few seconds per
+// actor, rather than a runtime timer armed and stopped for each timer on every Lock and Unlock.
+//
+// It is safe for concurrent use. Stop ends the goroutine; wake-ups registered after it are dropped.
+type Timers struct {
+	send func(*actor.PID, any)
+
+	mu      sync.Mutex
+	heap    wakeHeap
+	stopped bool
+	kick    chan struct{}
+	stop    chan struct{}
+	done    chan struct{}
+	once    sync.Once
+}
+
+// Wake is the message the timer service sends an actor at its registered deadline. It carries nothing:
+// the actor runs every timer of its own whose deadline passed, so an early or stale wake-up is harmless.
+type Wake struct{}
+
+// wakeup is one actor's registration with the timer service. Its fields belong to the service (under
+// Timers.mu); the actor keeps its own copy of the deadline it registered (see clock).
+type wakeup struct {
+	pid *actor.PID
+	// hold, when set, is the hold whose Done this entry closes at its deadline (see holdTimer); then
+	// pid is nil.
+	hold  *hold
+	at    time.Time
+	index int // in the heap, -1 when not in it
+}
+
+// holdTimer closes a hold's Done at its deadline: an entry of the timer service, or a runtime timer for
+// an actor outside a guardian (rt). It is as safe for concurrent use as a time.Timer.
+type holdTimer struct {
+	timers *Timers
+	w      wakeup
+	rt     *time.Timer
+}
+
+// Reset moves the deadline to d from now.
+func (t *holdTimer) Reset(d time.Duration) {
+	if t.timers == nil {
+		t.rt.Reset(d)
+		return
+	}
+	t.timers.set(&t.w, time.Now().Add(d))
+}
+
+// Stop cancels the deadline; as with time.Timer.Stop, an end already under way may still happen.
+func (t *holdTimer) Stop() {
+	if t.timers == nil {
+		t.rt.Stop()
+		return
+	}
+	t.timers.cancel(&t.w)
+}
+
+// NewTimers starts a timer service that wakes an actor by calling send(pid, Wake{}); send must not block
+// for long (protoactor's RootContext.Send).
+func NewTimers(send func(*actor.PID, any)) *Timers {
+	t := &Timers{send: send, kick: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{})}
+	go t.run()
+	return t
+}
+
+// Stop ends the service's goroutine and waits for it. It is idempotent.
+func (t *Timers) Stop() {
+	t.once.Do(func() {
+		t.mu.Lock()
+		t.stopped = true
+		t.heap = nil
+		t.mu.Unlock()
+		close(t.stop)
+	})
+	<-t.done
+}
+
+// set registers w to be woken at at, in place of its registration if it has one.
+func (t *Timers) set(w *wakeup, at time.Time) {
+	t.mu.Lock()
+	if t.stopped {
+		t.mu.Unlock()
+		return
+	}
+	w.at = at
+	if w.index >= 0 {
+		heap.Fix(&t.heap, w.index)
+	} else {
+		heap.Push(&t.heap, w)
+	}
+	first := w.index == 0
+	t.mu.Unlock()
+	if first {
+		select {
+		case t.kick <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// cancel drops w's registration, if it has one.
+func (t *Timers) cancel(w *wakeup) {
+	t.mu.Lock()
+	if w.index >= 0 && !t.stopped {
+		heap.Remove(&t.heap, w.index)
+	}
+	w.index = -1
+	t.mu.Unlock()
+}
+
+// len returns the number of registrations (for tests).
+func (t *Timers) len() int {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return len(t.heap)
+}
+
+func (t *Timers) run() {
+	defer close(t.done)
+	timer := time.NewTimer(time.Hour)
+	defer timer.Stop()
+	var due []*wakeup
+	for {
+		t.mu.Lock()
+		now := time.Now()
+		due = due[:0]
+		for len(t.heap) > 0 && !t.heap[0].at.After(now) {
+			due = append(due, heap.Pop(&t.heap).(*wakeup))
+		}
+		// Outside the lock, only pid and hold of a popped entry are read: they never change once the
+		// entry is first set, while its at and index may be set again at once by its owner.
+		next := time.Hour
+		if len(t.heap) > 0 {
+			next = t.heap[0].at.Sub(now)
+		}
+		t.mu.Unlock()
+		for i, w := range due {
+			if w.hold != nil {
+				w.hold.end()
+			} else {
+				t.send(w.pid, Wake{})
+			}
+			due[i] = nil
+		}
+		timer.Reset(next)
+		select {
+		case <-timer.C:
+		case <-t.kick:
+		case <-t.stop:
+			return
+		}
+	}
+}
+
+type wakeHeap []*wakeup
+
+func (h wakeHeap) Len() int           { return len(h) }
+func (h wakeHeap) Less(i, j int) bool { return h[i].at.Before(h[j].at) }
+func (h wakeHeap) Swap(i, j int) {
+	h[i], h[j] = h[j], h[i]
+	h[i].index, h[j].index = i, j
+}
+func (h *wakeHeap) Push(x any) {
+	w := x.(*wakeup)
+	w.index = len(*h)
+	*h = append(*h, w)
+}
+func (h *wakeHeap) Pop() any {
+	old := *h
+	w := old[len(old)-1]
+	old[len(old)-1] = nil
+	*h = old[:len(old)-1]
+	w.index = -1
+	return w
+}
+
+// clock is one actor's side of the timer service: its one registration and the deadline it registered
+// (zero when none is, or when the wake-up for it was sent).
+type clock struct {
+	timers     *Timers
+	w          wakeup
+	registered time.Time
+}
+
+func (c *clock) init(t *Timers, self *actor.PID) {
+	c.timers = t
+	c.w = wakeup{pid: self, index: -1}
+}
+
+// woken notes that the wake-up for the registered deadline arrived: the service no longer holds it.
+func (c *clock) woken() { c.registered = time.Time{} }
+
+// want makes sure the actor is woken no later than at (zero: nothing to wake for). A deadline later than
+// the one registered leaves the service alone: the actor is woken early and registers again.
+func (c *clock) want(at time.Time) {
+	if at.IsZero() || c.timers == nil {
+		return
+	}
+	if !c.registered.IsZero() && !at.Before(c.registered) {
+		return
+	}
+	c.registered = at
+	c.timers.set(&c.w, at)
+}
+
+// release drops the registration, when the actor stops or is recycled.
+func (c *clock) release() {
+	if c.timers != nil {
+		c.timers.cancel(&c.w)
+	}
+	c.registered = time.Time{}
+}
+
+// oneShot is a re-armable single timer. Every arm or cancel bumps the generation, so a tick that was
+// already on its way when the timer changed is recognised as stale.
+//
+// A lock actor's oneShots are deadlines (setAt) that the actor checks when the timer service wakes it
+// (see [Timers]); the other actors' send make(gen) through protoactor's scheduler (arm).
 type oneShot struct {
 	gen    uint64
 	cancel scheduler.CancelFunc
+	// at is the deadline of a oneShot set with setAt, zero when it is not armed that way.
+	at time.Time
 }
 
 func (t *oneShot) arm(s *scheduler.TimerScheduler, self *actor.PID, d time.Duration, make func(uint64) any) {
@@ -19,21 +243,32 @@ func (t *oneShot) arm(s *scheduler.TimerScheduler, self *actor.PID, d time.Durat
 	t.cancel = s.SendOnce(d, self, make(t.gen))
 }
 
+// setAt arms the timer for the deadline at; the actor's clock must be told (clock.want).
+func (t *oneShot) setAt(at time.Time) {
+	t.stop()
+	t.at = at
+}
+
 func (t *oneShot) stop() {
 	t.gen++
+	t.at = time.Time{}
 	if t.cancel != nil {
 		t.cancel()
 		t.cancel = nil
 	}
 }
 
-func (t *oneShot) armed() bool { return t.cancel != nil }
+func (t *oneShot) armed() bool { return t.cancel != nil || !t.at.IsZero() }
+
+// due reports whether the deadline of a timer set with setAt has passed at now.
+func (t *oneShot) due(now time.Time) bool { return !t.at.IsZero() && !now.Before(t.at) }
 
 // current reports whether a tick of generation gen is the live one, and disarms the timer if so.
 func (t *oneShot) current(gen uint64) bool {
-	if gen != t.gen || t.cancel == nil {
+	if gen != t.gen || !t.armed() {
 		return false
 	}
 	t.cancel = nil
+	t.at = time.Time{}
 	return true
 }

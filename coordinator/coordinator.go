@@ -33,6 +33,8 @@ type Coordinator struct {
 	// requests numbers release requests, whose ids must be unique for the retry latch.
 	requests atomic.Uint64
 	pool     *actors.WorkerPool
+	// renewals sends the watchdog renewals of every lock actor together.
+	renewals *actors.Renewals
 	events   *eventHub
 	tel      *telemetry.Telemetry
 
@@ -134,6 +136,7 @@ func New(client redis.UniversalClient, opts ...Option) (*Coordinator, error) {
 	c.events = newEventHub(system.EventStream, base, journal, c.stop)
 	c.failures = &actors.Failures{Logger: o.logger, Events: eventSink{hub: c.events}, CoordinatorID: c.id, Inject: o.inject}
 	c.pool = actors.NewWorkerPool(workerPoolSize(), 300)
+	c.renewals = actors.NewRenewals(c.ops, lifetime, renewalLinger(o.watchdogTimeout))
 	c.bridge = system.Root.Spawn(actors.NewBridgeProps(client, deployment, lifetime, o.logger, c.stop, c.failures))
 	c.guardian = system.Root.Spawn(actors.NewGuardianProps(&actors.Env{
 		Ops:                c.ops,
@@ -152,6 +155,7 @@ func New(client redis.UniversalClient, opts ...Option) (*Coordinator, error) {
 		NewBackOff:         actors.DefaultBackOff,
 		Held:               &actors.HeldKinds{},
 		Dispatcher:         c.pool,
+		Renewals:           c.renewals,
 		NewRequestID: func() string {
 			return c.id + ":r" + strconv.FormatUint(c.requests.Add(1), 10)
 		},
@@ -226,7 +230,9 @@ func (c *Coordinator) Close() error {
 		c.stopGroups()
 		c.stopping.Wait()
 		_ = c.system.Root.StopFuture(c.guardian).Wait()
+		c.renewals.Wait()
 		_ = c.system.Root.StopFuture(c.bridge).Wait()
+		c.ops.Close() // after the actors: what they handed to the batcher is answered first
 		c.events.close()
 		c.tel.Close()
 		c.pool.Stop()
@@ -344,8 +350,8 @@ func (c *Coordinator) ask(ctx context.Context, pid *actor.PID, msg any, ticket *
 	c.system.Root.Send(pid, msg)
 	var cause error
 	select {
-	case o := <-ticket.Result():
-		return o, nil
+	case <-ticket.Ready():
+		return ticket.Outcome(), nil
 	case <-ctx.Done():
 		cause = ctx.Err()
 	case <-c.closed:
@@ -353,7 +359,8 @@ func (c *Coordinator) ask(ctx context.Context, pid *actor.PID, msg any, ticket *
 	}
 	if !ticket.Abandon() {
 		// The outcome was delivered at the same moment; it wins.
-		return <-ticket.Result(), nil
+		<-ticket.Ready()
+		return ticket.Outcome(), nil
 	}
 	return actors.Outcome{}, cause
 }
@@ -379,8 +386,14 @@ func (c *Coordinator) awaitAbandon(ctx context.Context, err error) {
 		return
 	}
 	select {
-	case <-ab.ack.Result():
+	case <-ab.ack.Ready():
 	case <-ctx.Done():
 	case <-c.closed:
 	}
 }
+
+// renewalLinger is how long the coordinator's renewals wait for more holds to renew before they go to
+// Redis: a thirtieth of the watchdog timeout (1 s for the default 30 s), a tenth of the watchdog's
+// tick. The holds of actors whose ticks fall within it share script calls and round trips; the
+// validity they have left when their tick comes (two thirds of the timeout) is hardly touched.
+func renewalLinger(watchdog time.Duration) time.Duration { return watchdog / 30 }

@@ -342,7 +342,7 @@ func (g *gateway) onAcquire(ctx actor.Context, m messages.Acquire) {
 	}
 	p := &pendingAcquire{msg: m, owner: owner, actor: isActorOwner, sender: sender}
 	self, root := g.self, g.root
-	p.cmd = handle.acquireCommand(m.Lease, m.Wait > 0, window, actors.NewTicketFunc(func(o actors.Outcome) {
+	p.cmd = handle.acquireCommand(new(actors.Acquire), m.Lease, m.Wait > 0, window, actors.NewTicketFunc(func(o actors.Outcome) {
 		root.Send(self, acquireDone{p: p, o: o})
 	}))
 	if isActorOwner {

@@ -521,7 +521,7 @@ func (g *Group) Unlock(ctx context.Context) (err error) {
 	}
 	ctx, op := g.c.tel.StartRelease(ctx, g.c.tel.Describe("", kind, ""))
 	defer func() { op.End(err) }()
-	cmd := &actors.GroupRelease{Span: trace.SpanFromContext(ctx), Ticket: actors.NewTicket()}
+	cmd := &actors.GroupRelease{Span: op.Span(), Ticket: actors.NewTicket()}
 	o, err := g.c.ask(ctx, g.pid, cmd, cmd.Ticket)
 	if err != nil {
 		return err
@@ -852,7 +852,7 @@ func (gm groupMember) checkThenAcquire(lease, wait time.Duration, span trace.Spa
 // startAcquire sends the acquisition of one hold of the member.
 func (gm groupMember) startAcquire(lease, wait time.Duration, span trace.Span, notify func(actors.MemberAnswer)) (func() bool, func() error) {
 	m := gm.m
-	cmd := m.acquireCommand(lease, wait > 0, wait, actors.NewTicketFunc(func(o actors.Outcome) {
+	cmd := m.acquireCommand(new(actors.Acquire), lease, wait > 0, wait, actors.NewTicketFunc(func(o actors.Outcome) {
 		if o.Reason != messages.ReasonNone {
 			var err error
 			if o.Reason != messages.ReasonNotObtained {

@@ -7,8 +7,6 @@ import (
 	"sync"
 	"time"
 
-	"go.opentelemetry.io/otel/trace"
-
 	"github.com/lockwarden/lockwarden/actors"
 	"github.com/lockwarden/lockwarden/messages"
 	"github.com/lockwarden/lockwarden/redisops"
@@ -33,6 +31,8 @@ type Mutex struct {
 
 	// span describes the handle to the telemetry.
 	span telemetry.Lock
+	// route is the guardian's key of the lock's actor, built once for all the handle's commands.
+	route string
 
 	mu    sync.Mutex
 	token int64
@@ -105,6 +105,7 @@ func (c *Coordinator) newMutex(kind actors.Kind, name, owner string, opts []Mute
 		}
 	}
 	m.span = c.tel.Describe(name, kind.LockKind(), m.owner)
+	m.route = actors.RouteKey(kind, name)
 	return m
 }
 
@@ -237,8 +238,9 @@ func (m *Mutex) acquire(ctx context.Context, lease time.Duration, wait bool, win
 	ctx, op := m.c.tel.StartAcquire(ctx, m.span)
 	var o actors.Outcome
 	defer func() { op.EndAcquire(acquireOutcome(ok, err), o.Token, o.Attempts, err) }()
-	cmd := m.acquireCommand(lease, wait, window, actors.NewTicket())
-	cmd.Span = trace.SpanFromContext(ctx)
+	call := new(acquireCall) // the command and its ticket in one allocation
+	cmd := m.acquireCommand(&call.cmd, lease, wait, window, call.ticket.Init())
+	cmd.Span = op.Span()
 	o, err = m.c.do(ctx, cmd, cmd.Ticket)
 	if err != nil {
 		if (m.kind == actors.KindFair || m.kind == actors.KindWrite) && leaveCtx != nil {
@@ -280,15 +282,27 @@ type waitFailure struct{ err error }
 func (w waitFailure) Error() string { return w.err.Error() }
 func (w waitFailure) Unwrap() error { return w.err }
 
-// acquireCommand returns the command for one hold of m: lease 0 means a watchdog hold; window is the
-// wait window of a fair lock's waiter, 0 for the coordinator's default.
-func (m *Mutex) acquireCommand(lease time.Duration, wait bool, window time.Duration, ticket *actors.Ticket) *actors.Acquire {
+// acquireCall and releaseCall are a command and its ticket, allocated together.
+type (
+	acquireCall struct {
+		cmd    actors.Acquire
+		ticket actors.Ticket
+	}
+	releaseCall struct {
+		cmd    actors.Release
+		ticket actors.Ticket
+	}
+)
+
+// acquireCommand fills cmd with the command for one hold of m, and returns it: lease 0 means a
+// watchdog hold; window is the wait window of a fair lock's waiter, 0 for the coordinator's default.
+func (m *Mutex) acquireCommand(cmd *actors.Acquire, lease time.Duration, wait bool, window time.Duration, ticket *actors.Ticket) *actors.Acquire {
 	if window == 0 {
 		window = m.c.opts.fairWaitWindow
 	}
-	cmd := &actors.Acquire{
+	*cmd = actors.Acquire{
 		Name: m.name, Kind: m.kind, Owner: m.owner, Lease: lease, Wait: wait, SharedOwner: m.shared,
-		WaitWindow: window, Started: time.Now(), Ticket: ticket,
+		WaitWindow: window, Started: time.Now(), Ticket: ticket, Route: m.route,
 	}
 	if lease == 0 {
 		cmd.Lease, cmd.Watchdog = m.c.opts.watchdogTimeout, true
@@ -348,7 +362,9 @@ func (m *Mutex) Unlock(ctx context.Context) (err error) {
 	}
 	ctx, op := m.c.tel.StartRelease(ctx, m.span)
 	defer func() { op.End(err) }()
-	cmd := &actors.Release{Name: m.name, Kind: m.kind, Owner: m.owner, Span: trace.SpanFromContext(ctx), Ticket: actors.NewTicket()}
+	call := new(releaseCall) // the command and its ticket in one allocation
+	cmd := &call.cmd
+	*cmd = actors.Release{Name: m.name, Kind: m.kind, Owner: m.owner, Span: op.Span(), Route: m.route, Ticket: call.ticket.Init()}
 	o, err := m.c.do(ctx, cmd, cmd.Ticket)
 	if err != nil {
 		return errors.Unwrap(err)

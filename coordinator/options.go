@@ -86,8 +86,9 @@ type Option func(*options) error
 
 // WithWatchdogTimeout sets the lease of locks taken without one. The watchdog renews such locks every
 // third of it for as long as they are held, and a holder that stops renewing (a crashed process) frees
-// the lock within about this long. It must be at least [MinLease] and at most [MaxDuration]. The
-// default is 30s, as in Redisson.
+// the lock within about this long. The renewals of all the coordinator's locks due within a thirtieth
+// of it go to Redis together, up to 100 per script call, as Redisson's renewal scheduler sends them. It
+// must be at least [MinLease] and at most [MaxDuration]. The default is 30s, as in Redisson.
 func WithWatchdogTimeout(d time.Duration) Option {
 	return func(o *options) error {
 		if d < MinLease || d > MaxDuration {
@@ -111,9 +112,11 @@ func WithLogger(l *slog.Logger) Option {
 	}
 }
 
-// WithIdleTimeout sets how long the actor of a lock name lives on with no holders and no waiters before
-// it stops, so that many distinct names don't keep many actors alive. It must be positive and at most
-// [MaxDuration]. The default is 10s.
+// WithIdleTimeout sets how long the actor of a lock name stays bound to it with no holders and no
+// waiters before it is unbound, so that many distinct names don't keep many actors alive. An unbound
+// actor goes back to a pool of at most [actors.MaxPooledActors] (past that it stops), and the next new
+// name reuses it instead of spawning an actor. It must be positive and at most [MaxDuration]. The
+// default is 10s.
 func WithIdleTimeout(d time.Duration) Option {
 	return func(o *options) error {
 		if d <= 0 || d > MaxDuration {

@@ -17,9 +17,19 @@ type call struct {
 	grant *grant
 }
 
-// run runs c on its own, loading the script first if the server does not know it.
+// run runs c through o's batcher (in one pipeline with the calls of other goroutines pending at the
+// same moment, or on its own when none is), with EVALSHA, and again with EVAL if the server does not
+// know the script.
 func (o *Ops) run(ctx context.Context, c call) *redis.Cmd {
-	return c.script.Run(ctx, o.client, c.keys, c.args...)
+	if o.batcher == nil {
+		return c.script.Run(ctx, o.client, c.keys, c.args...)
+	}
+	return o.batcher.Do(ctx, c.script, c.keys, c.args...)
+}
+
+// do runs script with keys and args as run runs a call.
+func (o *Ops) do(ctx context.Context, script *redis.Script, keys []string, args ...any) *redis.Cmd {
+	return o.run(ctx, call{script: script, keys: keys, args: args})
 }
 
 // runChecked runs c on its own like run, and a call that may give a hold as [Ops.runGranting] does; a

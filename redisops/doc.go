@@ -15,7 +15,9 @@
 // lockwarden_fair_handoff:{N}, of the waiters to which a release may hand the lock in the same call
 // ([Ops.FairWait], [Ops.FairRelease]).
 //
-// Every state change is one script, run with [redis.Script.Run] (EVALSHA with an EVAL fallback). Every
+// Every state change is one script, sent with EVALSHA (EVAL when the server does not have it) through
+// the [Batcher] of its [Ops], which pipelines the calls pending at the same moment into one round
+// trip; calls followed by WAIT (see Replica sync below) go on their own connection instead. Every
 // key a script touches is passed in KEYS, and the keys of one lock share the hash tag {N}, so the scripts
 // also run on Redis Cluster. A script refuses a key of another type before it changes anything: it
 // reads the key's TYPE, or its first command on the key fails on another type before the script has

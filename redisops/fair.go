@@ -215,7 +215,7 @@ func (o *Ops) FairRefresh(ctx context.Context, name string, places []FairPlace) 
 	for _, p := range places {
 		args = append(args, p.Owner, millis(p.WaitWindow))
 	}
-	vals, err := fairRefreshScript.Run(ctx, o.client,
+	vals, err := o.do(ctx, fairRefreshScript,
 		[]string{LockKey(name), FairQueueKey(name), FairTimeoutKey(name), FairHandoffKey(name)}, args...).Int64Slice()
 	if err != nil {
 		return nil, fmt.Errorf("lockwarden: fair refresh %q: %w", name, err)
@@ -248,7 +248,7 @@ func (o *Ops) FairLeave(ctx context.Context, name, owner string, waitWindow time
 }
 
 func (o *Ops) fairCancel(ctx context.Context, name, owner string, waitWindow time.Duration, unclaimed string) (bool, error) {
-	n, err := fairCancelScript.Run(ctx, o.client,
+	n, err := o.do(ctx, fairCancelScript,
 		[]string{LockKey(name), FairQueueKey(name), FairTimeoutKey(name), FairHandoffKey(name)},
 		owner, millis(waitWindow), UnlockMessage, o.publish, ChannelName(name), unclaimed).Int64()
 	if err != nil {
@@ -334,7 +334,7 @@ func (o *Ops) FairRelease(ctx context.Context, name, owner, requestID string, le
 // passed and, when a lock was deleted, publishes [UnlockMessage] on the [FairChannelName] of the waiter
 // at the head of the queue. It reports whether a lock was deleted.
 func (o *Ops) FairForceUnlock(ctx context.Context, name string) (bool, error) {
-	n, err := fairForceUnlockScript.Run(ctx, o.client,
+	n, err := o.do(ctx, fairForceUnlockScript,
 		[]string{LockKey(name), FairQueueKey(name), FairTimeoutKey(name), FairHandoffKey(name)},
 		UnlockMessage, o.publish, ChannelName(name)).Int64()
 	if err != nil {

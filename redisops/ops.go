@@ -58,6 +58,7 @@ func Scripts() map[string]*redis.Script {
 		"acquire":     acquireScript,
 		"release":     releaseScript,
 		"renew":       renewScript,
+		"renew_many":  renewManyScript,
 		"forceunlock": forceUnlockScript,
 		"status":      statusScript,
 		"raise_token": raiseTokenScript,
@@ -67,10 +68,14 @@ func Scripts() map[string]*redis.Script {
 	return all
 }
 
-// Ops runs the lock scripts against one Redis deployment. It is safe for concurrent use and holds no
-// state besides its settings.
+// Ops runs the lock scripts against one Redis deployment. It is safe for concurrent use. Besides its
+// settings it holds a [Batcher], through which every script call that is not followed by WAIT reaches
+// Redis: the calls that many goroutines make at the same moment travel together, in one pipeline, so
+// that they cost one round trip rather than one each, while a lone call goes at once, as a direct call
+// would. [Ops.Close] ends the batcher's goroutines.
 type Ops struct {
 	client      redis.Scripter
+	batcher     *Batcher
 	publish     string
 	latchExpiry time.Duration
 	// tokenExpiry is how long a fencing-token counter outlives the clock passing its value; 0 keeps
@@ -78,6 +83,8 @@ type Ops struct {
 	tokenExpiry time.Duration
 	// sync is the replica-sync safeguard, nil when off (see [Ops.SetReplicaSync]).
 	sync *replicaSync
+	// cluster is set on Redis Cluster: the keys of one script call must then share a slot.
+	cluster bool
 }
 
 // New returns an Ops that runs scripts through client, publishing with PUBLISH, or with SPUBLISH when
@@ -93,8 +100,20 @@ func New(client redis.Scripter) *Ops {
 // NewFor returns an Ops that runs scripts through client, a client of the deployment d (see
 // [DeploymentOf]): it publishes with SPUBLISH when d is sharded, and with PUBLISH otherwise.
 func NewFor(client redis.Scripter, d Deployment) *Ops {
-	return &Ops{client: client, publish: publishCommand(d), latchExpiry: DefaultLatchExpiry,
-		tokenExpiry: DefaultTokenExpiry}
+	return &Ops{client: client, batcher: NewBatcher(client, DefaultPipelines), publish: publishCommand(d),
+		latchExpiry: DefaultLatchExpiry, tokenExpiry: DefaultTokenExpiry, cluster: d == DeploymentCluster}
+}
+
+// Batcher returns the [Batcher] through which o's script calls reach Redis, for callers that hand
+// their calls over without waiting ([Batcher.Go]).
+func (o *Ops) Batcher() *Batcher { return o.batcher }
+
+// Close waits for the asynchronous calls of o's batcher to be answered and its goroutines to end (see
+// [Batcher.Close]). The blocking calls of o keep working after Close. Close is idempotent.
+func (o *Ops) Close() {
+	if o.batcher != nil {
+		o.batcher.Close()
+	}
 }
 
 // Acquired is the answer of [Ops.Acquire].
@@ -257,7 +276,7 @@ func (o *Ops) Renew(ctx context.Context, name, owner string, lease time.Duration
 // ForceUnlock deletes the lock name whoever holds it and publishes an unlock notice. It reports
 // whether a lock was deleted.
 func (o *Ops) ForceUnlock(ctx context.Context, name string) (bool, error) {
-	n, err := forceUnlockScript.Run(ctx, o.client,
+	n, err := o.do(ctx, forceUnlockScript,
 		[]string{LockKey(name), ChannelName(name)}, UnlockMessage, o.publish).Int64()
 	if err != nil {
 		return false, fmt.Errorf("lockwarden: force unlock %q: %w", name, typed(err))
@@ -277,7 +296,7 @@ type Status struct {
 
 // Status reads the state of the lock name as seen by owner (which may be empty).
 func (o *Ops) Status(ctx context.Context, name, owner string) (Status, error) {
-	vals, err := statusScript.Run(ctx, o.client, []string{LockKey(name)}, owner).Int64Slice()
+	vals, err := o.do(ctx, statusScript, []string{LockKey(name)}, owner).Int64Slice()
 	if err != nil {
 		return Status{}, fmt.Errorf("lockwarden: status %q: %w", name, typed(err))
 	}

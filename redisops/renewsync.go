@@ -39,15 +39,8 @@ func (o *Ops) runRenewing(ctx context.Context, c call) (reply *redis.Cmd, syncEr
 // followed by one WAIT, which covers every write before it on the connection.
 func (o *Ops) runRenewals(ctx context.Context, calls []call) (replies []*redis.Cmd, syncErrs []error) {
 	replies, syncErrs = make([]*redis.Cmd, len(calls)), make([]error, len(calls))
-	runAll := func(todo []int) {
-		for _, i := range todo {
-			replies[i] = o.run(ctx, calls[i])
-		}
-	}
-	all := make([]int, len(calls))
-	for i := range all {
-		all[i] = i
-	}
+	runAll := func(todo []int) { o.runPipelined(ctx, calls, todo, replies) }
+	all := allOf(calls)
 	rs := o.sync
 	if rs == nil || rs.unsupported.Load() || len(calls) == 0 || len(calls[0].keys) == 0 {
 		runAll(all)
@@ -111,7 +104,7 @@ func (o *Ops) checkRenewed(ctx context.Context, reply, wait *redis.Cmd, master s
 		o.noteCallError(ctx, err)
 		return nil
 	}
-	if n, err := reply.Int64(); err != nil || n != 1 {
+	if !renewedAny(reply) {
 		return nil // not renewed: nothing to wait for
 	}
 	acked, enough, err := rs.acknowledged(wait, want)
@@ -132,6 +125,24 @@ func (o *Ops) checkRenewed(ctx context.Context, reply, wait *redis.Cmd, master s
 		return fmt.Errorf("%w (%w): %s", ErrRenewalNotSynced, ErrReplicasChanged, why)
 	}
 	return fmt.Errorf("%w: %s", ErrRenewalNotSynced, why)
+}
+
+// renewedAny reports whether the reply of a renewal script says that it renewed a hold: 1, or an
+// array (renew_many.lua) with a 1 in it.
+func renewedAny(reply *redis.Cmd) bool {
+	if n, err := reply.Int64(); err == nil {
+		return n == 1
+	}
+	vals, err := reply.Slice()
+	if err != nil {
+		return false
+	}
+	for _, v := range vals {
+		if n, ok := v.(int64); ok && n == 1 {
+			return true
+		}
+	}
+	return false
 }
 
 // RenewKind says which hold of a lock a [Renewal] renews.

@@ -192,3 +192,42 @@ func TestRenewMany(t *testing.T) {
 		t.Errorf("PTTL after RenewMany = %v, want about a minute", d)
 	}
 }
+
+// TestReplicaSyncRenewHolds: RenewHolds of holds of every family on several names is followed by one
+// WAIT; with the replica paused, every hold it renewed answers ErrRenewalNotSynced (renewed on the
+// master all the same) and the one that is gone ErrNotHeld, after that one WAIT.
+func TestReplicaSyncRenewHolds(t *testing.T) {
+	_, replica, client := startWithReplica(t)
+	ops := syncedOps(client)
+	const name = "replicasync:renew-holds"
+	renewalHolds(t, ops, name)
+	holds := []redisops.Hold{
+		{Name: name, Owner: "a", Kind: redisops.RenewLock, Lease: time.Minute},
+		{Name: name + ":fair", Owner: "a", Kind: redisops.RenewLock, Lease: time.Minute},
+		{Name: name + ":w", Owner: "w", Kind: redisops.RenewWrite, Lease: time.Minute},
+		{Name: name + ":r", Owner: "r", Kind: redisops.RenewRead, Lease: time.Minute},
+		{Name: name, Owner: "nobody", Kind: redisops.RenewLock, Lease: time.Minute},
+	}
+	for round, paused := range []bool{false, true} {
+		if paused {
+			replica.Pause()
+			t.Cleanup(replica.Resume)
+		}
+		before := waitCalls(t, client)
+		errs := ops.RenewHolds(t.Context(), holds)
+		if n := waitCalls(t, client) - before; n != 1 {
+			t.Errorf("round %d: %d WAITs, want 1", round, n)
+		}
+		for i, err := range errs[:4] {
+			if paused != errors.Is(err, redisops.ErrRenewalNotSynced) || (!paused && err != nil) {
+				t.Errorf("round %d, hold %d: %v; want ErrRenewalNotSynced %v", round, i, err, paused)
+			}
+		}
+		if !errors.Is(errs[4], redisops.ErrNotHeld) {
+			t.Errorf("round %d: the hold that is gone: %v, want ErrNotHeld", round, errs[4])
+		}
+	}
+	if d := pttl(t, client, name+":w"); d < 30*time.Second {
+		t.Errorf("PTTL after the unacknowledged renewal = %v, want about a minute", d)
+	}
+}

@@ -216,7 +216,7 @@ func (o *Ops) WriteAcquire(ctx context.Context, name, owner string, lease time.D
 // a waiting writer that gave up calls it so that new readers are let in at once. The intent is deleted
 // only if it holds owner; another writer's intent is left alone. It reports whether it deleted one.
 func (o *Ops) ClearWriteIntent(ctx context.Context, name, owner string) (bool, error) {
-	n, err := rwClearIntentScript.Run(ctx, o.client, []string{WriteIntentKey(name)}, owner).Int64()
+	n, err := o.do(ctx, rwClearIntentScript, []string{WriteIntentKey(name)}, owner).Int64()
 	if err != nil {
 		return false, fmt.Errorf("lockwarden: clear write intent %q: %w", name, typed(err))
 	}
@@ -275,7 +275,7 @@ func readReleaseReply(name string, cmd *redis.Cmd) (Released, error) {
 // requestID makes the call retry-safe like [Ops.Release]. It returns [ErrNotHeld] when owner is not the
 // writer.
 func (o *Ops) WriteRelease(ctx context.Context, name, owner, requestID string, lease time.Duration) (Released, error) {
-	n, err := rwWriteReleaseScript.Run(ctx, o.client,
+	n, err := o.do(ctx, rwWriteReleaseScript,
 		[]string{LockKey(name), RWChannelName(name), UnlockLatchKey(name, requestID), readTimeoutPrefix(name, owner)},
 		millis(lease), owner, WriteField(owner), ReadUnlockMessage, millis(o.latchExpiry), o.publish).Int64()
 	if err != nil {
@@ -346,7 +346,7 @@ func (o *Ops) ForceUnlockWrite(ctx context.Context, name string) (bool, error) {
 }
 
 func (o *Ops) rwForceUnlock(ctx context.Context, name, mode, message string) (bool, error) {
-	n, err := rwForceUnlockScript.Run(ctx, o.client,
+	n, err := o.do(ctx, rwForceUnlockScript,
 		[]string{LockKey(name), RWChannelName(name)}, mode, message, o.publish, allReadersPrefix(name)).Int64()
 	if err != nil {
 		return false, fmt.Errorf("lockwarden: force unlock %s %q: %w", mode, name, typed(err))
@@ -371,7 +371,7 @@ type RWStatus struct {
 
 // RWStatus reads the state of the read-write lock name as seen by owner (which may be empty).
 func (o *Ops) RWStatus(ctx context.Context, name, owner string) (RWStatus, error) {
-	vals, err := rwStatusScript.Run(ctx, o.client,
+	vals, err := o.do(ctx, rwStatusScript,
 		[]string{LockKey(name), WriteIntentKey(name)}, owner, WriteField(owner)).Slice()
 	if err != nil {
 		return RWStatus{}, fmt.Errorf("lockwarden: rw status %q: %w", name, typed(err))

@@ -21,7 +21,7 @@ var (
 // refused, for a writer that waits behind readers of its own process and so does not ask Redis for the
 // lock. Another writer's intent is left alone. It reports whether the intent holds owner afterwards.
 func (o *Ops) SetWriteIntent(ctx context.Context, name, owner string, intent time.Duration) (bool, error) {
-	n, err := rwSetIntentScript.Run(ctx, o.client, []string{LockKey(name), WriteIntentKey(name)}, owner, millis(intent)).Int64()
+	n, err := o.do(ctx, rwSetIntentScript, []string{LockKey(name), WriteIntentKey(name)}, owner, millis(intent)).Int64()
 	if err != nil {
 		return false, fmt.Errorf("lockwarden: set write intent %q: %w", name, err)
 	}

@@ -54,7 +54,7 @@ func (o *Ops) tokenMillis() int64 {
 // afterwards. It never lowers the counter. A counter that expires ([Ops.SetTokenExpiry]) keeps a floor
 // ahead of this server's clock (from another node) until the clock has passed it by the expiry.
 func (o *Ops) RaiseToken(ctx context.Context, name string, floor int64) (int64, error) {
-	n, err := raiseTokenScript.Run(ctx, o.client, []string{TokenKey(name)}, floor, o.tokenMillis()).Int64()
+	n, err := o.do(ctx, raiseTokenScript, []string{TokenKey(name)}, floor, o.tokenMillis()).Int64()
 	if err != nil {
 		return 0, fmt.Errorf("lockwarden: raise token %q: %w", name, typed(err))
 	}

@@ -38,6 +38,7 @@ package telemetry
 
 import (
 	"context"
+	"reflect"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -47,6 +48,7 @@ import (
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/trace"
+	"go.opentelemetry.io/otel/trace/noop"
 
 	"github.com/lockwarden/lockwarden/messages"
 )
@@ -94,7 +96,10 @@ type Config struct {
 // Telemetry records lockwarden's spans and metrics. Its methods are safe for concurrent use. A nil
 // *Telemetry records nothing.
 type Telemetry struct {
-	tracer    trace.Tracer
+	tracer trace.Tracer
+	// quiet reports whether spans would go nowhere: the provider is a no-op one, or the global one
+	// while no SDK has been installed (see tracing).
+	quiet     func() bool
 	lockNames bool
 	// sets holds the metric attribute sets of every kind and extra attribute, built once in New and
 	// only read after, so that recording a measurement does not build and sort a set each time.
@@ -169,7 +174,7 @@ func New(cfg Config) (*Telemetry, error) {
 		mp = otel.GetMeterProvider()
 	}
 	meter := mp.Meter(ScopeName)
-	t := &Telemetry{tracer: tp.Tracer(ScopeName), lockNames: cfg.LockNames}
+	t := &Telemetry{tracer: tp.Tracer(ScopeName), lockNames: cfg.LockNames, quiet: quietProvider(cfg.TracerProvider, tp)}
 	t.prepareSets()
 	var err error
 	seconds := metric.WithExplicitBucketBoundaries(0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300)
@@ -211,6 +216,36 @@ func New(cfg Config) (*Telemetry, error) {
 	}
 	return t, nil
 }
+
+// quietProvider returns the check of whether the spans of tp go nowhere: always, for a no-op provider;
+// for the global provider (given is nil), as long as the application has not installed one, since the
+// global provider's tracers forward to the one installed later.
+func quietProvider(given, tp trace.TracerProvider) func() bool {
+	switch {
+	case isNoop(tp):
+		return func() bool { return true }
+	case given == nil && reflect.TypeOf(tp).Kind() == reflect.Pointer &&
+		reflect.TypeOf(tp).Elem().PkgPath() == "go.opentelemetry.io/otel/internal/global":
+		// The built-in global provider, no SDK installed yet: its tracers go nowhere until
+		// otel.SetTracerProvider replaces it, and then they forward to the new one.
+		return func() bool { return otel.GetTracerProvider() == tp }
+	default:
+		return func() bool { return false }
+	}
+}
+
+func isNoop(tp trace.TracerProvider) bool {
+	switch tp.(type) {
+	case noop.TracerProvider, *noop.TracerProvider:
+		return true
+	}
+	return false
+}
+
+// Tracing reports whether a span started now would be seen: a tracer provider other than a no-op one,
+// or the global provider once an SDK is installed. Spans are started, and their attributes built, only
+// then.
+func (t *Telemetry) Tracing() bool { return t != nil && !t.quiet() }
 
 // lockAttrs returns the attributes of a lock of kind on name (a group has no name).
 func (t *Telemetry) lockAttrs(name string, kind messages.LockKind, extra ...attribute.KeyValue) []attribute.KeyValue {
@@ -325,7 +360,7 @@ func (t *Telemetry) StartRelease(ctx context.Context, l Lock) (context.Context, 
 // "redlock") over members locks.
 func (t *Telemetry) StartGroupAcquire(ctx context.Context, kind messages.LockKind, members int) (context.Context, Op) {
 	ctx, op := t.start(ctx, "lockwarden."+string(kind)+".acquire", t.Describe("", kind, ""), true)
-	if op.t != nil {
+	if op.span != nil {
 		op.span.SetAttributes(AttrMembers.Int(members))
 	}
 	return ctx, op
@@ -335,11 +370,15 @@ func (t *Telemetry) start(ctx context.Context, span string, l Lock, acquire bool
 	if t == nil {
 		return ctx, Op{}
 	}
+	op := Op{t: t, name: l.name, kind: l.kind, start: time.Now(), acquire: acquire}
+	if t.quiet() {
+		return ctx, op // nobody would see the span: build none
+	}
 	if l.attrs == nil { // a Lock not from Describe
 		l = t.Describe(l.name, l.kind, "")
 	}
-	ctx, s := t.tracer.Start(ctx, span, l.attrs) // SpanKindInternal, the default
-	return ctx, Op{t: t, span: s, name: l.name, kind: l.kind, start: time.Now(), acquire: acquire}
+	ctx, op.span = t.tracer.Start(ctx, span, l.attrs) // SpanKindInternal, the default
+	return ctx, op
 }
 
 // EndAcquire ends an acquire: outcome is one of the Outcome constants, token the fencing token when
@@ -350,7 +389,7 @@ func (op Op) EndAcquire(outcome string, token int64, attempts int, err error) {
 		return
 	}
 	elapsed := time.Since(op.start)
-	if op.span.IsRecording() {
+	if op.span != nil && op.span.IsRecording() {
 		attrs := make([]attribute.KeyValue, 0, 3)
 		attrs = append(attrs, AttrOutcome.String(outcome))
 		if token != 0 {
@@ -361,8 +400,7 @@ func (op Op) EndAcquire(outcome string, token int64, attempts int, err error) {
 		}
 		op.span.SetAttributes(attrs...)
 	}
-	op.setError(err)
-	op.span.End()
+	op.endSpan(err)
 	set := op.t.measure(op.name, op.kind, AttrOutcome.String(outcome))
 	op.t.add(instAcquireDuration, elapsed.Seconds(), set)
 	op.t.add(instAcquisitions, 1, set)
@@ -373,21 +411,27 @@ func (op Op) End(err error) {
 	if op.t == nil {
 		return
 	}
-	op.setError(err)
-	op.span.End()
+	op.endSpan(err)
 }
 
-func (op Op) setError(err error) {
+// Span returns the operation's span, nil when none was started (nobody would see it).
+func (op Op) Span() trace.Span { return op.span }
+
+func (op Op) endSpan(err error) {
+	if op.span == nil {
+		return
+	}
 	if err != nil {
 		op.span.RecordError(err)
 		op.span.SetStatus(codes.Error, err.Error())
 	}
+	op.span.End()
 }
 
 // StartChild starts a child span of the span context parent (which may be invalid: then the span is a
 // root) for work done on the caller's behalf by an actor, such as a Redis call.
 func (t *Telemetry) StartChild(parent trace.SpanContext, span, name string, kind messages.LockKind, attrs ...attribute.KeyValue) trace.Span {
-	if t == nil {
+	if t == nil || t.quiet() {
 		return nil
 	}
 	ctx := context.Background()
@@ -452,21 +496,28 @@ func (t *Telemetry) Flush() {
 
 // apply records a batch of measurements.
 func (t *Telemetry) apply(batch []measurement) {
+	if len(batch) == 0 {
+		return
+	}
 	ctx := context.Background()
+	// One option slice for the whole batch: a variadic argument to an interface method escapes, and
+	// would cost an allocation per measurement.
+	rec, add := make([]metric.RecordOption, 1), make([]metric.AddOption, 1)
 	for _, m := range batch {
+		rec[0], add[0] = m.set, m.set
 		switch m.inst {
 		case instAcquireDuration:
-			t.acquireDuration.Record(ctx, m.value, m.set)
+			t.acquireDuration.Record(ctx, m.value, rec...)
 		case instWaitDuration:
-			t.waitDuration.Record(ctx, m.value, m.set)
+			t.waitDuration.Record(ctx, m.value, rec...)
 		case instHoldDuration:
-			t.holdDuration.Record(ctx, m.value, m.set)
+			t.holdDuration.Record(ctx, m.value, rec...)
 		case instAcquisitions:
-			t.acquisitions.Add(ctx, int64(m.value), m.set)
+			t.acquisitions.Add(ctx, int64(m.value), add...)
 		case instRenewals:
-			t.renewals.Add(ctx, int64(m.value), m.set)
+			t.renewals.Add(ctx, int64(m.value), add...)
 		case instLost:
-			t.lost.Add(ctx, int64(m.value), m.set)
+			t.lost.Add(ctx, int64(m.value), add...)
 		}
 	}
 }

@@ -1,0 +1,198 @@
+package actors
+
+import (
+	"log/slog"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+
+	"github.com/lockwarden/lockwarden/messages"
+)
+
+// TestRecycleForgetsTheName: an actor recycled into the guardian's pool keeps nothing of its name (its
+// subscriptions, lost holds, timers, waiters), and once bound to another name serves that one.
+func TestRecycleForgetsTheName(t *testing.T) {
+	a := newTestLockActor(t, &fakeProtocol{}, 30*time.Second)
+	system := actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger {
+		return slog.New(slog.DiscardHandler)
+	}))
+	t.Cleanup(system.Shutdown)
+	a.root, a.self = system.Root, actor.NewPID("test", "lock")
+	a.env.Bridge = actor.NewPID("test", "bridge")
+	ts := NewTimers(func(*actor.PID, any) {})
+	t.Cleanup(ts.Stop)
+	a.timers = ts
+	a.clock.init(ts, a.self)
+
+	a.subs["redisson_lock__channel:{old}"] = struct{}{}
+	a.recent = map[string]time.Time{"redisson_lock__channel:{old}": time.Now()}
+	a.lost[holdKey{"x", KindPlain}] = 2
+	a.routed, a.handoffs, a.failing, a.renewSoon = 7, 3, true, true
+	a.idle.setAt(time.Now().Add(time.Hour))
+	a.retry.setAt(time.Now().Add(time.Hour))
+	a.clock.want(a.nextDeadline())
+	if ts.len() != 1 {
+		t.Fatalf("%d registrations, want 1", ts.len())
+	}
+
+	a.recycle()
+	switch {
+	case len(a.subs) != 0 || a.recent != nil:
+		t.Fatalf("subscriptions kept: %v %v", a.subs, a.recent)
+	case len(a.lost) != 0 || len(a.holds) != 0 || len(a.queue) != 0:
+		t.Fatalf("lost %v holds %v queue %v kept", a.lost, a.holds, a.queue)
+	case !a.nextDeadline().IsZero():
+		t.Fatalf("a timer is still armed, next at %v", a.nextDeadline())
+	case ts.len() != 0:
+		t.Fatalf("%d registrations left with the timer service, want 0", ts.len())
+	case a.routed != 0 || a.handoffs != 0 || a.failing || a.renewSoon:
+		t.Fatalf("counters kept: routed %d handoffs %d failing %v renewSoon %v", a.routed, a.handoffs, a.failing, a.renewSoon)
+	case a.name != "" || a.proto != nil:
+		t.Fatalf("name %q or protocol kept", a.name)
+	}
+
+	a.rebind(&bind{name: "new", key: RouteKey(KindFair, "new"), family: familyFair, binding: 9})
+	if a.name != "new" || a.family != familyFair || a.binding != 9 {
+		t.Fatalf("bound to %q family %v binding %d, want new, fair, 9", a.name, a.family, a.binding)
+	}
+	if _, ok := a.proto.(fairProtocol); !ok {
+		t.Fatalf("protocol %T, want fairProtocol", a.proto)
+	}
+}
+
+// poolWatch records the recycle and bind messages the lock actors receive.
+type poolWatch struct {
+	mu       sync.Mutex
+	recycled chan struct{}
+	bound    []string
+	// hold, when set, is called on the lock actor's goroutine before it handles a Wake.
+	hold func()
+}
+
+func newPoolWatch() *poolWatch { return &poolWatch{recycled: make(chan struct{}, 16)} }
+
+func (w *poolWatch) inject(name string, msg any) {
+	if name != "lock actor" {
+		return
+	}
+	switch m := msg.(type) {
+	case recycle:
+		w.recycled <- struct{}{}
+	case *bind:
+		w.mu.Lock()
+		w.bound = append(w.bound, m.name)
+		w.mu.Unlock()
+	case Wake:
+		w.mu.Lock()
+		hold := w.hold
+		w.mu.Unlock()
+		if hold != nil {
+			hold()
+		}
+	}
+}
+
+func (w *poolWatch) binds() []string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return append([]string(nil), w.bound...)
+}
+
+func lockOnce(t *testing.T, root *actor.RootContext, guardian *actor.PID, name, owner string) Outcome {
+	t.Helper()
+	tk := NewTicket()
+	root.Send(guardian, &Acquire{Name: name, Kind: KindPlain, Owner: owner, Lease: 30 * time.Second, Watchdog: true, Ticket: tk})
+	return outcome(t, tk, 5*time.Second, "acquire of "+name+" by "+owner)
+}
+
+func unlockOnce(t *testing.T, root *actor.RootContext, guardian *actor.PID, name, owner string) Outcome {
+	t.Helper()
+	tk := NewTicket()
+	root.Send(guardian, &Release{Name: name, Kind: KindPlain, Owner: owner, Ticket: tk})
+	return outcome(t, tk, 5*time.Second, "release of "+name+" by "+owner)
+}
+
+// TestIdleActorIsReused: the actor of a name that went idle is recycled, not stopped, and the next new
+// name gets it; it serves the new name from scratch (a first hold, not a re-entry), and the old name,
+// used again, gets a fresh hold too.
+func TestIdleActorIsReused(t *testing.T) {
+	w := newPoolWatch()
+	guardian, _, root := testGuardian(t, guardianSetup{inject: w.inject, idle: 50 * time.Millisecond})
+	first, second := t.Name()+":a", t.Name()+":b"
+	if o := lockOnce(t, root, guardian, first, "x"); o.Reason != messages.ReasonNone || o.HoldCount != 1 {
+		t.Fatalf("lock of %s = %+v, want held once", first, o)
+	}
+	if o := unlockOnce(t, root, guardian, first, "x"); o.Reason != messages.ReasonNone {
+		t.Fatalf("unlock of %s = %+v", first, o)
+	}
+	select {
+	case <-w.recycled:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the idle actor was not recycled within 10s")
+	}
+	if o := lockOnce(t, root, guardian, second, "x"); o.Reason != messages.ReasonNone || o.HoldCount != 1 {
+		t.Fatalf("lock of %s = %+v, want held once", second, o)
+	}
+	if got := w.binds(); len(got) != 1 || got[0] != second {
+		t.Fatalf("pooled actors bound to %v, want [%s]", got, second)
+	}
+	if o := unlockOnce(t, root, guardian, first, "x"); o.Reason != messages.ReasonNotHeld {
+		t.Fatalf("unlock of %s after its actor was recycled = %+v, want not held", first, o)
+	}
+	if o := lockOnce(t, root, guardian, first, "x"); o.Reason != messages.ReasonNone || o.HoldCount != 1 {
+		t.Fatalf("lock of %s again = %+v, want held once", first, o)
+	}
+	for _, name := range []string{first, second} {
+		if o := unlockOnce(t, root, guardian, name, "x"); o.Reason != messages.ReasonNone {
+			t.Fatalf("unlock of %s = %+v", name, o)
+		}
+	}
+}
+
+// TestCommandRacingRecycle: a command routed to an actor while it reports itself idle is not lost: the
+// guardian sees that the actor has not received everything it was sent, keeps it bound, and the
+// command is answered.
+func TestCommandRacingRecycle(t *testing.T) {
+	const idle = 50 * time.Millisecond
+	w := newPoolWatch()
+	guardian, _, root := testGuardian(t, guardianSetup{inject: w.inject, idle: idle})
+	name := t.Name()
+	lockOnce(t, root, guardian, name, "x")
+	unlockOnce(t, root, guardian, name, "x")
+	idleAt := time.Now().Add(idle)
+	// The first wake-up at or after the idle deadline is the one that reports the actor idle: hold it
+	// until a new command is on its way to the actor.
+	sent := make(chan *Ticket, 1)
+	var once sync.Once
+	w.mu.Lock()
+	w.hold = func() {
+		if time.Now().Before(idleAt) {
+			return
+		}
+		once.Do(func() {
+			tk := NewTicket()
+			root.Send(guardian, &Acquire{Name: name, Kind: KindPlain, Owner: "y", Lease: 30 * time.Second, Watchdog: true, Ticket: tk})
+			sent <- tk
+		})
+	}
+	w.mu.Unlock()
+	var tk *Ticket
+	select {
+	case tk = <-sent:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the idle wake-up did not come within 10s")
+	}
+	if o := outcome(t, tk, 5*time.Second, "acquire racing the recycle"); o.Reason != messages.ReasonNone || o.HoldCount != 1 {
+		t.Fatalf("acquire racing the recycle = %+v, want held once", o)
+	}
+	select {
+	case <-w.recycled:
+		t.Fatal("the actor was recycled while a command was on its way to it")
+	default:
+	}
+	if o := unlockOnce(t, root, guardian, name, "y"); o.Reason != messages.ReasonNone {
+		t.Fatalf("unlock = %+v", o)
+	}
+}

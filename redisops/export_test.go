@@ -1,0 +1,8 @@
+package redisops
+
+// QueuedCalls returns the number of calls waiting in b for a free round trip.
+func QueuedCalls(b *Batcher) int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return len(b.queue) + len(b.asyncQueue)
+}

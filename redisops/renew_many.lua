@@ -1,0 +1,76 @@
+-- renew_many.lua: extend many watchdog holds in one call, each on its own as renew.lua,
+-- rw_write_renew.lua or rw_read_renew.lua would: one hold's refusal leaves the others renewed. Every
+-- key of one call is in one Redis Cluster slot. The holds come in three runs: p reentrant or fair
+-- lock holds, then w write holds, then read holds, one owner argument each.
+-- ARGV[1]  lease in milliseconds
+-- ARGV[2]  p, the number of reentrant or fair lock holds
+-- ARGV[3]  w, the number of write holds
+-- ARGV[3+i]  the owner id O of hold i, for i = 1, 2, ...
+-- KEYS[i]  for a lock or write hold i, its lock hash N
+-- KEYS[p+w+2j-1], KEYS[p+w+2j]  for the j-th read hold, its lock hash N and O's read timeout key
+--          prefix {N}:O:rwlock_timeout (hold k has the key <prefix>:<k>)
+-- Returns one integer per hold, in order: 1 when renewed; 0 when O no longer holds it (the hold is
+-- lost); -1 when N holds another type than a hash (WRONGTYPE); -2 when O's field in N belongs to the
+-- other family of locks (WRONGKIND, see kindMismatch in lib.lua; checked for read and write holds:
+-- a lock hold is renewed as renew.lua renews it, on O's field alone). A hold that does not answer 1
+-- is left unchanged.
+local lease = tonumber(ARGV[1])
+local p, w = tonumber(ARGV[2]), tonumber(ARGV[3])
+local out = {}
+for i = 1, p do
+    local r = redis.pcall('hexists', KEYS[i], ARGV[3 + i])
+    if r == 1 then
+        redis.call('pexpire', KEYS[i], lease)
+    elseif type(r) == 'table' then
+        r = -1
+    end
+    out[i] = r
+end
+for i = p + 1, p + w do
+    local owner = ARGV[3 + i]
+    local state = redis.pcall('hmget', KEYS[i], 'mode', owner .. ':write', owner)
+    local r = 0
+    if state.err then
+        r = -1
+    elseif state[3] and not state[1] then
+        r = -2
+    elseif state[1] == 'write' and state[2] then
+        if not state[3] or redis.call('pttl', KEYS[i]) < lease then
+            redis.call('pexpire', KEYS[i], lease)
+        end
+        r = 1
+    end
+    out[i] = r
+end
+for i = p + w + 1, #ARGV - 3 do
+    local j = i - p - w
+    local key, prefix, owner = KEYS[p + w + 2 * j - 1], KEYS[p + w + 2 * j], ARGV[3 + i]
+    local state = redis.pcall('hmget', key, 'mode', owner)
+    local r = 0
+    if state.err then
+        r = -1
+    else
+        local count = tonumber(state[2])
+        if count and not state[1] then
+            r = -2
+        elseif count then
+            r = 1
+            for k = 1, count do
+                if redis.call('type', prefix .. ':' .. k).ok ~= 'string' then
+                    r = 0
+                    break
+                end
+            end
+            if r == 1 then
+                for k = 1, count do
+                    redis.call('pexpire', prefix .. ':' .. k, lease)
+                end
+                if redis.call('pttl', key) < lease then
+                    redis.call('pexpire', key, lease)
+                end
+            end
+        end
+    end
+    out[i] = r
+end
+return out

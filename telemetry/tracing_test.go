@@ -1,0 +1,68 @@
+package telemetry_test
+
+import (
+	"context"
+	"testing"
+
+	"go.opentelemetry.io/otel"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+	"go.opentelemetry.io/otel/trace/noop"
+
+	"github.com/lockwarden/lockwarden/messages"
+	"github.com/lockwarden/lockwarden/telemetry"
+)
+
+// TestSpansOnlyWhenSeen: with a no-op tracer provider a call starts no span; with an SDK it does, and
+// the span reaches the exporter.
+func TestSpansOnlyWhenSeen(t *testing.T) {
+	quiet, err := telemetry.New(telemetry.Config{TracerProvider: noop.NewTracerProvider(), MeterProvider: otel.GetMeterProvider()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := quiet.Describe(t.Name(), messages.LockPlain, "o")
+	if _, op := quiet.StartAcquire(context.Background(), l); op.Span() != nil || quiet.Tracing() {
+		t.Fatalf("no-op provider: span %v, Tracing %v; want none, false", op.Span(), quiet.Tracing())
+	}
+
+	exp := tracetest.NewInMemoryExporter()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(exp))
+	t.Cleanup(func() { _ = tp.Shutdown(context.Background()) })
+	loud, err := telemetry.New(telemetry.Config{TracerProvider: tp, MeterProvider: otel.GetMeterProvider()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, op := loud.StartAcquire(context.Background(), loud.Describe(t.Name(), messages.LockPlain, "o"))
+	if op.Span() == nil || !op.Span().IsRecording() || !loud.Tracing() {
+		t.Fatalf("SDK provider: span %v, Tracing %v; want a recording span, true", op.Span(), loud.Tracing())
+	}
+	op.EndAcquire(telemetry.OutcomeAcquired, 1, 1, nil)
+	if n := len(exp.GetSpans()); n != 1 {
+		t.Fatalf("%d spans exported, want 1", n)
+	}
+}
+
+// TestGlobalProviderInstalledLater: on the global provider, no span is built until the application
+// installs an SDK, and the spans go to that SDK from then on.
+func TestGlobalProviderInstalledLater(t *testing.T) {
+	tel, err := telemetry.New(telemetry.Config{MeterProvider: otel.GetMeterProvider()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := tel.Describe(t.Name(), messages.LockPlain, "o")
+	if _, op := tel.StartAcquire(context.Background(), l); op.Span() != nil || tel.Tracing() {
+		t.Fatalf("global provider with no SDK: span %v, Tracing %v; want none, false", op.Span(), tel.Tracing())
+	}
+	exp := tracetest.NewInMemoryExporter()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(exp))
+	t.Cleanup(func() { _ = tp.Shutdown(context.Background()) })
+	otel.SetTracerProvider(tp)
+	_, op := tel.StartAcquire(context.Background(), l)
+	if op.Span() == nil || !tel.Tracing() {
+		t.Fatalf("after SetTracerProvider: span %v, Tracing %v; want a span, true", op.Span(), tel.Tracing())
+	}
+	op.End(nil)
+	if n := len(exp.GetSpans()); n != 1 {
+		t.Fatalf("%d spans exported, want 1", n)
+	}
+}
