@@ -1257,12 +1257,16 @@ func (a *lockActor) onRelease(m *Release) {
 		})
 		return
 	}
+	held := int64(redisops.UnknownHoldCount)
+	if h != nil && !h.shared {
+		held = h.count // as Redis counts it, unless re-entries' replies were lost (releaseStray)
+	}
 	if a.callsAsync() {
-		a.releaseAsync(m, h, requestID, lease, next, nextCmd)
+		a.releaseAsync(m, h, requestID, lease, held, next, nextCmd)
 		return
 	}
 	sent := time.Now()
-	rel, err := a.proto.release(a.redisContext(), k, requestID, lease, next)
+	rel, err := releaseHeld(a.redisContext(), a.proto, k, requestID, lease, held, next)
 	releaseEvent(m.Span, sent, err)
 	a.settleRelease(m, h, lease, nextCmd, requestID, sent, rel, err)
 }

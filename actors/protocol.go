@@ -56,6 +56,17 @@ func (p plainProtocol) release(ctx context.Context, k holdKey, requestID string,
 	return p.ops.Release(ctx, p.name, k.owner, requestID, lease, next)
 }
 
+// releaseHeld drops one hold k through p, like p.release, telling the reentrant lock's release the
+// owner's hold count held as the actor knows it (redisops.UnknownHoldCount when it does not), which
+// spares Redis the unlock latch while holds remain (redisops.Ops.ReleaseHeld). The other families take
+// no count.
+func releaseHeld(ctx context.Context, p protocol, k holdKey, requestID string, lease time.Duration, held int64, next *redisops.Handoff) (redisops.Released, error) {
+	if pp, ok := p.(plainProtocol); ok {
+		return pp.ops.ReleaseHeld(ctx, pp.name, k.owner, requestID, lease, held, next)
+	}
+	return p.release(ctx, k, requestID, lease, next)
+}
+
 func (p plainProtocol) renew(ctx context.Context, k holdKey, lease time.Duration) error {
 	return p.ops.Renew(ctx, p.name, k.owner, lease)
 }

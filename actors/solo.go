@@ -17,15 +17,16 @@ type soloCall struct {
 	proto protocol
 	err   error
 
-	// An acquisition's first attempt: acq, the hold count it checks retries against, whether it is a
-	// re-entry, and Redis' answer.
+	// An acquisition's first attempt: acq, the hold count it checks retries against (held), whether
+	// it is a re-entry, and Redis' answer.
 	acq     *Acquire
 	held    int64
 	reentry bool
 	res     redisops.Acquired
 
 	// A release: rel, of the hold h (nil when the actor knew of none) of k, its request id and lease,
-	// the handoff it asks for (next, to the waiter nextCmd), and Redis' answer.
+	// the handoff it asks for (next, to the waiter nextCmd), and Redis' answer; held is then the hold
+	// count the release expects.
 	rel       *Release
 	k         holdKey
 	h         *hold
@@ -56,9 +57,10 @@ func (a *lockActor) attemptAsync(m *Acquire, reentry bool) {
 
 // releaseAsync sends the release of m's hold h (see onRelease) without the actor waiting for Redis;
 // settleRelease runs once Redis answered.
-func (a *lockActor) releaseAsync(m *Release, h *hold, requestID string, lease time.Duration, next *redisops.Handoff, nextCmd *Acquire) {
+func (a *lockActor) releaseAsync(m *Release, h *hold, requestID string, lease time.Duration, held int64, next *redisops.Handoff, nextCmd *Acquire) {
 	s := a.solo()
 	s.rel, s.k, s.h, s.requestID, s.lease, s.next, s.nextCmd = m, holdKey{m.Owner, m.Kind}, h, requestID, lease, next, nextCmd
+	s.held = held
 	a.startCall(s, m)
 }
 
@@ -68,7 +70,7 @@ func (s *soloCall) exec(ctx context.Context) {
 		s.res, s.err = acquireCall(ctx, s.proto, s.acq, s.held)
 		return
 	}
-	s.released, s.err = s.proto.release(ctx, s.k, s.requestID, s.lease, s.next)
+	s.released, s.err = releaseHeld(ctx, s.proto, s.k, s.requestID, s.lease, s.held, s.next)
 }
 
 // settle takes Redis' answer, on the actor. The call is cleared first: settling may start the next.

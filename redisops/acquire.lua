@@ -10,27 +10,41 @@
 -- Returns {1, holdCount, token} when O now holds the lock,
 -- or {0, pttl} when another owner holds it (pttl is -1 when the key has no expiry).
 -- A key of another type than the lock keeps there (another lock's key taken as a lock name, or data
--- of the application) is refused before anything changes: the script touches only its own data.
-local refused = wrongType({[1] = 'hash', [2] = 'string'}) or kindMismatch(ARGV[2], false)
-if refused then
-    return refused
+-- of the application) is refused before anything changes: the script touches only its own data. The
+-- lock's type is read once (a free lock needs nothing else read); the counter's is not read at all:
+-- the token is issued before the lock is written, and its first command fails on a counter of another
+-- type before anything is written (issueToken).
+local expiry = tonumber(ARGV[4])
+local found = redis.call('type', KEYS[1]).ok
+if found == 'none' then
+    local token = issueToken(KEYS[2], expiry)
+    redis.call('hset', KEYS[1], ARGV[2], 1)
+    redis.call('pexpire', KEYS[1], ARGV[1])
+    return {1, 1, token}
 end
-local expected = tonumber(ARGV[3])
-local current = redis.call('hget', KEYS[1], ARGV[2])
-if current then
-    current = tonumber(current)
-    if expected >= 0 and current > expected then
-        redis.call('pexpire', KEYS[1], ARGV[1])
-        -- A fresh token, never the counter's value: the hold found may also be a dead one of the
-        -- owner's, lost to the caller (its Done closed) while Redis kept it (a renewal that took
-        -- effect although its answer was lost), which the caller failed to clear; answering the
-        -- counter gave it that hold's token a second time. The token of a lost reply was never seen,
-        -- so a fresh one costs nothing but a gap.
-        return {1, current, issueToken(KEYS[2], tonumber(ARGV[4]))}
-    end
-elseif redis.call('exists', KEYS[1]) == 1 then
+if found ~= 'hash' then
+    return typeRefusal(1, found, 'hash')
+end
+-- One read gives the owner's count and tells a read-write lock (field mode) apart (kindMismatch).
+local state = redis.call('hmget', KEYS[1], 'mode', ARGV[2])
+if not state[2] then
     return {0, redis.call('pttl', KEYS[1])}
 end
-local count = redis.call('hincrby', KEYS[1], ARGV[2], 1)
+if state[1] then
+    return kindRefusal(ARGV[2])
+end
+local current = tonumber(state[2])
+local expected = tonumber(ARGV[3])
+local token = issueToken(KEYS[2], expiry)
+if expected >= 0 and current > expected then
+    -- A fresh token, never the counter's value: the hold found may also be a dead one of the owner's,
+    -- lost to the caller (its Done closed) while Redis kept it (a renewal that took effect although
+    -- its answer was lost), which the caller failed to clear; answering the counter gave it that
+    -- hold's token a second time. The token of a lost reply was never seen, so a fresh one costs
+    -- nothing but a gap.
+    redis.call('pexpire', KEYS[1], ARGV[1])
+    return {1, current, token}
+end
+redis.call('hincrby', KEYS[1], ARGV[2], 1)
 redis.call('pexpire', KEYS[1], ARGV[1])
-return {1, count, issueToken(KEYS[2], tonumber(ARGV[4]))}
+return {1, current + 1, token}

@@ -7,7 +7,9 @@
 //   - unlock notices are published on redisson_lock__channel:{N} ("0" = unlocked);
 //   - every acquisition issues a fencing token on the counter redisson_lock_token:{N}, which expires
 //     unless it is kept forever as Redisson's RFencedLock keeps it ([Ops.SetTokenExpiry]);
-//   - releases are retry-safe through the latch redisson_unlock_latch:{N}:<request id>.
+//   - releases are retry-safe: through the hold count the caller knows while holds remain
+//     ([Ops.ReleaseHeld]), and through the latch redisson_unlock_latch:{N}:<request id> for the last
+//     release and for owners whose count the caller does not know.
 //
 // The fair lock adds Redisson's queue LIST and timeout ZSET, and a HASH of its own,
 // lockwarden_fair_handoff:{N}, of the waiters to which a release may hand the lock in the same call
@@ -17,12 +19,14 @@
 // the [Batcher] of its [Ops], which pipelines the calls pending at the same moment into one round
 // trip; calls followed by WAIT (see Replica sync below) go on their own connection instead. Every
 // key a script touches is passed in KEYS, and the keys of one lock share the hash tag {N}, so the scripts
-// also run on Redis Cluster. A script checks the type of every key before it changes anything, and
-// answers WRONGTYPE ([ErrWrongType]) when one holds another type, and WRONGKIND ([ErrKindMismatch]) when
-// the owner's field in the lock's hash belongs to the other family of locks (plain and fair against
-// read-write), or, for a force unlock, the lock is of the other family. The functions the scripts
-// share (wrongType, kindMismatch, familyMismatch, issueToken, purgeLapsed, shiftDeadlines) are defined
-// once, in lib.lua, and prepended to each script when it is loaded.
+// also run on Redis Cluster. A script refuses a key of another type before it changes anything: it
+// reads the key's TYPE, or its first command on the key fails on another type before the script has
+// written anything (Redis answers that as WRONGTYPE too). It answers WRONGTYPE ([ErrWrongType]) when a
+// key holds another type, and WRONGKIND ([ErrKindMismatch]) when the owner's field in the lock's hash
+// belongs to the other family of locks (plain and fair against read-write), or, for a force unlock,
+// the lock is of the other family. The functions the scripts share (typeRefusal, kindRefusal,
+// wrongType, kindMismatch, familyMismatch, issueToken, purgeLapsed, shiftDeadlines) are defined once,
+// in lib.lua, and prepended to each script when it is loaded.
 //
 // # Replica sync
 //

@@ -1,6 +1,18 @@
 -- lib.lua: functions that the scripts share, prepended to each of them when it is loaded (withLib in
 -- scripts.go), so that each is defined once.
 
+-- typeRefusal(i, got, want) is the WRONGTYPE error reply for KEYS[i], which holds a got where the
+-- script keeps a want.
+local function typeRefusal(i, got, want)
+    return redis.error_reply('WRONGTYPE ' .. KEYS[i] .. ' holds a ' .. got .. ', not a ' .. want)
+end
+
+-- kindRefusal(owner) is the WRONGKIND error reply for an owner whose field in the lock hash KEYS[1]
+-- belongs to the other family of locks (see kindMismatch).
+local function kindRefusal(owner)
+    return redis.error_reply('WRONGKIND ' .. KEYS[1] .. ' holds a hold of ' .. owner .. ' of another kind of lock')
+end
+
 -- wrongType(want) returns a WRONGTYPE error reply for the first KEYS[i] that holds a type other than
 -- want[i] (a table index -> type name), or nil when every one is absent or of its type. A script
 -- returns that reply before it changes anything: a key of another type (another lock's key taken as a
@@ -9,7 +21,7 @@ local function wrongType(want)
     for i, w in pairs(want) do
         local got = redis.call('type', KEYS[i]).ok
         if got ~= 'none' and got ~= w then
-            return redis.error_reply('WRONGTYPE ' .. KEYS[i] .. ' holds a ' .. got .. ', not a ' .. w)
+            return typeRefusal(i, got, w)
         end
     end
     return nil
@@ -28,7 +40,7 @@ end
 local function kindMismatch(owner, rw)
     local state = redis.call('hmget', KEYS[1], 'mode', owner)
     if state[2] and ((state[1] ~= false) ~= rw) then
-        return redis.error_reply('WRONGKIND ' .. KEYS[1] .. ' holds a hold of ' .. owner .. ' of another kind of lock')
+        return kindRefusal(owner)
     end
     return nil
 end
@@ -49,6 +61,9 @@ end
 -- larger of the counter plus one and the server's clock in microseconds, and the counter keeps it until
 -- the clock has passed it by the expiry (in ms), so that a name leaves no key behind, and a token issued
 -- after the counter expired (from the clock) is still above every earlier one.
+-- Its first command on key (INCR, or SET ... GET) fails on a key of another type before it writes
+-- anything, and raises the error (redis.call): a script that issues the token before its other writes
+-- needs no TYPE check of the counter to change nothing on a counter of another type.
 local function issueToken(key, expiry)
     if expiry == 0 then
         local token = redis.call('incr', key)
@@ -57,9 +72,14 @@ local function issueToken(key, expiry)
     end
     local t = redis.call('time')
     local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
-    local token = math.max(tonumber(redis.call('get', key) or '0') + 1, now)
-    local keep = expiry + math.ceil((token - now) / 1000)
-    redis.call('set', key, string.format('%d', token), 'px', string.format('%d', keep))
+    -- The clock is nearly always ahead of the counter: one SET stores it and reads the counter.
+    local old = redis.call('set', key, string.format('%d', now), 'px', expiry, 'get')
+    local last = old and tonumber(old) or 0
+    if last < now then
+        return now
+    end
+    local token = last + 1
+    redis.call('set', key, string.format('%d', token), 'px', expiry + math.ceil((token - now) / 1000))
     return token
 end
 

@@ -202,13 +202,28 @@ type Released struct {
 // lease. When the last hold goes, the lock goes to next if next is not nil (no notice is published,
 // since the lock is not free), and otherwise is deleted and an unlock notice published.
 //
-// requestID makes the call retry-safe: a retry with the same id returns the first answer. It returns
-// [ErrNotHeld] when owner holds nothing.
+// requestID makes the call retry-safe: a retry with the same id returns the first answer, which the
+// script stores in an unlock latch (redisson_unlock_latch:{name}:<requestID>, kept for
+// [DefaultLatchExpiry]). It returns [ErrNotHeld] when owner holds nothing. [Ops.ReleaseHeld] does the
+// same with less work in Redis when the caller knows the owner's hold count.
 //
 // With the replica-sync safeguard on ([Ops.SetReplicaSync]), a handoff that too few replicas
 // acknowledge is given back (the lock is then free and its waiters told) and reported in
 // [Released.NotSynced].
 func (o *Ops) Release(ctx context.Context, name, owner, requestID string, lease time.Duration, next *Handoff) (Released, error) {
+	return o.ReleaseHeld(ctx, name, owner, requestID, lease, UnknownHoldCount, next)
+}
+
+// ReleaseHeld is [Ops.Release] for a caller that knows held, the owner's hold count before this call
+// (as the lock actor does for an owner id of its own), or [UnknownHoldCount]. With a known count, a
+// release that leaves holds is retry-safe without writing a latch: a retry finds the count already
+// one below held and answers that. Only the last release (held 1) stores its answer in a latch,
+// because only the latch tells its retry, which finds the owner's hold gone, from a release of a hold
+// that was lost before the call ran, which answers [ErrNotHeld]. A count in Redis other than held or
+// held-1 (holds the caller did not know of) is released as with an unknown count, and so is a
+// release with a handoff (next). held must be the count with no other acquisition or release of
+// owner under way, as [Ops.Acquire]'s held must be.
+func (o *Ops) ReleaseHeld(ctx context.Context, name, owner, requestID string, lease time.Duration, held int64, next *Handoff) (Released, error) {
 	nextOwner, nextLease, onlyIfAlone := "", int64(0), "0"
 	if next != nil {
 		nextOwner, nextLease = next.Owner, millis(next.Lease)
@@ -219,7 +234,7 @@ func (o *Ops) Release(ctx context.Context, name, owner, requestID string, lease 
 	reply, syncErr := o.runScript(ctx, o.undoHandoff(name, next), releaseScript,
 		[]string{LockKey(name), ChannelName(name), UnlockLatchKey(name, requestID), TokenKey(name)},
 		millis(lease), owner, UnlockMessage, millis(o.latchExpiry), o.publish,
-		nextOwner, nextLease, onlyIfAlone, o.tokenMillis())
+		nextOwner, nextLease, onlyIfAlone, o.tokenMillis(), held)
 	vals, err := reply.Int64Slice()
 	if err != nil {
 		return Released{}, fmt.Errorf("lockwarden: release %q: %w", name, typed(err))

@@ -5,6 +5,6 @@ import _ "embed"
 //go:embed lib.lua
 var libSource string
 
-// withLib returns the script source with the functions of lib.lua (wrongType, issueToken, purgeLapsed,
-// shiftDeadlines) defined ahead of it, so that the scripts share one definition of each.
+// withLib returns the script source with the functions of lib.lua (typeRefusal, kindRefusal,
+// wrongType, kindMismatch, familyMismatch, issueToken, purgeLapsed, shiftDeadlines) defined ahead of it, so that the scripts share one definition of each.
 func withLib(source string) string { return libSource + source }

@@ -114,6 +114,41 @@ func TestScriptsRefuseWrongTypes(t *testing.T) {
 			_, err := ops.Release(ctx, n, "A", "r1", lease, &redisops.Handoff{Owner: "B", Lease: lease})
 			return err
 		}},
+		{"re-entry, counter is a hash", func(t *testing.T, n string) {
+			mustAcquire(t, ops, n, "A", lease)
+			c.Del(ctx, redisops.TokenKey(n))
+			shadow(t, redisops.TokenKey(n))
+		}, func(n string) error { _, err := ops.Acquire(ctx, n, "A", lease, 1); return err }},
+		{"release, lock is a string", func(t *testing.T, n string) { c.Set(ctx, n, "v", 0) },
+			func(n string) error { _, err := ops.ReleaseHeld(ctx, n, "A", "r1", lease, 1, nil); return err }},
+		{"last release, latch is a hash", func(t *testing.T, n string) {
+			mustAcquire(t, ops, n, "A", lease)
+			shadow(t, redisops.UnlockLatchKey(n, "r1"))
+		}, func(n string) error { _, err := ops.ReleaseHeld(ctx, n, "A", "r1", lease, 1, nil); return err }},
+		{"last release of an unknown count, latch is a hash", func(t *testing.T, n string) {
+			mustAcquire(t, ops, n, "A", lease)
+			shadow(t, redisops.UnlockLatchKey(n, "r1"))
+		}, func(n string) error { _, err := ops.Release(ctx, n, "A", "r1", lease, nil); return err }},
+		{"release of an unexpected count, latch is a hash", func(t *testing.T, n string) {
+			mustAcquire(t, ops, n, "A", lease)
+			mustAcquire(t, ops, n, "A", lease)
+			shadow(t, redisops.UnlockLatchKey(n, "r1"))
+		}, func(n string) error { _, err := ops.ReleaseHeld(ctx, n, "A", "r1", lease, 1, nil); return err }},
+		{"handoff, latch is a hash", func(t *testing.T, n string) {
+			mustAcquire(t, ops, n, "A", lease)
+			shadow(t, redisops.UnlockLatchKey(n, "r1"))
+		}, func(n string) error {
+			_, err := ops.ReleaseHeld(ctx, n, "A", "r1", lease, 1, &redisops.Handoff{Owner: "B", Lease: lease})
+			return err
+		}},
+		{"handoff with the count known, counter is a hash", func(t *testing.T, n string) {
+			mustAcquire(t, ops, n, "A", lease)
+			c.Del(ctx, redisops.TokenKey(n))
+			shadow(t, redisops.TokenKey(n))
+		}, func(n string) error {
+			_, err := ops.ReleaseHeld(ctx, n, "A", "r1", lease, 1, &redisops.Handoff{Owner: "B", Lease: lease})
+			return err
+		}},
 		{"fair acquire, counter is a hash", func(t *testing.T, n string) { shadow(t, redisops.TokenKey(n)) },
 			func(n string) error { _, err := ops.FairAcquire(ctx, n, "A", lease, lease, 0, true); return err }},
 		{"fair acquire, queue is a hash", func(t *testing.T, n string) { shadow(t, redisops.FairQueueKey(n)) },

@@ -98,6 +98,9 @@
 //	BenchmarkEvents          a blocked event subscriber against none
 //	BenchmarkReplicaSync     replica sync (the default) against WithoutReplicaSync on a master with one
 //	                         replica, in alternating slices: ops/s, CPU time and allocations per pair
+//	BenchmarkScriptCost      the reentrant lock's scripts called directly (no actors) against the floor,
+//	                         each on its own server: Redis CPU and commands per acquire+release, keys
+//	                         left to expire included
 //
 // # Reading the numbers
 //

@@ -1,0 +1,296 @@
+package redisops_test
+
+import (
+	"context"
+	"errors"
+	"maps"
+	"net"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/lockwarden/lockwarden/integration/redistest"
+	"github.com/lockwarden/lockwarden/redisops"
+)
+
+// releaseHeld calls ReleaseHeld for owner with the hold count held and request id req, and fails the
+// test on an error.
+func releaseHeld(t *testing.T, ops *redisops.Ops, name, owner, req string, held int64, next *redisops.Handoff) redisops.Released {
+	t.Helper()
+	got, err := ops.ReleaseHeld(t.Context(), name, owner, req, lease, held, next)
+	if err != nil {
+		t.Fatalf("ReleaseHeld(%q, %q, %q, held %d): %v", name, owner, req, held, err)
+	}
+	return got
+}
+
+// checkNoKey fails if key exists.
+func checkNoKey(t *testing.T, c *redis.Client, key string) {
+	t.Helper()
+	if n, err := c.Exists(t.Context(), key).Result(); err != nil || n != 0 {
+		t.Errorf("EXISTS %q: got %d (err %v), want 0", key, n, err)
+	}
+}
+
+// TestReleaseHeldRetry: with the hold count known, a release that runs twice (go-redis sends it again
+// after a lost reply) answers the same both times and drops one hold, and only the last release keeps
+// a latch.
+func TestReleaseHeldRetry(t *testing.T) {
+	t.Parallel()
+	ops, c := setup(t)
+
+	t.Run("holds remain", func(t *testing.T) {
+		name := t.Name()
+		for held := range int64(3) {
+			if got, err := ops.Acquire(t.Context(), name, "A", lease, held); err != nil || !got.OK {
+				t.Fatalf("Acquire with %d held: %+v, %v", held, got, err)
+			}
+		}
+		for held := int64(3); held > 1; held-- {
+			req := "req" + string(rune('0'+held))
+			for i := range 2 {
+				if got, want := releaseHeld(t, ops, name, "A", req, held, nil), (redisops.Released{Remaining: held - 1}); got != want {
+					t.Errorf("release of %d holds, attempt %d: got %+v, want %+v", held, i+1, got, want)
+				}
+			}
+			checkHash(t, c, redisops.LockKey(name), map[string]string{"A": string(rune('0' + held - 1))})
+			checkPTTL(t, c, redisops.LockKey(name), lease)
+			checkNoKey(t, c, redisops.UnlockLatchKey(name, req))
+		}
+	})
+
+	t.Run("last hold", func(t *testing.T) {
+		name := t.Name()
+		ps := subscribe(t, c, redisops.ChannelName(name))
+		mustAcquire(t, ops, name, "A", lease)
+		for i := range 2 {
+			if got := releaseHeld(t, ops, name, "A", "req", 1, nil); got != (redisops.Released{}) {
+				t.Errorf("attempt %d: got %+v, want %+v", i+1, got, redisops.Released{})
+			}
+		}
+		checkGone(t, c, redisops.LockKey(name))
+		checkPTTL(t, c, redisops.UnlockLatchKey(name, "req"), redisops.DefaultLatchExpiry)
+		if msg := nextMessage(t, ps); msg != redisops.UnlockMessage {
+			t.Errorf("message: got %q, want %q", msg, redisops.UnlockMessage)
+		}
+		expectNoMessage(t, c, ps, redisops.ChannelName(name))
+	})
+
+	t.Run("last hold, after re-acquisition by another owner", func(t *testing.T) {
+		name := t.Name()
+		mustAcquire(t, ops, name, "A", lease)
+		releaseHeld(t, ops, name, "A", "req", 1, nil)
+		mustAcquire(t, ops, name, "B", lease)
+		if got := releaseHeld(t, ops, name, "A", "req", 1, nil); got != (redisops.Released{}) {
+			t.Errorf("retry: got %+v, want %+v", got, redisops.Released{})
+		}
+		checkHash(t, c, redisops.LockKey(name), map[string]string{"B": "1"})
+	})
+
+	t.Run("handoff", func(t *testing.T) {
+		name := t.Name()
+		prev := mustAcquire(t, ops, name, "A", lease)
+		next := &redisops.Handoff{Owner: "B", Lease: longLease}
+		got := releaseHeld(t, ops, name, "A", "req", 1, next)
+		if want := (redisops.Released{HandedOff: true, Token: prev.Token + 1}); got != want {
+			t.Fatalf("handoff: got %+v, want %+v", got, want)
+		}
+		if again := releaseHeld(t, ops, name, "A", "req", 1, next); again != got {
+			t.Errorf("retried handoff: got %+v, want %+v", again, got)
+		}
+		checkHash(t, c, redisops.LockKey(name), map[string]string{"B": "1"})
+		checkPTTL(t, c, redisops.LockKey(name), longLease)
+		if tok, err := c.Get(t.Context(), redisops.TokenKey(name)).Int64(); err != nil || tok != prev.Token+1 {
+			t.Errorf("token counter: got %d (err %v), want %d", tok, err, prev.Token+1)
+		}
+	})
+}
+
+// TestReleaseHeldNotHeld: a release of a hold lost before it ran answers ErrNotHeld, and so does its
+// retry, whatever count the caller knew.
+func TestReleaseHeldNotHeld(t *testing.T) {
+	t.Parallel()
+	ops, _ := setup(t)
+	for _, held := range []int64{1, 2} {
+		name := t.Name() + string(rune('0'+held))
+		for h := range held {
+			if got, err := ops.Acquire(t.Context(), name, "A", lease, h); err != nil || !got.OK {
+				t.Fatalf("Acquire with %d held: %+v, %v", h, got, err)
+			}
+		}
+		if ok, err := ops.ForceUnlock(t.Context(), name); !ok || err != nil {
+			t.Fatalf("ForceUnlock: %v, %v", ok, err)
+		}
+		for i := range 2 {
+			if _, err := ops.ReleaseHeld(t.Context(), name, "A", "req", lease, held, nil); !errors.Is(err, redisops.ErrNotHeld) {
+				t.Errorf("held %d, attempt %d: got error %v, want %v", held, i+1, err, redisops.ErrNotHeld)
+			}
+		}
+	}
+}
+
+// TestReleaseHeldUnexpectedCount: a count in Redis other than the caller's (or one below it) is
+// released one hold at a time as with an unknown count, through the latch, so a retry still drops
+// only one hold, also when it finds the count the caller expected.
+func TestReleaseHeldUnexpectedCount(t *testing.T) {
+	t.Parallel()
+	ops, c := setup(t)
+	// Redis counts more holds than the caller knows of (re-entries whose replies it lost).
+	for _, tt := range []struct{ inRedis, held int64 }{{3, 1}, {2, 1}, {3, 2}, {4, 2}} {
+		name := t.Name() + string(rune('0'+tt.inRedis)) + string(rune('0'+tt.held))
+		for range tt.inRedis {
+			mustAcquire(t, ops, name, "A", lease)
+		}
+		left := tt.inRedis - 1
+		for i := range 2 {
+			if got, want := releaseHeld(t, ops, name, "A", "req", tt.held, nil), (redisops.Released{Remaining: left}); got != want {
+				t.Errorf("%d in Redis, %d held, attempt %d: got %+v, want %+v", tt.inRedis, tt.held, i+1, got, want)
+			}
+		}
+		checkHash(t, c, redisops.LockKey(name), map[string]string{"A": string(rune('0' + left))})
+		checkPTTL(t, c, redisops.UnlockLatchKey(name, "req"), redisops.DefaultLatchExpiry)
+	}
+}
+
+// TestReleaseHeldKindMismatch: a release of a plain hold by an owner that holds the name as a reader
+// of a read-write lock is refused and changes nothing.
+func TestReleaseHeldKindMismatch(t *testing.T) {
+	t.Parallel()
+	ops, c := setup(t)
+	name := t.Name()
+	if _, err := ops.ReadAcquire(t.Context(), name, "A", lease, 0); err != nil {
+		t.Fatalf("ReadAcquire: %v", err)
+	}
+	before := snapshot(t, c)
+	for _, held := range []int64{1, redisops.UnknownHoldCount} {
+		if _, err := ops.ReleaseHeld(t.Context(), name, "A", "req", lease, held, nil); !errors.Is(err, redisops.ErrKindMismatch) {
+			t.Errorf("held %d: got error %v, want %v", held, err, redisops.ErrKindMismatch)
+		}
+	}
+	if after := snapshot(t, c); !maps.Equal(before, after) {
+		t.Errorf("the refused release changed Redis:\nbefore %q\nafter  %q", before, after)
+	}
+}
+
+// dialCounter is a go-redis hook that counts the connections the client dials.
+type dialCounter struct{ n chan struct{} }
+
+func (d dialCounter) DialHook(next redis.DialHook) redis.DialHook {
+	return func(ctx context.Context, network, addr string) (net.Conn, error) {
+		select {
+		case d.n <- struct{}{}:
+		default:
+		}
+		return next(ctx, network, addr)
+	}
+}
+
+func (dialCounter) ProcessHook(next redis.ProcessHook) redis.ProcessHook { return next }
+
+func (dialCounter) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return next
+}
+
+// evalshaRuns returns how many EVALSHA calls the server has run without failing (INFO commandstats).
+func evalshaRuns(t *testing.T, c *redis.Client) int64 {
+	t.Helper()
+	info, err := c.Info(t.Context(), "commandstats").Result()
+	if err != nil {
+		t.Fatalf("INFO commandstats: %v", err)
+	}
+	for _, line := range strings.Split(info, "\r\n") {
+		rest, ok := strings.CutPrefix(line, "cmdstat_evalsha:")
+		if !ok {
+			continue
+		}
+		fields := map[string]int64{}
+		for _, f := range strings.Split(rest, ",") {
+			k, v, _ := strings.Cut(f, "=")
+			fields[k], _ = strconv.ParseInt(v, 10, 64)
+		}
+		return fields["calls"] - fields["failed_calls"]
+	}
+	return 0
+}
+
+// TestReleaseHeldRetriedByClient: a release whose reply is lost (the server is paused past the
+// client's read timeout) is sent again by go-redis itself on a new connection; both runs take place
+// once the server resumes, and the caller gets the first run's answer, with one hold dropped, and,
+// for the last hold, "released" and one unlock notice, not ErrNotHeld.
+func TestReleaseHeldRetriedByClient(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t)
+	direct := srv.Client(t)
+	dials := dialCounter{n: make(chan struct{}, 64)}
+	client := redis.NewClient(&redis.Options{Addr: srv.Addr(), ReadTimeout: 200 * time.Millisecond,
+		MaxRetries: 20, MinRetryBackoff: 10 * time.Millisecond, MaxRetryBackoff: 50 * time.Millisecond})
+	client.AddHook(dials)
+	t.Cleanup(func() { _ = client.Close() })
+	ops := redisops.New(client)
+	ops.SetTokenExpiry(0)
+	// Loaded, so that every run is one EVALSHA (not a NOSCRIPT answer and an EVAL).
+	for name, s := range redisops.Scripts() {
+		if err := s.Load(t.Context(), direct).Err(); err != nil {
+			t.Fatalf("SCRIPT LOAD %s: %v", name, err)
+		}
+	}
+
+	for _, held := range []int64{3, 1} {
+		name := t.Name() + string(rune('0'+held))
+		ps := subscribe(t, direct, redisops.ChannelName(name))
+		for h := range held {
+			if got, err := ops.Acquire(t.Context(), name, "A", lease, h); err != nil || !got.OK {
+				t.Fatalf("Acquire with %d held: %+v, %v", h, got, err)
+			}
+		}
+		for len(dials.n) > 0 {
+			<-dials.n
+		}
+		before := evalshaRuns(t, direct)
+		srv.Pause()
+		type result struct {
+			rel redisops.Released
+			err error
+		}
+		done := make(chan result, 1)
+		go func() {
+			rel, err := ops.ReleaseHeld(t.Context(), name, "A", "req", lease, held, nil)
+			done <- result{rel, err}
+		}()
+		// The first attempt timed out and go-redis dialled a new connection to send it again.
+		select {
+		case <-dials.n:
+		case <-time.After(10 * time.Second):
+			srv.Resume()
+			t.Fatal("go-redis did not dial again within 10s of the pause")
+		}
+		srv.Resume()
+		var got result
+		select {
+		case got = <-done:
+		case <-time.After(10 * time.Second):
+			t.Fatal("ReleaseHeld did not return within 10s of the resume")
+		}
+		if got.err != nil {
+			t.Fatalf("held %d: ReleaseHeld: %v", held, got.err)
+		}
+		if want := (redisops.Released{Remaining: held - 1}); got.rel != want {
+			t.Errorf("held %d: ReleaseHeld: got %+v, want %+v", held, got.rel, want)
+		}
+		if runs := evalshaRuns(t, direct) - before; runs < 2 {
+			t.Fatalf("held %d: the release ran %d times, want at least 2 (the lost one and the retry)", held, runs)
+		}
+		if held > 1 {
+			checkHash(t, direct, redisops.LockKey(name), map[string]string{"A": "2"})
+			continue
+		}
+		checkGone(t, direct, redisops.LockKey(name))
+		if msg := nextMessage(t, ps); msg != redisops.UnlockMessage {
+			t.Errorf("message: got %q, want %q", msg, redisops.UnlockMessage)
+		}
+		expectNoMessage(t, direct, ps, redisops.ChannelName(name))
+	}
+}
