@@ -181,7 +181,9 @@ func (a *lockActor) settleUpTo(last *readBatch) bool {
 	}()
 	for len(a.running) > 0 {
 		b := a.running[0]
-		a.running = a.running[1:]
+		// Shifted rather than resliced, so that the slice keeps its capacity: a reentrant lock's
+		// calls go one at a time, and each would otherwise allocate running anew.
+		a.running = slices.Delete(a.running, 0, 1)
 		<-b.done
 		if len(a.running) > 0 {
 			a.inflight.Store(a.running[0].sent.UnixNano())

@@ -127,3 +127,7 @@ func (e *Env) stopContext() (context.Context, context.CancelFunc) {
 	}
 	return context.WithTimeout(context.Background(), e.StopReleaseTimeout)
 }
+
+// boundCalls reports whether a call is worth bounding by a context deadline: the client honours
+// deadlines ([redisops.Ops.HonoursDeadlines]), or the Ops is unknown (unit tests).
+func (e *Env) boundCalls() bool { return e.Ops == nil || e.Ops.HonoursDeadlines() }

@@ -38,18 +38,20 @@ func newProtocol(f family, name string, ops *redisops.Ops) protocol {
 	case familyRW:
 		return rwProtocol{name: name, ops: ops, intent: writeIntent}
 	default:
-		return plainProtocol{name: name, ops: ops}
+		names := redisops.NamesOf(name)
+		return plainProtocol{name: name, names: &names, ops: ops}
 	}
 }
 
 // plainProtocol is the reentrant lock.
 type plainProtocol struct {
-	name string
-	ops  *redisops.Ops
+	name  string
+	names *redisops.Names
+	ops   *redisops.Ops
 }
 
 func (p plainProtocol) acquire(ctx context.Context, m *Acquire, held int64, _ bool) (redisops.Acquired, error) {
-	return p.ops.Acquire(ctx, p.name, m.Owner, m.Lease, held)
+	return p.ops.AcquireNamed(ctx, p.names, m.Owner, m.Lease, held)
 }
 
 func (p plainProtocol) release(ctx context.Context, k holdKey, requestID string, lease time.Duration, next *redisops.Handoff) (redisops.Released, error) {
@@ -62,7 +64,7 @@ func (p plainProtocol) release(ctx context.Context, k holdKey, requestID string,
 // no count.
 func releaseHeld(ctx context.Context, p protocol, k holdKey, requestID string, lease time.Duration, held int64, next *redisops.Handoff) (redisops.Released, error) {
 	if pp, ok := p.(plainProtocol); ok {
-		return pp.ops.ReleaseHeld(ctx, pp.name, k.owner, requestID, lease, held, next)
+		return pp.ops.ReleaseHeldNamed(ctx, pp.names, k.owner, requestID, lease, held, next)
 	}
 	return p.release(ctx, k, requestID, lease, next)
 }
@@ -95,7 +97,7 @@ func (p plainProtocol) holdCount(ctx context.Context, k holdKey) (int64, error) 
 
 func (plainProtocol) leave(context.Context, *Acquire, bool) error { return nil }
 
-func (p plainProtocol) channel(*Acquire) string { return redisops.ChannelName(p.name) }
+func (p plainProtocol) channel(*Acquire) string { return p.names.Channel }
 
 // fairProtocol is the fair lock: every waiter keeps a place in a queue in Redis and is woken on a
 // channel of its own. A waiter whose owner id is this process's alone registers for handoffs, so that

@@ -67,7 +67,7 @@ func (a *lockActor) releaseAsync(m *Release, h *hold, requestID string, lease ti
 // exec runs the call, on the batch's goroutine.
 func (s *soloCall) exec(ctx context.Context) {
 	if s.acq != nil {
-		s.res, s.err = acquireCall(ctx, s.proto, s.acq, s.held)
+		s.res, s.err = acquireCall(ctx, s.proto, s.acq, s.held, s.a.env.boundCalls())
 		return
 	}
 	s.released, s.err = releaseHeld(ctx, s.proto, s.k, s.requestID, s.lease, s.held, s.next)

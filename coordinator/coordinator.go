@@ -8,6 +8,7 @@ import (
 	"reflect"
 	"runtime"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -157,7 +158,15 @@ func New(client redis.UniversalClient, opts ...Option) (*Coordinator, error) {
 		Dispatcher:         c.pool,
 		Renewals:           c.renewals,
 		NewRequestID: func() string {
-			return c.id + ":r" + strconv.FormatUint(c.requests.Add(1), 10)
+			// "<id>:r<n>", built in one allocation.
+			var digits [20]byte
+			n := strconv.AppendUint(digits[:0], c.requests.Add(1), 10)
+			var b strings.Builder
+			b.Grow(len(c.id) + 2 + len(n))
+			b.WriteString(c.id)
+			b.WriteString(":r")
+			b.Write(n)
+			return b.String()
 		},
 	}))
 	c.gateway = system.Root.Spawn(c.gatewayProps())

@@ -16,8 +16,9 @@ var ErrClosed = errors.New("lockwarden: batcher closed")
 // always finds one free, so it is never delayed behind a batch; under load the calls that find none
 // wait and go together in the next one. At 32 goroutines on a local server (BenchmarkBatcher), 2 and
 // 4 gave the same throughput within the noise of the measurement, 2.1-2.8 times that of direct calls,
-// with 0.11 and 0.19 round trips per call; 4 leaves more room for a server farther away.
-const DefaultPipelines = 4
+// with 0.11 and 0.19 round trips per call. In BenchmarkLockCost (Lock+Unlock on 32 names, through the
+// lock actors) 2 gave 0.22 round trips per pair against 4's 0.38, and a little less Redis CPU.
+const DefaultPipelines = 2
 
 // Batcher sends script calls to Redis, pipelining the calls that are pending at the same moment into
 // one round trip (group commit). It is safe for concurrent use.

@@ -35,5 +35,29 @@ func WriteIntentKey(name string) string { return prefixed("lockwarden_write_inte
 
 // UnlockLatchKey returns the key that stores the answer of the release with the given request id.
 func UnlockLatchKey(name, requestID string) string {
-	return prefixed("redisson_unlock_latch", name) + ":" + requestID
+	if strings.Contains(name, "{") {
+		return "redisson_unlock_latch:" + name + ":" + requestID
+	}
+	return "redisson_unlock_latch:{" + name + "}:" + requestID
 }
+
+// Names are the keys and the channel of one lock name, built once, for a caller that calls on the
+// same name often (a lock actor): the calls that take them build no key of their own but the unlock
+// latch's.
+type Names struct {
+	// Name is the lock name, which is also the key of its hash ([LockKey]).
+	Name string
+	// Token is [TokenKey] and Channel [ChannelName] of Name.
+	Token, Channel string
+	// latch is the unlock latch's key less the request id.
+	latch string
+}
+
+// NamesOf returns the Names of the lock name.
+func NamesOf(name string) Names {
+	return Names{Name: name, Token: TokenKey(name), Channel: ChannelName(name),
+		latch: UnlockLatchKey(name, "")}
+}
+
+// latchKey returns [UnlockLatchKey] of the name and requestID.
+func (n *Names) latchKey(requestID string) string { return n.latch + requestID }

@@ -78,6 +78,11 @@ type Ops struct {
 	batcher     *Batcher
 	publish     string
 	latchExpiry time.Duration
+	// latchArg, publishArg and tokenMillisArg are millis(latchExpiry), publish and tokenMillis() as
+	// script arguments, boxed once rather than on every call.
+	latchArg, publishArg, tokenMillisArg any
+	// deadlines is HonoursDeadlines.
+	deadlines bool
 	// tokenExpiry is how long a fencing-token counter outlives the clock passing its value; 0 keeps
 	// it forever (see [Ops.SetTokenExpiry]).
 	tokenExpiry time.Duration
@@ -100,8 +105,30 @@ func New(client redis.Scripter) *Ops {
 // NewFor returns an Ops that runs scripts through client, a client of the deployment d (see
 // [DeploymentOf]): it publishes with SPUBLISH when d is sharded, and with PUBLISH otherwise.
 func NewFor(client redis.Scripter, d Deployment) *Ops {
-	return &Ops{client: client, batcher: NewBatcher(client, DefaultPipelines), publish: publishCommand(d),
-		latchExpiry: DefaultLatchExpiry, tokenExpiry: DefaultTokenExpiry, cluster: d == DeploymentCluster}
+	o := &Ops{client: client, batcher: NewBatcher(client, DefaultPipelines), publish: publishCommand(d),
+		latchExpiry: DefaultLatchExpiry, cluster: d == DeploymentCluster, deadlines: honoursDeadlines(client)}
+	o.latchArg, o.publishArg = millis(o.latchExpiry), o.publish
+	o.SetTokenExpiry(DefaultTokenExpiry)
+	return o
+}
+
+// HonoursDeadlines reports whether o's client bounds a call by its context's deadline: a
+// *redis.Client, *redis.ClusterClient or *redis.Ring with ContextTimeoutEnabled, or a client whose
+// options o cannot read (taken to do so). Without it go-redis uses a deadline only while it waits for
+// a connection of its pool.
+func (o *Ops) HonoursDeadlines() bool { return o.deadlines }
+
+// honoursDeadlines is HonoursDeadlines of client.
+func honoursDeadlines(client redis.Scripter) bool {
+	switch c := client.(type) {
+	case *redis.Client:
+		return c.Options().ContextTimeoutEnabled
+	case *redis.ClusterClient:
+		return c.Options().ContextTimeoutEnabled
+	case *redis.Ring:
+		return c.Options().ContextTimeoutEnabled
+	}
+	return true
 }
 
 // Batcher returns the [Batcher] through which o's script calls reach Redis, for callers that hand
@@ -146,8 +173,19 @@ const UnknownHoldCount = -1
 // With the replica-sync safeguard on ([Ops.SetReplicaSync]), a hold that too few replicas acknowledge
 // is given back and the call returns an error matching [ErrNotSynced].
 func (o *Ops) Acquire(ctx context.Context, name, owner string, lease time.Duration, held int64) (Acquired, error) {
-	reply, syncErr := o.runScript(ctx, o.undoPlain(name, owner, lease), acquireScript,
-		[]string{LockKey(name), TokenKey(name)}, millis(lease), owner, held, o.tokenMillis())
+	n := NamesOf(name)
+	return o.AcquireNamed(ctx, &n, owner, lease, held)
+}
+
+// AcquireNamed is [Ops.Acquire] on the lock of the names n.
+func (o *Ops) AcquireNamed(ctx context.Context, n *Names, owner string, lease time.Duration, held int64) (Acquired, error) {
+	name := n.Name
+	var undo *grant
+	if o.syncsGrants(ctx, name) { // else no WAIT follows, and the undo is never needed
+		undo = o.undoPlain(name, owner, lease)
+	}
+	reply, syncErr := o.runScript(ctx, undo, acquireScript,
+		[]string{name, n.Token}, millis(lease), owner, held, o.tokenArg())
 	vals, err := reply.Int64Slice()
 	if err == nil {
 		err = syncErr
@@ -224,6 +262,13 @@ func (o *Ops) Release(ctx context.Context, name, owner, requestID string, lease 
 // release with a handoff (next). held must be the count with no other acquisition or release of
 // owner under way, as [Ops.Acquire]'s held must be.
 func (o *Ops) ReleaseHeld(ctx context.Context, name, owner, requestID string, lease time.Duration, held int64, next *Handoff) (Released, error) {
+	n := NamesOf(name)
+	return o.ReleaseHeldNamed(ctx, &n, owner, requestID, lease, held, next)
+}
+
+// ReleaseHeldNamed is [Ops.ReleaseHeld] on the lock of the names n.
+func (o *Ops) ReleaseHeldNamed(ctx context.Context, n *Names, owner, requestID string, lease time.Duration, held int64, next *Handoff) (Released, error) {
+	name := n.Name
 	nextOwner, nextLease, onlyIfAlone := "", int64(0), "0"
 	if next != nil {
 		nextOwner, nextLease = next.Owner, millis(next.Lease)
@@ -232,9 +277,9 @@ func (o *Ops) ReleaseHeld(ctx context.Context, name, owner, requestID string, le
 		}
 	}
 	reply, syncErr := o.runScript(ctx, o.undoHandoff(name, next), releaseScript,
-		[]string{LockKey(name), ChannelName(name), UnlockLatchKey(name, requestID), TokenKey(name)},
-		millis(lease), owner, UnlockMessage, millis(o.latchExpiry), o.publish,
-		nextOwner, nextLease, onlyIfAlone, o.tokenMillis(), held)
+		[]string{name, n.Channel, n.latchKey(requestID), n.Token},
+		millis(lease), owner, UnlockMessage, o.latchArg, o.publishArg,
+		nextOwner, nextLease, onlyIfAlone, o.tokenArg(), held)
 	vals, err := reply.Int64Slice()
 	if err != nil {
 		return Released{}, fmt.Errorf("lockwarden: release %q: %w", name, typed(err))

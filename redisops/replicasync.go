@@ -293,8 +293,8 @@ func (o *Ops) runSynced(ctx context.Context, calls []call) (replies []*redis.Cmd
 		return nil, nil, false
 	}
 	t, ok, err := o.syncTarget(ctx, calls[0].keys[0])
-	replies, syncErrs = make([]*redis.Cmd, len(calls)), make([]error, len(calls))
 	if err != nil {
+		replies, syncErrs = make([]*redis.Cmd, len(calls)), make([]error, len(calls))
 		for i := range replies {
 			replies[i] = redis.NewCmd(ctx)
 			replies[i].SetErr(err)
@@ -308,6 +308,7 @@ func (o *Ops) runSynced(ctx context.Context, calls []call) (replies []*redis.Cmd
 	if want == 0 {
 		return nil, nil, false
 	}
+	replies, syncErrs = make([]*redis.Cmd, len(calls)), make([]error, len(calls))
 	timeout := rs.waitTimeout(t.opts)
 	// A script the master is not known to have goes with EVAL, which loads it. One that meets a server
 	// that lost its scripts all the same (a restart, a failover, SCRIPT FLUSH) did not run: it goes

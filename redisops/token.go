@@ -40,7 +40,11 @@ const DefaultTokenExpiry = DefaultLatchExpiry
 // counter that expires under an INCRing client starts again from 1. A negative d counts as 0.
 func (o *Ops) SetTokenExpiry(d time.Duration) {
 	o.tokenExpiry = max(d, 0)
+	o.tokenMillisArg = o.tokenMillis()
 }
+
+// tokenArg is tokenMillis() as a script argument.
+func (o *Ops) tokenArg() any { return o.tokenMillisArg }
 
 // tokenMillis is the token expiry the scripts take: whole milliseconds, 0 for a persistent counter.
 func (o *Ops) tokenMillis() int64 {
