@@ -33,10 +33,12 @@ import (
 // The supervisor lives as long as the Group value: it stops when the coordinator closes, or when the
 // Group is garbage collected, releasing what the group still held.
 type Group struct {
-	c           *Coordinator
-	redLock     bool
-	members     []*Mutex
-	nodeTimeout time.Duration
+	c       *Coordinator
+	redLock bool
+	members []*Mutex
+	// groupOptions are the group's settings (nodeTimeout, maxLease), kept in the group so that its
+	// options apply to it in place.
+	groupOptions
 	// defaultTimeout is set when nodeTimeout is a MultiLock's default, which a call's lease caps.
 	defaultTimeout bool
 	// watchdog is the shortest watchdog timeout of the members without a fixed lease of their own.
@@ -44,9 +46,8 @@ type Group struct {
 	pid      *actor.PID
 	err      error
 
-	// maxLease is WithMaxLease's value, 0 for the default: the longest of knownLease (the members'
-	// own leases and watchdog timeouts) and callLease (the longest lease of the group's calls).
-	maxLease   time.Duration
+	// knownLease (the members' own leases and watchdog timeouts) and callLease (the longest lease of
+	// the group's calls) make the default of maxLease.
 	knownLease time.Duration
 	callLease  atomic.Int64
 
@@ -74,8 +75,10 @@ type GroupOption func(*groupOptions) error
 
 // groupOptions are the settings of a Group that its options set; zero means the default.
 type groupOptions struct {
+	// nodeTimeout bounds each member's attempt (see WithNodeTimeout).
 	nodeTimeout time.Duration
-	maxLease    time.Duration
+	// maxLease is WithMaxLease's value.
+	maxLease time.Duration
 }
 
 // WithNodeTimeout bounds each member's attempt to d, for a MultiLock and a RedLock alike: a member
@@ -190,15 +193,13 @@ func (c *Coordinator) RedLock(members []*Mutex, opts ...GroupOption) *Group {
 
 func (c *Coordinator) newGroup(redLock bool, members []*Mutex, opts []GroupOption) *Group {
 	g := &Group{c: c, redLock: redLock, members: append([]*Mutex(nil), members...)}
-	var o groupOptions
-	g.err = applyOptions(&o, opts)
+	g.err = applyOptions(&g.groupOptions, opts)
 	if g.err == nil {
 		g.err = validateMembers(g.members)
 	}
 	if g.err != nil {
 		return g
 	}
-	g.nodeTimeout, g.maxLease = o.nodeTimeout, o.maxLease
 	if !redLock && g.nodeTimeout == 0 {
 		g.nodeTimeout, g.defaultTimeout = multiLockNodeTimeout(g.members), true
 	}

@@ -21,13 +21,14 @@ import (
 // A Mutex is safe for concurrent use, but since the handle is one owner, concurrent Lock calls on it
 // all succeed as re-entries. Give each goroutine that must exclude the others its own handle.
 type Mutex struct {
-	c      *Coordinator
-	kind   actors.Kind
-	name   string
-	owner  string
-	shared bool
-	lease  time.Duration
-	err    error
+	c    *Coordinator
+	kind actors.Kind
+	name string
+	// mutexOptions are the handle's settings (owner, shared, lease), kept in the handle so that its
+	// options apply to it in place, with no allocation of their own.
+	mutexOptions
+	// err is the construction error (see Err).
+	err error
 
 	// span describes the handle to the telemetry.
 	span telemetry.Lock
@@ -84,8 +85,7 @@ func WithLease(d time.Duration) MutexOption {
 // ([ErrEmptyName]) or the first invalid option ([ErrEmptyOwner], [ErrInvalidLease]) is the handle's
 // construction error, which [Mutex.Err] reports at once and every call on the handle returns.
 func (c *Coordinator) Mutex(name string, opts ...MutexOption) *Mutex {
-	o, err := c.mutexOptions(name, opts)
-	return c.newMutex(actors.KindPlain, name, o, err)
+	return c.newMutex(actors.KindPlain, name, opts)
 }
 
 // FairMutex returns a handle on the fair lock name (Redisson's RFairLock): waiters get the lock in the
@@ -107,26 +107,33 @@ func (c *Coordinator) Mutex(name string, opts ...MutexOption) *Mutex {
 //
 // Its invalid names and options are reported as for [Coordinator.Mutex].
 func (c *Coordinator) FairMutex(name string, opts ...MutexOption) *Mutex {
-	o, err := c.mutexOptions(name, opts)
-	return c.newMutex(actors.KindFair, name, o, err)
+	return c.newMutex(actors.KindFair, name, opts)
 }
 
-// mutexOptions returns the settings of a handle on name made with opts, and its construction error:
-// ErrEmptyName, or the first option's error.
-func (c *Coordinator) mutexOptions(name string, opts []MutexOption) (mutexOptions, error) {
-	o := mutexOptions{owner: c.newOwner()}
+// newMutex returns a handle of kind on name with a fresh owner id and opts applied; its construction
+// error is ErrEmptyName, or the first option's error.
+func (c *Coordinator) newMutex(kind actors.Kind, name string, opts []MutexOption) *Mutex {
+	m := &Mutex{c: c, kind: kind, name: name, mutexOptions: mutexOptions{owner: c.newOwner()}}
 	if name == "" {
-		return o, ErrEmptyName
+		m.err = ErrEmptyName
+	} else {
+		m.err = applyOptions(&m.mutexOptions, opts)
 	}
-	return o, applyOptions(&o, opts)
+	m.describe()
+	return m
 }
 
-// newMutex returns a handle of kind on name with the settings o, and err as its construction error.
-func (c *Coordinator) newMutex(kind actors.Kind, name string, o mutexOptions, err error) *Mutex {
-	m := &Mutex{c: c, kind: kind, name: name, owner: o.owner, shared: o.shared, lease: o.lease, err: err}
-	m.span = c.tel.Describe(name, kind.LockKind(), m.owner)
-	m.route = actors.RouteKey(kind, name)
+// handle returns a handle of kind on name with the settings o, and err as its construction error.
+func (c *Coordinator) handle(kind actors.Kind, name string, o mutexOptions, err error) *Mutex {
+	m := &Mutex{c: c, kind: kind, name: name, mutexOptions: o, err: err}
+	m.describe()
 	return m
+}
+
+// describe sets what the handle's settings determine: its telemetry description and its route.
+func (m *Mutex) describe() {
+	m.span = m.c.tel.Describe(m.name, m.kind.LockKind(), m.owner)
+	m.route = actors.RouteKey(m.kind, m.name)
 }
 
 // Name returns the lock name.

@@ -39,11 +39,8 @@ type RWMutex struct {
 // not mix them. As in Redisson, a read or write hold keeps a plain or fair lock out, but a plain or fair
 // hold keeps neither side out: the read-write scripts look only at the hash's mode field.
 func (c *Coordinator) RWMutex(name string, opts ...MutexOption) *RWMutex {
-	o, err := c.mutexOptions(name, opts)
-	return &RWMutex{
-		read:  c.newMutex(actors.KindRead, name, o, err),
-		write: c.newMutex(actors.KindWrite, name, o, err),
-	}
+	read := c.newMutex(actors.KindRead, name, opts)
+	return &RWMutex{read: read, write: c.handle(actors.KindWrite, name, read.mutexOptions, read.err)}
 }
 
 // Read returns the read side. Its IsLocked reports whether the lock is in read mode, and its
