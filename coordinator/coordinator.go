@@ -87,13 +87,8 @@ func New(client redis.UniversalClient, opts ...Option) (*Coordinator, error) {
 		return nil, err
 	}
 	o := defaultOptions()
-	for _, opt := range opts {
-		if opt == nil {
-			continue
-		}
-		if err := opt(&o); err != nil {
-			return nil, err
-		}
+	if err := applyOptions(&o, opts); err != nil {
+		return nil, err
 	}
 	// The telemetry is made first: when it fails, nothing has been started that would need stopping.
 	var tel *telemetry.Telemetry

@@ -13,6 +13,19 @@
 //	if err := m.Lock(ctx); err != nil { ... }
 //	defer m.Unlock(ctx)
 //
+// # Options
+//
+// Every option type ([Option], [MutexOption], [GroupOption], [TryOption]) has one shape: a function
+// that applies its value and returns its validation error. Each call that takes options applies them
+// in order and reports the first error at once: [New] returns it; a handle's constructor
+// ([Coordinator.Mutex], [Coordinator.FairMutex], [Coordinator.RWMutex], [Coordinator.MultiLock],
+// [Coordinator.RedLock]), which does no I/O and returns no error, keeps it as the handle's
+// construction error, which the handle's Err method reports right away and every call on the handle
+// returns; TryLock returns it before it does anything else.
+//
+//	m := c.Mutex("orders:42", coordinator.WithLease(10*time.Second))
+//	if err := m.Err(); err != nil { ... } // ErrEmptyName, ErrEmptyOwner, ErrInvalidLease
+//
 // # Kinds of lock
 //
 // [Coordinator.Mutex] is Redisson's reentrant lock. [Coordinator.FairMutex] serves waiters in arrival

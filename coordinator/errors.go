@@ -26,20 +26,25 @@ var (
 	// there could be taken a second time by another owner; use a client per server with RedLock or
 	// MultiLock across them, or a Redis Cluster.
 	ErrUnsupportedClient = redisops.ErrUnsupportedClient
-	// ErrEmptyName is returned by every call on a handle created with an empty lock name.
+	// ErrEmptyName is the construction error of a handle created with an empty lock name: its Err
+	// reports it and every call on it returns it.
 	ErrEmptyName = errors.New("lockwarden: empty lock name")
-	// ErrEmptyOwner is returned by every call on a handle created with WithOwner("").
+	// ErrEmptyOwner is the error of WithOwner(""): the construction error of a handle created with
+	// it, which its Err reports and every call on it returns.
 	ErrEmptyOwner = errors.New("lockwarden: empty owner id")
-	// ErrInvalidLease is returned when a lease is below [MinLease] or above [MaxDuration].
+	// ErrInvalidLease is returned when a lease is below [MinLease] or above [MaxDuration]: the error of
+	// [WithLease] (a handle's construction error) or [Lease] (returned by TryLock).
 	ErrInvalidLease = errors.New("lockwarden: lease must be between 10ms and a year")
-	// ErrInvalidWait is returned when a wait is zero, negative or above [MaxDuration].
+	// ErrInvalidWait is returned when a wait is zero, negative or above [MaxDuration]: the error of
+	// [Wait] (returned by TryLock).
 	ErrInvalidWait = errors.New("lockwarden: wait must be positive and at most a year")
 	// ErrUpgrade is returned when the owner of read holds of a read-write lock asks for its write lock.
 	// Redisson would wait forever for the owner's own read holds; lockwarden refuses at once. Release
 	// the read holds first. (The other way, a writer taking read holds, is allowed: a downgrade.)
 	ErrUpgrade = redisops.ErrUpgrade
 	// ErrInvalidOption is returned by New when an option has an invalid value (a duration above
-	// [MaxDuration] included), and by every call on a Group made with an invalid [GroupOption].
+	// [MaxDuration] included). It is also the construction error of a Group made with an invalid
+	// [GroupOption], which [Group.Err] reports and every call on the group returns.
 	ErrInvalidOption = errors.New("lockwarden: invalid option")
 	// ErrNotSynced is returned by Lock, TryLock, RLock and TryRLock when Redis gave the lock but fewer
 	// replicas than required acknowledged it within the sync timeout ([WithReplicaSync]). The hold was
@@ -83,8 +88,9 @@ var (
 	// while an attempt has gone unanswered by Redis for 200 ms or more: a paused, partitioned or
 	// restarting server, not another owner's hold.
 	ErrNoAnswer = actors.ErrNoAnswer
-	// ErrInvalidGroup is returned by every call on a MultiLock or RedLock created with no members, a nil
-	// member, or the same member twice.
+	// ErrInvalidGroup is the construction error of a MultiLock or RedLock created with no members, a
+	// nil member, or the same member twice: [Group.Err] reports it and every call on the group returns
+	// it.
 	ErrInvalidGroup = errors.New("lockwarden: invalid lock group")
 	// ErrActorFailed is returned by a call whose command one of the coordinator's actors was handling
 	// when it panicked. The panic is recovered, logged through [WithLogger] and published as a

@@ -2,6 +2,7 @@ package coordinator_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log"
 	"time"
@@ -166,4 +167,29 @@ func ExampleCoordinator_RedLock() {
 	// Output:
 	// locked: true token issued: true
 	// valid for about 9.9s: true
+}
+
+func ExampleMutex_Err() {
+	ctx := context.Background()
+	redisServer, err := devredis.Open(ctx)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer redisServer.Close()
+	c, err := coordinator.New(redisServer.Client())
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer c.Close()
+
+	// The constructor does no I/O and returns no error: an invalid option is the handle's
+	// construction error, reported at once by Err and by every call.
+	m := c.Mutex("example:err", coordinator.WithLease(time.Millisecond))
+	fmt.Println("invalid lease:", errors.Is(m.Err(), coordinator.ErrInvalidLease))
+	fmt.Println("Lock returns it:", m.Lock(ctx) == m.Err())
+	fmt.Println("valid handle:", c.Mutex("example:err", coordinator.WithLease(time.Second)).Err())
+	// Output:
+	// invalid lease: true
+	// Lock returns it: true
+	// valid handle: <nil>
 }

@@ -332,8 +332,7 @@ func (g *gateway) onAcquire(ctx actor.Context, m messages.Acquire) {
 		return
 	}
 	kind, _ := actorKind(m.Kind)
-	handle := g.c.newMutex(kind, m.Name, owner, nil)
-	handle.shared = !isActorOwner
+	handle := g.c.handle(kind, m.Name, mutexOptions{owner: owner, shared: !isActorOwner}, nil)
 	// A bounded wait is also a fair waiter's window in the Redis queue, as for TryLock with Wait.
 	var window time.Duration
 	bounded := m.Wait > 0 && m.Wait != messages.WaitForever

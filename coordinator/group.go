@@ -33,10 +33,12 @@ import (
 // The supervisor lives as long as the Group value: it stops when the coordinator closes, or when the
 // Group is garbage collected, releasing what the group still held.
 type Group struct {
-	c           *Coordinator
-	redLock     bool
-	members     []*Mutex
-	nodeTimeout time.Duration
+	c       *Coordinator
+	redLock bool
+	members []*Mutex
+	// groupOptions are the group's settings (nodeTimeout, maxLease), kept in the group so that its
+	// options apply to it in place.
+	groupOptions
 	// defaultTimeout is set when nodeTimeout is a MultiLock's default, which a call's lease caps.
 	defaultTimeout bool
 	// watchdog is the shortest watchdog timeout of the members without a fixed lease of their own.
@@ -44,9 +46,8 @@ type Group struct {
 	pid      *actor.PID
 	err      error
 
-	// maxLease is WithMaxLease's value, 0 for the default: the longest of knownLease (the members'
-	// own leases and watchdog timeouts) and callLease (the longest lease of the group's calls).
-	maxLease   time.Duration
+	// knownLease (the members' own leases and watchdog timeouts) and callLease (the longest lease of
+	// the group's calls) make the default of maxLease.
 	knownLease time.Duration
 	callLease  atomic.Int64
 
@@ -67,8 +68,18 @@ var (
 	ErrNodeRestarted = errors.New("lockwarden: redlock node restarted recently")
 )
 
-// GroupOption configures a Group.
-type GroupOption func(*Group)
+// GroupOption configures a Group. Like every option of the package (see [Option]), it applies its
+// value and returns its validation error; the group's constructor reports the first error through
+// [Group.Err].
+type GroupOption func(*groupOptions) error
+
+// groupOptions are the settings of a Group that its options set; zero means the default.
+type groupOptions struct {
+	// nodeTimeout bounds each member's attempt (see WithNodeTimeout).
+	nodeTimeout time.Duration
+	// maxLease is WithMaxLease's value.
+	maxLease time.Duration
+}
 
 // WithNodeTimeout bounds each member's attempt to d, for a MultiLock and a RedLock alike: a member
 // that has not answered by then (a paused or unreachable server) counts as not taken, with
@@ -84,13 +95,14 @@ type GroupOption func(*Group)
 // lock actor is busy, is not given up too early. A MultiLock call with a fixed lease ([Lease]) has a
 // validity to protect, as a RedLock has: its default is at most the lease minus the drift allowance
 // (1% of the lease plus 2 ms), since the members taken first expire with their lease. d must be
-// positive and at most [MaxDuration], or every call returns [ErrInvalidOption].
+// positive and at most [MaxDuration], or the option's error is [ErrInvalidOption].
 func WithNodeTimeout(d time.Duration) GroupOption {
-	return func(g *Group) {
-		if (d <= 0 || d > MaxDuration) && g.err == nil {
-			g.err = fmt.Errorf("%w: node timeout %v must be in (0, %v]", ErrInvalidOption, d, MaxDuration)
+	return func(o *groupOptions) error {
+		if d <= 0 || d > MaxDuration {
+			return fmt.Errorf("%w: node timeout %v must be in (0, %v]", ErrInvalidOption, d, MaxDuration)
 		}
-		g.nodeTimeout = d
+		o.nodeTimeout = d
+		return nil
 	}
 }
 
@@ -100,13 +112,14 @@ func WithNodeTimeout(d time.Duration) GroupOption {
 // the longest lease the group knows of: the members' fixed leases and their coordinators' watchdog
 // timeouts, and the leases of the group's calls so far. Set it when other processes take the name
 // with longer leases. It has no effect on a MultiLock. d must be positive and at most [MaxDuration],
-// or every call returns [ErrInvalidOption].
+// or the option's error is [ErrInvalidOption].
 func WithMaxLease(d time.Duration) GroupOption {
-	return func(g *Group) {
-		if (d <= 0 || d > MaxDuration) && g.err == nil {
-			g.err = fmt.Errorf("%w: max lease %v must be in (0, %v]", ErrInvalidOption, d, MaxDuration)
+	return func(o *groupOptions) error {
+		if d <= 0 || d > MaxDuration {
+			return fmt.Errorf("%w: max lease %v must be in (0, %v]", ErrInvalidOption, d, MaxDuration)
 		}
-		g.maxLease = d
+		o.maxLease = d
+		return nil
 	}
 }
 
@@ -126,8 +139,11 @@ func WithMaxLease(d time.Duration) GroupOption {
 // validity fails (with Expired in the [*GroupError]) and releases what it took. If any member's hold
 // is lost, the group is lost: [Group.Done] closes and the other members are released.
 //
-// An invalid group (no members, a nil member, a member twice) makes every call return
-// [ErrInvalidGroup]; a member handle that is itself invalid makes every call return its error.
+// MultiLock does no I/O, and returns no error: its construction error, which [Group.Err] reports at
+// once and every call on the group returns, is the error of the first invalid option
+// ([ErrInvalidOption]), else [ErrInvalidGroup] for no members, a nil member or a member twice, else the
+// construction error of the first invalid member handle ([Mutex.Err]), else [ErrClosed] when the
+// coordinator is closed.
 func (c *Coordinator) MultiLock(members []*Mutex, opts ...GroupOption) *Group {
 	return c.newGroup(false, members, opts)
 }
@@ -168,19 +184,18 @@ func (c *Coordinator) MultiLock(members []*Mutex, opts ...GroupOption) *Group {
 // master may lack holds that had not reached it. A coordinator that meets a node for the first time after it restarted
 // cannot tell, and neither is checked a Redis Cluster client or a server that does not report its
 // run id: there the rule above is the operator's.
+//
+// RedLock does no I/O, and returns no error: its construction error is reported by [Group.Err] and
+// every call, as for [Coordinator.MultiLock].
 func (c *Coordinator) RedLock(members []*Mutex, opts ...GroupOption) *Group {
 	return c.newGroup(true, members, opts)
 }
 
 func (c *Coordinator) newGroup(redLock bool, members []*Mutex, opts []GroupOption) *Group {
 	g := &Group{c: c, redLock: redLock, members: append([]*Mutex(nil), members...)}
-	for _, opt := range opts {
-		if opt != nil {
-			opt(g)
-		}
-	}
-	if err := validateMembers(g.members); err != nil && g.err == nil {
-		g.err = err
+	g.err = applyOptions(&g.groupOptions, opts)
+	if g.err == nil {
+		g.err = validateMembers(g.members)
 	}
 	if g.err != nil {
 		return g
@@ -274,6 +289,11 @@ func validateMembers(members []*Mutex) error {
 // Members returns the group's member handles, in order.
 func (g *Group) Members() []*Mutex { return append([]*Mutex(nil), g.members...) }
 
+// Err returns the group's construction error (see [Coordinator.MultiLock]): [ErrInvalidOption],
+// [ErrInvalidGroup], a member handle's own construction error, or [ErrClosed]. Every call on the group
+// returns this same error, without I/O. It returns nil for a valid group.
+func (g *Group) Err() error { return g.err }
+
 func (g *Group) usable(ctx context.Context) error {
 	if g.err != nil {
 		return g.err
@@ -311,10 +331,11 @@ func (g *Group) Lock(ctx context.Context) error {
 // the group holds nothing when TryLock returns: the members the call took (in its last attempt, in
 // an attempt that succeeded just as the wait ran out, or in earlier attempts whose releases were still
 // in flight) have answered their releases, or the node timeout has passed (a member that stopped answering just then; its release
-// goes on in the background). Errors as for [Group.Lock], plus [ErrInvalidWait] and [ErrInvalidLease].
+// goes on in the background). Errors as for [Group.Lock], plus the error of the first invalid option
+// ([ErrInvalidWait], [ErrInvalidLease]), returned before anything else.
 func (g *Group) TryLock(ctx context.Context, opts ...TryOption) (bool, error) {
-	o, err := parseTryOptions(0, opts)
-	if err != nil {
+	var o tryOptions
+	if err := applyOptions(&o, opts); err != nil {
 		return false, err
 	}
 	if !o.waitSet {

@@ -112,7 +112,7 @@ func TestMultiLockCallNodeTimeout(t *testing.T) {
 		{"a lease shorter than the drift", 2 * time.Second, true, time.Millisecond, time.Millisecond},
 		{"a node timeout that was set", 2 * time.Second, false, 100 * time.Millisecond, 2 * time.Second},
 	} {
-		g := &Group{nodeTimeout: tc.nodeTimeout, defaultTimeout: tc.isDefault}
+		g := &Group{groupOptions: groupOptions{nodeTimeout: tc.nodeTimeout}, defaultTimeout: tc.isDefault}
 		if got := g.callNodeTimeout(tc.lease); got != tc.want {
 			t.Errorf("%s: callNodeTimeout(%v) = %v, want %v", tc.what, tc.lease, got, tc.want)
 		}

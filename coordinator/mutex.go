@@ -21,13 +21,14 @@ import (
 // A Mutex is safe for concurrent use, but since the handle is one owner, concurrent Lock calls on it
 // all succeed as re-entries. Give each goroutine that must exclude the others its own handle.
 type Mutex struct {
-	c      *Coordinator
-	kind   actors.Kind
-	name   string
-	owner  string
-	shared bool
-	lease  time.Duration
-	err    error
+	c    *Coordinator
+	kind actors.Kind
+	name string
+	// mutexOptions are the handle's settings (owner, shared, lease), kept in the handle so that its
+	// options apply to it in place, with no allocation of their own.
+	mutexOptions
+	// err is the construction error (see Err).
+	err error
 
 	// span describes the handle to the telemetry.
 	span telemetry.Lock
@@ -39,39 +40,52 @@ type Mutex struct {
 	done  <-chan struct{}
 }
 
-// MutexOption configures a Mutex handle.
-type MutexOption func(*Mutex)
+// MutexOption configures a Mutex, FairMutex or RWMutex handle. Like every option of the package (see
+// [Option]), it applies its value and returns its validation error; the handle's constructor reports
+// the first error through the handle's Err.
+type MutexOption func(*mutexOptions) error
+
+// mutexOptions are the settings of a handle that its options set.
+type mutexOptions struct {
+	owner string
+	// shared is set when the owner id was given with WithOwner, and may be another handle's too.
+	shared bool
+	// lease is the fixed lease of every acquisition, 0 for watchdog holds.
+	lease time.Duration
+}
 
 // WithOwner sets the owner id of the handle, to carry ownership across goroutines or processes: two
 // handles with the same owner id are the same owner. The default is a fresh id, "<coordinator
-// id>:<n>". An empty id makes every call return [ErrEmptyOwner].
+// id>:<n>". An empty id is an error, [ErrEmptyOwner].
 func WithOwner(id string) MutexOption {
-	return func(m *Mutex) {
-		if id == "" && m.err == nil {
-			m.err = ErrEmptyOwner
+	return func(o *mutexOptions) error {
+		if id == "" {
+			return ErrEmptyOwner
 		}
-		m.owner, m.shared = id, true
+		o.owner, o.shared = id, true
+		return nil
 	}
 }
 
 // WithLease gives every acquisition through the handle a fixed lease: the lock expires after d unless
 // it is released first, and the watchdog does not renew it. d must be at least [MinLease] and at most
-// [MaxDuration], or every call returns [ErrInvalidLease]. By default there is no fixed lease and the
-// watchdog renews the lock.
+// [MaxDuration], or the option's error is [ErrInvalidLease]. By default there is no fixed lease and
+// the watchdog renews the lock.
 func WithLease(d time.Duration) MutexOption {
-	return func(m *Mutex) {
-		if (d < MinLease || d > MaxDuration) && m.err == nil {
-			m.err = fmt.Errorf("%w: %v", ErrInvalidLease, d)
+	return func(o *mutexOptions) error {
+		if d < MinLease || d > MaxDuration {
+			return fmt.Errorf("%w: %v", ErrInvalidLease, d)
 		}
-		m.lease = d
+		o.lease = d
+		return nil
 	}
 }
 
-// Mutex returns a handle on the lock name. It does no I/O. An invalid name or option does not fail
-// here: every call on the handle returns the error ([ErrEmptyName], [ErrEmptyOwner],
-// [ErrInvalidLease]).
+// Mutex returns a handle on the lock name. It does no I/O, and returns no error: an empty name
+// ([ErrEmptyName]) or the first invalid option ([ErrEmptyOwner], [ErrInvalidLease]) is the handle's
+// construction error, which [Mutex.Err] reports at once and every call on the handle returns.
 func (c *Coordinator) Mutex(name string, opts ...MutexOption) *Mutex {
-	return c.newMutex(actors.KindPlain, name, c.newOwner(), opts)
+	return c.newMutex(actors.KindPlain, name, opts)
 }
 
 // FairMutex returns a handle on the fair lock name (Redisson's RFairLock): waiters get the lock in the
@@ -90,23 +104,36 @@ func (c *Coordinator) Mutex(name string, opts ...MutexOption) *Mutex {
 //
 // A fair and a plain lock on the same name share the lock hash, as in Redisson: they exclude each
 // other, but a plain Lock does not queue and may overtake fair waiters.
+//
+// Its invalid names and options are reported as for [Coordinator.Mutex].
 func (c *Coordinator) FairMutex(name string, opts ...MutexOption) *Mutex {
-	return c.newMutex(actors.KindFair, name, c.newOwner(), opts)
+	return c.newMutex(actors.KindFair, name, opts)
 }
 
-func (c *Coordinator) newMutex(kind actors.Kind, name, owner string, opts []MutexOption) *Mutex {
-	m := &Mutex{c: c, kind: kind, name: name, owner: owner}
+// newMutex returns a handle of kind on name with a fresh owner id and opts applied; its construction
+// error is ErrEmptyName, or the first option's error.
+func (c *Coordinator) newMutex(kind actors.Kind, name string, opts []MutexOption) *Mutex {
+	m := &Mutex{c: c, kind: kind, name: name, mutexOptions: mutexOptions{owner: c.newOwner()}}
 	if name == "" {
 		m.err = ErrEmptyName
+	} else {
+		m.err = applyOptions(&m.mutexOptions, opts)
 	}
-	for _, opt := range opts {
-		if opt != nil {
-			opt(m)
-		}
-	}
-	m.span = c.tel.Describe(name, kind.LockKind(), m.owner)
-	m.route = actors.RouteKey(kind, name)
+	m.describe()
 	return m
+}
+
+// handle returns a handle of kind on name with the settings o, and err as its construction error.
+func (c *Coordinator) handle(kind actors.Kind, name string, o mutexOptions, err error) *Mutex {
+	m := &Mutex{c: c, kind: kind, name: name, mutexOptions: o, err: err}
+	m.describe()
+	return m
+}
+
+// describe sets what the handle's settings determine: its telemetry description and its route.
+func (m *Mutex) describe() {
+	m.span = m.c.tel.Describe(m.name, m.kind.LockKind(), m.owner)
+	m.route = actors.RouteKey(m.kind, m.name)
 }
 
 // Name returns the lock name.
@@ -114,6 +141,11 @@ func (m *Mutex) Name() string { return m.name }
 
 // Owner returns the owner id of the handle.
 func (m *Mutex) Owner() string { return m.owner }
+
+// Err returns the handle's construction error: [ErrEmptyName] for an empty name, or the error of the
+// first invalid option ([ErrEmptyOwner], [ErrInvalidLease]). Every call on the handle returns this
+// same error, without I/O. It returns nil for a valid handle.
+func (m *Mutex) Err() error { return m.err }
 
 // usable returns the error that stops any call: a bad handle, a closed coordinator, an ended ctx.
 func (m *Mutex) usable(ctx context.Context) error {
@@ -147,26 +179,43 @@ func (m *Mutex) Lock(ctx context.Context) error {
 	return err
 }
 
-// TryOption configures one TryLock call.
-type TryOption func(*tryOptions)
+// TryOption configures one TryLock call. Like every option of the package (see [Option]), it
+// applies its value and returns its validation error; TryLock returns the first error before it does
+// anything else.
+type TryOption func(*tryOptions) error
 
+// tryOptions are the settings of one TryLock call.
 type tryOptions struct {
-	wait, lease time.Duration
-	waitSet     bool
-	leaseSet    bool
+	// wait is the call's wait when waitSet; without it, the call makes one attempt.
+	wait    time.Duration
+	waitSet bool
+	// lease is the fixed lease of the call, 0 for a watchdog hold.
+	lease time.Duration
 }
 
 // Wait makes TryLock wait up to d for the lock before it reports false, like Redisson's
 // tryLock(waitTime). d must be positive and at most [MaxDuration], or TryLock returns [ErrInvalidWait].
 func Wait(d time.Duration) TryOption {
-	return func(o *tryOptions) { o.wait, o.waitSet = d, true }
+	return func(o *tryOptions) error {
+		if d <= 0 || d > MaxDuration {
+			return fmt.Errorf("%w: %v", ErrInvalidWait, d)
+		}
+		o.wait, o.waitSet = d, true
+		return nil
+	}
 }
 
 // Lease gives this acquisition a fixed lease with no watchdog, like Redisson's tryLock(waitTime,
 // leaseTime), overriding the handle's [WithLease]. d must be at least [MinLease] and at most
 // [MaxDuration], or TryLock returns [ErrInvalidLease].
 func Lease(d time.Duration) TryOption {
-	return func(o *tryOptions) { o.lease, o.leaseSet = d, true }
+	return func(o *tryOptions) error {
+		if d < MinLease || d > MaxDuration {
+			return fmt.Errorf("%w: %v", ErrInvalidLease, d)
+		}
+		o.lease = d
+		return nil
+	}
 }
 
 // TryLock tries to lock m and reports whether it succeeded. Without [Wait] it makes one attempt.
@@ -176,12 +225,13 @@ func Lease(d time.Duration) TryOption {
 // [ErrNotObtained] and wraps that Redis error (or [ErrNoAnswer]).
 //
 // If ctx ends first, it returns false and an error that matches [ErrNotObtained] and ctx.Err(). Other
-// errors: [ErrInvalidWait], [ErrInvalidLease], [ErrClosed], [ErrNotSynced] (as for Lock), and Redis
-// errors joined with [ErrNotObtained]: a failed attempt, or [ErrGrantTooLate] when the only attempt's
-// grant came back after its lease had run out.
+// errors: the error of the first invalid option ([ErrInvalidWait], [ErrInvalidLease]), returned
+// before anything else, even the handle's construction error ([Mutex.Err]); [ErrClosed],
+// [ErrNotSynced] (as for Lock), and Redis errors joined with [ErrNotObtained]: a failed attempt, or
+// [ErrGrantTooLate] when the only attempt's grant came back after its lease had run out.
 func (m *Mutex) TryLock(ctx context.Context, opts ...TryOption) (bool, error) {
-	o, err := parseTryOptions(m.lease, opts)
-	if err != nil {
+	o := tryOptions{lease: m.lease}
+	if err := applyOptions(&o, opts); err != nil {
 		return false, err
 	}
 	if !o.waitSet {
@@ -190,23 +240,6 @@ func (m *Mutex) TryLock(ctx context.Context, opts ...TryOption) (bool, error) {
 	waitCtx, cancel := context.WithTimeout(ctx, o.wait)
 	defer cancel()
 	return ownWaitRanOut(ctx)(m.acquire(waitCtx, o.lease, true, o.wait, ctx))
-}
-
-// parseTryOptions applies opts over a default lease and checks them.
-func parseTryOptions(lease time.Duration, opts []TryOption) (tryOptions, error) {
-	o := tryOptions{lease: lease}
-	for _, opt := range opts {
-		if opt != nil {
-			opt(&o)
-		}
-	}
-	if o.waitSet && (o.wait <= 0 || o.wait > MaxDuration) {
-		return o, fmt.Errorf("%w: %v", ErrInvalidWait, o.wait)
-	}
-	if o.leaseSet && (o.lease < MinLease || o.lease > MaxDuration) {
-		return o, fmt.Errorf("%w: %v", ErrInvalidLease, o.lease)
-	}
-	return o, nil
 }
 
 // ownWaitRanOut turns the answer of an acquisition bounded by a TryLock's Wait into TryLock's answer:

@@ -82,7 +82,26 @@ func defaultOptions() options {
 
 // Option configures a Coordinator. An option with an invalid value makes New fail with
 // [ErrInvalidOption].
+//
+// Option has the shape of every option type of the package ([MutexOption], [GroupOption],
+// [TryOption]): a function that applies its value and returns its validation error. The call that
+// takes options applies them in order, ignores nil ones, and stops at the first error, which it
+// reports at once.
 type Option func(*options) error
+
+// applyOptions applies opts to o in order, skipping nil ones, and returns the first error; the
+// options after it are not applied.
+func applyOptions[T any, O ~func(*T) error](o *T, opts []O) error {
+	for _, opt := range opts {
+		if opt == nil {
+			continue
+		}
+		if err := opt(o); err != nil {
+			return err
+		}
+	}
+	return nil
+}
 
 // WithWatchdogTimeout sets the lease of locks taken without one. The watchdog renews such locks every
 // third of it for as long as they are held, and a holder that stops renewing (a crashed process) frees

@@ -30,18 +30,17 @@ type RWMutex struct {
 	read, write *Mutex
 }
 
-// RWMutex returns a handle on the read-write lock name. It does no I/O. Invalid names and options are
-// reported by every call, as for [Coordinator.Mutex]. [WithOwner] and [WithLease] apply to both sides.
+// RWMutex returns a handle on the read-write lock name. It does no I/O, and returns no error: an empty
+// name or the first invalid option is the handle's construction error, which [RWMutex.Err] reports at
+// once and every call on either side returns, as for [Coordinator.Mutex]. [WithOwner] and [WithLease]
+// apply to both sides.
 //
 // A read-write lock and a plain or fair lock on the same name share the lock hash, as in Redisson; do
 // not mix them. As in Redisson, a read or write hold keeps a plain or fair lock out, but a plain or fair
 // hold keeps neither side out: the read-write scripts look only at the hash's mode field.
 func (c *Coordinator) RWMutex(name string, opts ...MutexOption) *RWMutex {
-	owner := c.newOwner()
-	return &RWMutex{
-		read:  c.newMutex(actors.KindRead, name, owner, opts),
-		write: c.newMutex(actors.KindWrite, name, owner, opts),
-	}
+	read := c.newMutex(actors.KindRead, name, opts)
+	return &RWMutex{read: read, write: c.handle(actors.KindWrite, name, read.mutexOptions, read.err)}
 }
 
 // Read returns the read side. Its IsLocked reports whether the lock is in read mode, and its
@@ -57,6 +56,11 @@ func (rw *RWMutex) Name() string { return rw.read.name }
 
 // Owner returns the owner id of the handle, shared by both sides.
 func (rw *RWMutex) Owner() string { return rw.read.owner }
+
+// Err returns the handle's construction error, shared by both sides: [ErrEmptyName] for an empty
+// name, or the error of the first invalid option ([ErrEmptyOwner], [ErrInvalidLease]). Every call on
+// either side returns this same error, without I/O. It returns nil for a valid handle.
+func (rw *RWMutex) Err() error { return rw.read.err }
 
 // RLock takes a read hold, waiting while another owner holds the write side, like [Mutex.Lock].
 func (rw *RWMutex) RLock(ctx context.Context) error { return rw.read.Lock(ctx) }

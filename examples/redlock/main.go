@@ -58,6 +58,11 @@ func run() error {
 	}
 
 	first := newRedLock()
+	// Constructors do no I/O and return no error; an invalid option or member is reported at once
+	// by Err (and by every call on the group).
+	if err := first.Err(); err != nil {
+		return err
+	}
 	const lease = 10 * time.Second
 	if ok, err := first.TryLock(ctx, coordinator.Lease(lease)); err != nil || !ok {
 		return fmt.Errorf("first TryLock = %v, %v", ok, err)
