@@ -102,9 +102,10 @@ func (g *Guardian) bind(ctx actor.Context, name, key string, fam family, binding
 	if env.Dispatcher != nil {
 		opts = append(opts, actor.WithDispatcher(env.Dispatcher))
 	}
+	a := newLockActor(name, key, fam, env)
+	a.timers, a.binding = timers, binding
+	opts = append(opts, actor.WithMailbox(newInlineMailbox(a.inlineSafe)))
 	return ctx.Spawn(actor.PropsFromProducer(func() actor.Actor {
-		a := newLockActor(name, key, fam, env)
-		a.timers, a.binding = timers, binding
 		return &recovering{actor: a, f: env.Failures, name: "lock actor", lock: name}
 	}, opts...))
 }

@@ -164,7 +164,11 @@ func TestContendedChild(t *testing.T) {
 	start := time.Unix(0, startNs)
 	client := redis.NewClient(&redis.Options{Addr: f[0]})
 	defer client.Close()
-	c, err := coordinator.New(client)
+	var opts []coordinator.Option
+	if n, err := strconv.Atoi(os.Getenv("LOCKWARDEN_BENCH_HANDOFFS")); err == nil {
+		opts = append(opts, coordinator.WithMaxHandoffs(n))
+	}
+	c, err := coordinator.New(client, opts...)
 	if err != nil {
 		t.Fatal(err)
 	}
