@@ -34,7 +34,7 @@ func (o *ownerKinds) empty() bool { return o.held == 0 && o.pending == [KindWrit
 // otherFamily reports whether o holds or asks for a kind of another family than k.
 func (o *ownerKinds) otherFamily(k Kind) bool {
 	for other := KindPlain; other <= KindWrite; other++ {
-		if (o.held&(1<<other) != 0 || o.pending[other] > 0) && other.family() != k.family() {
+		if (o.held&(1<<other) != 0 || o.pending[other] > 0) && familyOf(other) != familyOf(k) {
 			return true
 		}
 	}

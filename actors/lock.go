@@ -116,7 +116,8 @@ type lockActor struct {
 	name   string
 	key    string
 	family family
-	proto  protocol
+	// proto is the family's strategy: its Redis calls and every decision in which families differ.
+	proto  strategy
 	env    *Env
 	self   *actor.PID
 	parent *actor.PID
@@ -198,7 +199,7 @@ func newLockActor(name, key string, f family, env *Env) *lockActor {
 		name:    name,
 		key:     key,
 		family:  f,
-		proto:   newProtocol(f, name, env.Ops),
+		proto:   newStrategy(f, name, env.Ops),
 		env:     env,
 		holds:   make(map[holdKey]*hold),
 		lost:    make(map[holdKey]int64),
@@ -234,7 +235,7 @@ func (a *lockActor) recycle() {
 // rebind binds a recycled actor to a new name.
 func (a *lockActor) rebind(m *bind) {
 	a.name, a.key, a.family, a.binding = m.name, m.key, m.family, m.binding
-	a.proto = newProtocol(m.family, m.name, a.env.Ops)
+	a.proto = newStrategy(m.family, m.name, a.env.Ops)
 }
 
 // boundName is the lock name the actor serves now, for the reports of a recovered panic.
@@ -400,13 +401,7 @@ func (a *lockActor) handle(ctx actor.Context, msg any) {
 		a.onAbandon(m)
 	case *messages.Subscribed:
 		if _, ok := a.subs[m.Channel]; ok {
-			if a.family == familyFair {
-				// The confirmation is for one waiter's channel: a notice for it may have been
-				// published before the subscription took, so that waiter tries now.
-				a.tryWaiter(func(w *Acquire) bool { return a.proto.channel(w) == m.Channel })
-			} else {
-				a.tryHead()
-			}
+			a.proto.subscribed(a, m.Channel)
 		}
 	case *messages.Notice:
 		a.onNotice(m)
@@ -477,10 +472,7 @@ func (a *lockActor) afterMessage() {
 	}
 	a.armExpiry()
 	a.armWatchdog()
-	if a.family == familyRW {
-		a.keepWriteIntent()
-	}
-	a.armKeepAlive()
+	a.proto.tend(a)
 	if a.isIdle() {
 		if !a.idle.armed() {
 			a.idle.setAt(time.Now().Add(a.env.IdleTimeout))
@@ -488,36 +480,6 @@ func (a *lockActor) afterMessage() {
 	} else {
 		a.idle.stop()
 	}
-}
-
-// keepWriteIntent leaves the write intent of the first writer that waits while readers of this
-// coordinator hold the lock, and refreshes it every half of its expiry while that lasts. Such a writer
-// does not ask Redis for the lock (the local read holds keep it out), so no refused attempt leaves its
-// intent, and without it readers of other processes would keep coming in. A writer that may try Redis
-// leaves its intent with its attempts.
-func (a *lockActor) keepWriteIntent() {
-	var w *Acquire
-	for _, m := range a.queue {
-		if m.Kind == KindWrite && !m.Ticket.Abandoned() {
-			w = m
-			break
-		}
-	}
-	if w == nil || len(a.holds) == 0 || a.compatible(w) || a.isReentry(w) {
-		a.intentOwner = ""
-		a.intent.stop()
-		return
-	}
-	if a.intentOwner == w.Owner && time.Since(a.intentSent) < writeIntent/2 && a.intent.armed() {
-		return
-	}
-	a.intentOwner, a.intentSent = w.Owner, time.Now()
-	if _, err := a.env.Ops.SetWriteIntent(a.redisContext(), a.name, w.Owner, writeIntent); err != nil {
-		a.log().Warn("leaving the write intent failed; retrying", "owner", w.Owner, "err", err)
-		a.intent.setAt(time.Now().Add(a.backoff.NextBackOff()))
-		return
-	}
-	a.intent.setAt(time.Now().Add(writeIntent / 2))
 }
 
 // syncSubscriptions subscribes the channels on which the waiters are woken. The channel of a plain or
@@ -534,16 +496,7 @@ func (a *lockActor) syncSubscriptions() {
 			want[a.proto.channel(m)] = struct{}{}
 		}
 	}
-	switch {
-	case a.family == familyFair:
-		// Also while idle: a worker in a loop leaves the lock idle between its turns. The idle tick,
-		// which comes later than fairChannelKeep, drops what is left.
-		a.keepRecentChannels(want)
-	case !a.isIdle():
-		for ch := range a.subs {
-			want[ch] = struct{}{}
-		}
-	}
+	a.proto.keepChannels(a, want)
 	for ch := range want {
 		if _, ok := a.subs[ch]; !ok {
 			a.subs[ch] = struct{}{}
@@ -554,42 +507,6 @@ func (a *lockActor) syncSubscriptions() {
 		if _, ok := want[ch]; !ok {
 			delete(a.subs, ch)
 			a.root.Send(a.env.Bridge, &messages.Unsubscribe{Channel: ch, Subscriber: a.self})
-		}
-	}
-}
-
-// fairChannelKeep is how long a fair lock keeps a waiter's channel subscribed after the waiter got the
-// lock or left, and fairChannelsKept the most channels it keeps so: an owner that queues again soon
-// after its release (a worker in a loop) then finds its channel subscribed, and needs neither a new
-// subscription nor the attempt that follows its confirmation.
-const (
-	fairChannelKeep  = time.Second
-	fairChannelsKept = 256
-)
-
-// keepRecentChannels adds to want the subscribed channels of a fair lock that were wanted within
-// fairChannelKeep, and notes when the channels in want were last wanted.
-func (a *lockActor) keepRecentChannels(want map[string]struct{}) {
-	now := time.Now()
-	if a.recent == nil {
-		a.recent = make(map[string]time.Time)
-	}
-	for ch := range want {
-		a.recent[ch] = now
-	}
-	for ch, last := range a.recent {
-		if _, wanted := want[ch]; wanted {
-			// Wanted now, so kept. A new channel is not subscribed yet (that comes after this), and
-			// the check below would forget it: a waiter granted before the confirmation came would
-			// then lose its channel at once.
-			continue
-		}
-		_, subscribed := a.subs[ch]
-		switch {
-		case !subscribed || now.Sub(last) >= fairChannelKeep:
-			delete(a.recent, ch)
-		case len(want) < fairChannelsKept:
-			want[ch] = struct{}{}
 		}
 	}
 }
@@ -616,16 +533,16 @@ func (a *lockActor) onAcquire(m *Acquire) {
 	if _, lost := a.lost[k]; lost && a.holds[k] == nil && !m.SharedOwner {
 		a.clearLost(k)
 	}
-	if a.isUpgrade(m) {
+	if a.proto.refusesUpgrade(a, m) {
 		a.refuse(m, Outcome{Reason: messages.ReasonUpgrade})
 		return
 	}
 	reentry := a.isReentry(m)
 	// A fair waiter takes its place in the Redis queue on arrival, even behind local waiters, so that
 	// the order across processes is the order of arrival.
-	fairWaiter := a.family == familyFair && m.Wait
+	queuesInRedis := a.proto.queuesInRedis() && m.Wait
 	switch {
-	case reentry || (len(a.queue) == 0 && a.compatible(m)) || fairWaiter:
+	case reentry || (len(a.queue) == 0 && a.compatible(m)) || queuesInRedis:
 		if a.batchable(m.Owner, m.Kind) {
 			a.batchAcquire(m, func(ok bool, ttl time.Duration, err error) { a.afterFirstAttempt(m, reentry, ok, ttl, err) })
 			return
@@ -650,9 +567,10 @@ func (a *lockActor) onAcquire(m *Acquire) {
 // afterFirstAttempt answers or queues m after the attempt it made on arrival.
 func (a *lockActor) afterFirstAttempt(m *Acquire, reentry, ok bool, ttl time.Duration, err error) {
 	if ok {
-		if a.family == familyFair && len(a.queue) > 0 {
-			// A fair waiter tries on arrival even behind local waiters; when it got the lock (a handoff
-			// to its owner that an earlier call of the owner waits for), that call re-enters now.
+		if a.proto.queuesInRedis() && len(a.queue) > 0 {
+			// A waiter that queues in Redis tries on arrival even behind local waiters; when it got the
+			// lock (a handoff to its owner that an earlier call of the owner waits for), that call
+			// re-enters now.
 			a.tryHead()
 		}
 		return
@@ -694,35 +612,27 @@ func (a *lockActor) afterFirstAttempt(m *Acquire, reentry, ok bool, ttl time.Dur
 }
 
 // isReentry reports whether m's owner already holds the lock in a way that lets m in at once: a hold
-// of the same kind, or, on a read-write lock, the write side when m asks for a read hold (a downgrade).
+// of the same kind, or one of the kind the strategy lets it enter through (a writer taking read holds).
 func (a *lockActor) isReentry(m *Acquire) bool {
 	if _, ok := a.holds[holdKey{m.Owner, m.Kind}]; ok {
 		return true
 	}
-	_, writer := a.holds[holdKey{m.Owner, KindWrite}]
-	return m.Kind == KindRead && writer
-}
-
-// isUpgrade reports whether m asks for the write side of a read-write lock while its owner holds only
-// read holds: Redisson would wait forever for itself; we refuse.
-func (a *lockActor) isUpgrade(m *Acquire) bool {
-	if m.Kind != KindWrite {
-		return false
+	if through, ok := a.proto.enteredThrough(m.Kind); ok {
+		_, held := a.holds[holdKey{m.Owner, through}]
+		return held
 	}
-	_, reads := a.holds[holdKey{m.Owner, KindRead}]
-	_, writes := a.holds[holdKey{m.Owner, KindWrite}]
-	return reads && !writes
+	return false
 }
 
-// compatible reports whether m could be granted next to the local holds of other owners: never for a
-// plain or fair lock; for a read-write lock, readers share with readers. Holds of m's own owner never
-// stand in its way (re-entry, or a writer taking read holds).
+// compatible reports whether m could be granted next to the local holds of other owners, as the
+// strategy shares them (readers with readers). Holds of m's own owner never stand in its way
+// (re-entry, or a writer taking read holds).
 func (a *lockActor) compatible(m *Acquire) bool {
 	for k := range a.holds {
 		if k.owner == m.Owner {
 			continue
 		}
-		if a.family != familyRW || m.Kind == KindWrite || k.kind == KindWrite {
+		if !a.proto.shares(m.Kind, k.kind) {
 			return false
 		}
 	}
@@ -747,16 +657,13 @@ func (a *lockActor) attempt(m *Acquire) (bool, time.Duration, error) {
 }
 
 // callsAsync reports whether the actor's next call may go to Redis without the actor waiting for it
-// (startCall): on a reentrant lock, when no call is in flight. The other families' calls are made in
-// turn, the actor waiting for each.
-func (a *lockActor) callsAsync() bool { return a.family == familyPlain && !a.batching() }
+// (startCall): when the strategy allows it and no call is in flight.
+func (a *lockActor) callsAsync() bool { return a.proto.async() && !a.batching() }
 
 // beginAttempt counts an attempt of m, and returns the hold count the attempt checks retries against.
 func (a *lockActor) beginAttempt(m *Acquire) int64 {
 	m.attempts++
-	if a.family == familyFair && m.Wait && m.waitID == "" {
-		m.waitID = a.env.NewRequestID()
-	}
+	a.proto.beginAttempt(a, m)
 	return a.knownHeld(m)
 }
 
@@ -892,27 +799,27 @@ func (a *lockActor) settleAttempt(m *Acquire, sent time.Time, res redisops.Acqui
 	return true, 0, nil
 }
 
-// cutAfterUndoneReentry keeps the plain or fair hold of k honest after its re-entry with lease, sent at
+// cutAfterUndoneReentry keeps the hold of k honest after its re-entry with lease, sent at
 // sent, was given back because replicas did not acknowledge it. The re-entry set the lock's expiry to
 // its own lease (acquire.lua, fair_acquire.lua), and so did the release that gave it back; a replica
 // may have either. So the hold's validity is cut to the re-entry's, when that is shorter, and a
 // watchdog hold is renewed at once, so that the master (and, once they acknowledge, the replicas)
 // get the watchdog's lease again; until a renewal counts, Done closes before the shorter expiry ends.
-// A hold with a fixed lease keeps the cut validity: nothing renews it. The read-write lock's
-// re-entries and releases only ever raise its expiry, so its holds keep theirs. A hold that the
+// A hold with a fixed lease keeps the cut validity: nothing renews it. A hold whose re-entries only
+// ever raise the expiry (the read-write lock's, see strategy.reentryRaisesExpiry) keeps its own. A hold that the
 // renewal finds gone leaves the head to be tried after the attempt (see deferHead).
 func (a *lockActor) cutAfterUndoneReentry(k holdKey, sent time.Time, lease time.Duration) {
 	a.cutValidity(k, sent, lease)
-	if h := a.holds[k]; h != nil && h.watchdog && a.family != familyRW && a.renewHold(k, h) {
+	if h := a.holds[k]; h != nil && h.watchdog && !a.proto.reentryRaisesExpiry(k.kind) && a.renewHold(k, h) {
 		a.deferHead()
 	}
 }
 
-// cutValidity cuts the validity of the plain or fair hold of k to that of a re-entry with lease sent at
-// sent, when that is shorter (see cutAfterUndoneReentry).
+// cutValidity cuts the validity of the hold of k to that of a re-entry with lease sent at sent, when
+// that is shorter (see cutAfterUndoneReentry).
 func (a *lockActor) cutValidity(k holdKey, sent time.Time, lease time.Duration) {
 	h := a.holds[k]
-	if h == nil || a.family == familyRW {
+	if h == nil || a.proto.reentryRaisesExpiry(k.kind) {
 		return
 	}
 	if v := validUntil(sent, lease); v.Before(h.expires) {
@@ -1012,11 +919,10 @@ func (a *lockActor) grant(m *Acquire, count, token int64, sent time.Time) {
 	h.shared = m.SharedOwner
 	h.retryID = "" // Redis' count is known again
 	switch {
-	case reentry && (m.Kind == KindWrite || m.Kind == KindRead) && validUntil(sent, m.Lease).Before(h.expires):
-		// A read or write re-entry never cuts the expiry in Redis: a read re-entry raises the hash's
-		// expiry to its lease, a write re-entry adds its lease to what is left (rw_write_acquire.lua),
-		// but a retried one whose first try's addition a renewal has reset since adds nothing. So the
-		// estimate is only ever raised, to this call's own validity.
+	case reentry && a.proto.reentryRaisesExpiry(m.Kind) && validUntil(sent, m.Lease).Before(h.expires):
+		// Such a re-entry never cuts the expiry in Redis, but a retried one whose first try's
+		// addition a renewal has reset since may add nothing (rw_write_acquire.lua). So the estimate
+		// is only ever raised, to this call's own validity.
 	default:
 		h.extend(sent, m.Lease)
 	}
@@ -1110,13 +1016,13 @@ func (a *lockActor) tryQueue() {
 // it is a reader at the head of the queue, the readers that follow it up to the first writer (a
 // waiting writer keeps later readers out). It is nil otherwise.
 func (a *lockActor) readRun(i int) []*Acquire {
-	if a.family != familyRW || i != 0 || a.queue[0].Kind != KindRead {
+	if i != 0 || !a.proto.batches(a.queue[0].Kind) {
 		return nil
 	}
 	var run []*Acquire
 	seen := make(map[string]struct{})
 	for _, m := range a.queue {
-		if m.Kind != KindRead {
+		if !a.proto.batches(m.Kind) {
 			break
 		}
 		if _, dup := seen[m.Owner]; dup || m.Ticket.Abandoned() || !a.compatible(m) {
@@ -1231,12 +1137,7 @@ func (a *lockActor) onRelease(m *Release) {
 	if h != nil {
 		lease = h.lease
 		if h.count == 1 {
-			switch a.family {
-			case familyPlain:
-				nextCmd = a.handoffCandidate(m.Owner)
-			case familyFair:
-				nextCmd = a.fairHandoffCandidate(m.Owner)
-			}
+			nextCmd = a.proto.handoffCandidate(a, m.Owner)
 		}
 	}
 	if nextCmd != nil {
@@ -1266,7 +1167,7 @@ func (a *lockActor) onRelease(m *Release) {
 		return
 	}
 	sent := time.Now()
-	rel, err := releaseHeld(a.redisContext(), a.proto, k, requestID, lease, held, next)
+	rel, err := a.proto.releaseHeld(a.redisContext(), k, requestID, lease, held, next)
 	releaseEvent(m.Span, sent, err)
 	a.settleRelease(m, h, lease, nextCmd, requestID, sent, rel, err)
 }
@@ -1323,12 +1224,11 @@ func (a *lockActor) settleRelease(m *Release, h *hold, lease time.Duration, next
 				// The release's new expiry is not waited for: a replica promoted now may have an
 				// older one, so the estimate may go down with it but not up. The master's may now
 				// outlast the estimate: a hold that runs out then is given back (expireHolds).
-				if k.kind != KindWrite && validUntil(sent, lease).Before(h.expires) {
+				if !a.proto.releaseRaisesExpiry(k.kind) && validUntil(sent, lease).Before(h.expires) {
 					h.extend(sent, lease)
 				}
 				h.unacked = true
-			case k.kind != KindWrite || sent.Add(lease).After(h.expires):
-				// A write release with holds left only raises the expiry (rw_write_release.lua).
+			case !a.proto.releaseRaisesExpiry(k.kind) || sent.Add(lease).After(h.expires):
 				h.extend(sent, lease)
 			}
 			a.emitHold(messages.EventReleased, k, h, rel.Remaining, releaseReason(m))
@@ -1350,26 +1250,17 @@ func (a *lockActor) settleRelease(m *Release, h *hold, lease time.Duration, next
 		a.refuse(nextCmd, Outcome{Reason: messages.ReasonNotSynced, Err: rel.NotSynced})
 	}
 	if !rel.HandedOff || nextCmd == nil {
-		// The unlock notice, our own included, wakes the head waiter, so that waiters in other
-		// processes race on equal terms. A read-write lock lets local waiters that were only kept out
-		// by the released hold (writers behind local readers) try now; a fair lock lets the waiter at
-		// the head of the Redis queue try at once if it is local, without waiting for its notice.
+		// Who is woken now is the strategy's to say (strategy.freed).
 		a.handoffs = 0
 		m.Ticket.deliver(Outcome{})
 		released()
-		switch {
-		case rel.HandedOff:
+		if rel.HandedOff {
 			// A retried release whose first try handed the lock to a local waiter (its latch says
 			// so): that waiter's attempt finds the hold as its own lost reply.
 			a.tryHead()
-		case a.family == familyRW:
-			a.tryHead()
-		case rel.Registered:
-			// The lock went to a registered waiter, here or elsewhere; its notice tells it.
-			a.emit(messages.Event{Type: messages.EventHandedOff, Owner: rel.Next, From: m.Owner, Kind: kindOf(m.Kind), Token: rel.Token, HoldCount: 1})
-		case a.family == familyFair && rel.Next != "":
-			a.tryWaiter(func(w *Acquire) bool { return w.Owner == rel.Next })
+			return
 		}
+		a.proto.freed(a, m, rel)
 		return
 	}
 	a.handoffs++
@@ -1437,43 +1328,6 @@ func (e *UnlockError) Error() string {
 
 func (e *UnlockError) Unwrap() error { return e.Err }
 
-// handoffCandidate returns the head waiter if the lock may go to it straight from owner's release.
-func (a *lockActor) handoffCandidate(owner string) *Acquire {
-	if a.env.MaxHandoffs == 0 {
-		return nil
-	}
-	for len(a.queue) > 0 && a.queue[0].Ticket.Abandoned() {
-		a.unreserve(a.queue[0])
-		a.emitWait(messages.EventWaitTimedOut, a.queue[0], "")
-		a.queue = a.queue[1:]
-	}
-	if len(a.queue) == 0 || a.queue[0].Owner == owner || len(a.holds) > 1 {
-		return nil
-	}
-	return a.queue[0]
-}
-
-// fairHandoffCandidate returns the local waiter that may get a fair lock straight from owner's release:
-// the earliest live local waiter, because local waiters took their places in the Redis queue in
-// arrival order. The release script hands the lock to it only if it is at the head of the Redis queue,
-// so the order across processes stays strict. Abandoned waiters are left in the queue, so that
-// nextInLine gives their Redis places up.
-func (a *lockActor) fairHandoffCandidate(owner string) *Acquire {
-	if a.env.MaxHandoffs == 0 || len(a.holds) > 1 {
-		return nil
-	}
-	for _, w := range a.queue {
-		if w.Ticket.Abandoned() {
-			continue
-		}
-		if w.Owner == owner || !w.Wait {
-			return nil
-		}
-		return w
-	}
-	return nil
-}
-
 func (a *lockActor) onForceUnlock(m *ForceUnlock) {
 	deleted, err := a.proto.forceUnlock(a.redisContext(), m.Kind)
 	if err != nil {
@@ -1484,7 +1338,7 @@ func (a *lockActor) onForceUnlock(m *ForceUnlock) {
 		a.emit(messages.Event{Type: messages.EventForceUnlocked, Kind: kindOf(m.Kind)})
 	}
 	// A read-write lock is only force-unlocked in the mode asked for; every other lock is gone.
-	if deleted || a.family != familyRW {
+	if deleted || !a.proto.forceUnlockKeepsHolds() {
 		for k := range a.holds {
 			a.lose(k, "force-unlocked")
 		}
@@ -1498,9 +1352,7 @@ func (a *lockActor) onAbandon(m *Abandon) {
 	if m.Ack != nil {
 		m.Ack.deliver(Outcome{}) // the waiter has left: its caller need not wait for the next one's try
 	}
-	if headLeft && a.family == familyRW {
-		// A writer at the head kept the readers behind it out, even those that could share the lock
-		// with its local readers; nothing else would wake them while those readers hold it.
+	if headLeft && a.proto.headKeepsOut() {
 		a.tryHead()
 	}
 }
@@ -1536,7 +1388,7 @@ func (a *lockActor) leaveQueue(gone *Acquire) {
 			a.unreserve(gone)
 		}
 	}()
-	if a.family == familyPlain || (a.family == familyRW && gone.Kind != KindWrite) {
+	if !a.proto.keepsInRedis(gone) {
 		return
 	}
 	for _, w := range a.queue {
@@ -1548,52 +1400,16 @@ func (a *lockActor) leaveQueue(gone *Acquire) {
 		return // the hold's record keeps the kind
 	}
 	if err := a.proto.leave(a.redisContext(), gone, true); err != nil {
-		if a.family != familyFair {
-			a.log().Warn("leaving the fair queue failed; the place lapses after the wait window", "owner", gone.Owner, "err", err)
-			return
-		}
-		a.log().Warn("leaving the fair queue failed; retrying", "owner", gone.Owner, "err", err)
-		retrying = a.retryLeave(gone, leaveRetryFirst, time.Now().Add(gone.WaitWindow))
+		retrying = a.proto.leaveFailed(a, gone, err)
 	}
 }
 
+// onNotice takes a message published on a channel the actor subscribed; the strategy reads it.
 func (a *lockActor) onNotice(m *messages.Notice) {
 	if _, ok := a.subs[m.Channel]; !ok {
 		return
 	}
-	if token, waitID, ok := redisops.ParseFairGrant(m.Payload); ok && a.family == familyFair {
-		a.onFairGrant(m.Channel, token, waitID)
-		return
-	}
-	if m.Payload != redisops.UnlockMessage && m.Payload != redisops.ReadUnlockMessage {
-		return
-	}
-	if a.family == familyFair {
-		// The notice names the waiter at the head of the Redis queue, which need not be the local
-		// head (a local waiter whose place lapsed queued again at the tail). A notice for a waiter
-		// that already got the lock (from our own release) is stale.
-		match := func(w *Acquire) bool { return a.proto.channel(w) == m.Channel }
-		if !slices.ContainsFunc(a.queue, func(w *Acquire) bool { return match(w) && !w.Ticket.Abandoned() }) {
-			return
-		}
-		if len(a.holds) > 0 && !a.holdsGone() {
-			return
-		}
-		a.tryWaiter(match)
-		return
-	}
-	if a.family == familyRW {
-		// Readers of other processes come and go while we hold: whether a local waiter may try is
-		// decided by the local holds (nextInLine), and lost holds by the watchdog.
-		a.tryHead()
-		return
-	}
-	if len(a.holds) > 0 && !a.holdsGone() {
-		// A local owner holds the lock, so the notice is about an earlier hold; the local release
-		// will wake the queue.
-		return
-	}
-	a.tryHead()
+	a.proto.notice(a, m)
 }
 
 // onFairGrant takes the notice that a release handed the fair lock, with fencing token token, to the
@@ -1937,7 +1753,7 @@ func (a *lockActor) renewAsync(ks []holdKey, try int) {
 			continue
 		}
 		m.ks, m.holds = append(m.ks, k), append(m.holds, h)
-		holds = append(holds, redisops.Hold{Name: a.name, Owner: k.owner, Kind: a.renewKind(k), Lease: a.env.WatchdogTimeout})
+		holds = append(holds, redisops.Hold{Name: a.name, Owner: k.owner, Kind: a.proto.renewKind(k.kind), Lease: a.env.WatchdogTimeout})
 		if h.expires.After(deadline) {
 			deadline = h.expires
 		}
@@ -1951,18 +1767,6 @@ func (a *lockActor) renewAsync(ks []holdKey, try int) {
 		m.errs = errs
 		root.Send(self, m)
 	}})
-}
-
-// renewKind is the kind of renewal of the hold k.
-func (a *lockActor) renewKind(k holdKey) redisops.RenewKind {
-	switch {
-	case a.family != familyRW:
-		return redisops.RenewLock
-	case k.kind == KindWrite:
-		return redisops.RenewWrite
-	default:
-		return redisops.RenewRead
-	}
 }
 
 // settleRenewals settles the answers of renewAsync's renewals as renewAll settles those it waits for.
@@ -2151,14 +1955,7 @@ func (a *lockActor) traceRenewals(renewed, failed int, err error) {
 	if t == nil || renewed+failed == 0 || (failed == 0 && a.renewTicks%renewSpanEvery != 1) {
 		return
 	}
-	kind := messages.LockPlain
-	switch a.family {
-	case familyFair:
-		kind = messages.LockFair
-	case familyRW:
-		kind = messages.LockReadWrite
-	}
-	span := t.StartChild(trace.SpanContext{}, "lockwarden.renew", a.name, kind,
+	span := t.StartChild(trace.SpanContext{}, "lockwarden.renew", a.name, a.proto.lockKind(),
 		telemetry.AttrRenewed.Int(renewed), attribute.Int("lockwarden.renewal.failed", failed))
 	telemetry.EndSpan(span, err)
 }
@@ -2293,3 +2090,9 @@ func waitOf(m *Acquire) time.Duration {
 
 // kindOf names a kind in events.
 func kindOf(k Kind) messages.LockKind { return k.LockKind() }
+
+// emitRegisteredHandoff says that the release m handed the lock to a registered waiter, here or
+// elsewhere, whose notice tells it.
+func (a *lockActor) emitRegisteredHandoff(m *Release, rel redisops.Released) {
+	a.emit(messages.Event{Type: messages.EventHandedOff, Owner: rel.Next, From: m.Owner, Kind: kindOf(m.Kind), Token: rel.Token, HoldCount: 1})
+}
