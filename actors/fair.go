@@ -401,3 +401,67 @@ func (a *lockActor) giveBackGrant(channel string) {
 		a.retryLeave(gone, leaveRetryFirst, time.Now().Add(a.env.WatchdogTimeout))
 	}
 }
+
+// onFairGrant takes the notice that a release handed the fair lock, with fencing token token, to the
+// wait waitID on channel, which had registered for handoffs. A notice for a wait that is gone is
+// stale (the waiter got the lock by an attempt of its own, or left, and leaving gave the hold back),
+// or is for a call of the owner that gave up while another call of the same owner waits on (the
+// registration is the owner's, and the latest call's): an attempt of a live call then finds out.
+func (a *lockActor) onFairGrant(channel string, token int64, waitID string) {
+	match := func(w *Acquire) bool { return a.proto.channel(w) == channel }
+	live := slices.IndexFunc(a.queue, func(w *Acquire) bool { return match(w) && !w.Ticket.Abandoned() })
+	if live >= 0 {
+		if h := a.holds[holdKey{a.queue[live].Owner, a.queue[live].Kind}]; h != nil && !h.ended() {
+			// The owner has its hold already, which an attempt found (a call that arrived after the
+			// grant): its other calls re-enter.
+			a.tryHead()
+			return
+		}
+	}
+	i := slices.IndexFunc(a.queue, func(w *Acquire) bool { return w.waitID == waitID && match(w) })
+	if i < 0 {
+		if live >= 0 {
+			a.tryWaiter(match)
+			return
+		}
+		a.giveBackGrant(channel)
+		return
+	}
+	w := a.queue[i]
+	if token <= w.watermark {
+		// The grant is older than an attempt of w's that was refused: the hold it gave has lapsed
+		// (and the lock may have had other owners since), or w got it by an attempt and gave it back.
+		// A notice held up on its way (a stalled connection, a busy actor) must not grant it again.
+		a.tryWaiter(func(x *Acquire) bool { return x == w })
+		return
+	}
+	if len(a.holds) > 0 && !a.holdsGone() {
+		// The lock was free in Redis for the grant, so no other local hold can be left there.
+		a.log().Warn("a fair grant notice while local holds remain in Redis; ignored", "owner", w.Owner)
+		return
+	}
+	if w.Ticket.Abandoned() {
+		if live >= 0 {
+			// Another call of the owner still waits: its attempt finds the hold (as a retry of its
+			// own) and sets its lease.
+			a.tryWaiter(match)
+			return
+		}
+		// grant finds the caller gone and gives the hold back.
+		a.queue = append(a.queue[:i:i], a.queue[i+1:]...)
+		a.grant(w, 1, token, w.lastSent)
+		return
+	}
+	if time.Until(w.lastSent.Add(w.Lease)) < w.Lease/2 {
+		// The grant came after w's latest refused attempt ran (its token is above that attempt's
+		// watermark), so after it was sent, which bounds the lease's start from below; when that
+		// attempt is too old to leave a useful lease, an attempt now finds the hold (as a retry) and
+		// gives a fresh lower bound.
+		a.tryWaiter(func(x *Acquire) bool { return x == w })
+		return
+	}
+	a.queue = append(a.queue[:i:i], a.queue[i+1:]...)
+	handoffAttempt(w, time.Now(), true)
+	a.grant(w, 1, token, w.lastSent)
+	a.tryHead() // other calls of the same owner re-enter
+}
