@@ -440,7 +440,23 @@ func TestCoreStashKeepsOrder(t *testing.T) {
 	}
 	a := newLockActor(t.Name(), t.Name(), familyPlain, env)
 	a.proto, a.root, a.self = model, system.Root, self
-	receive := func(msg any) { a.Receive(msgContext{msg: msg}) }
+	var closeGate sync.Once
+	t.Cleanup(func() { closeGate.Do(func() { close(gate) }) })
+	// receive hands msg to the actor, on a goroutine of its own so that an actor that waits for a
+	// held call fails the test rather than hanging it.
+	receive := func(msg any) {
+		t.Helper()
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			a.Receive(msgContext{msg: msg})
+		}()
+		select {
+		case <-done:
+		case <-time.After(10 * time.Second):
+			t.Fatalf("the actor blocked handling %T while a call was in flight", msg)
+		}
+	}
 	fromCall := func() {
 		t.Helper()
 		select {
@@ -483,7 +499,7 @@ func TestCoreStashKeepsOrder(t *testing.T) {
 	if got := model.callLog(); !slices.Equal(got, []string{"acquire a"}) {
 		t.Fatalf("calls while the first was in flight: %q, want only it", got)
 	}
-	close(gate)
+	closeGate.Do(func() { close(gate) })
 	fromCall() // settles a's acquisition, then replays b's and the release, which makes a call
 	fromCall() // settles the release
 	mu.Lock()
