@@ -105,7 +105,7 @@ func (h *hold) ended() bool {
 // watchdog hold is renewed at once, so that the master (and, once they acknowledge, the replicas)
 // get the watchdog's lease again; until a renewal counts, Done closes before the shorter expiry ends.
 // A hold with a fixed lease keeps the cut validity: nothing renews it. A hold whose re-entries only
-// ever raise the expiry (the read-write lock's, see strategy.reentryRaisesExpiry) keeps its own. A hold that the
+// ever raise the expiry (see strategy.reentryRaisesExpiry) keeps its own. A hold that the
 // renewal finds gone leaves the head to be tried after the attempt (see deferHead).
 func (a *lockActor) cutAfterUndoneReentry(k holdKey, sent time.Time, lease time.Duration) {
 	a.cutValidity(k, sent, lease)
