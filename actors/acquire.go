@@ -34,8 +34,8 @@ func (a *lockActor) onAcquire(m *Acquire) {
 		return
 	}
 	reentry := a.isReentry(m)
-	// A fair waiter takes its place in the Redis queue on arrival, even behind local waiters, so that
-	// the order across processes is the order of arrival.
+	// A waiter that queues in Redis (a fair lock's) takes its place there on arrival, even behind
+	// local waiters, so that the order across processes is the order of arrival.
 	queuesInRedis := a.proto.queuesInRedis() && m.Wait
 	switch {
 	case reentry || (len(a.queue) == 0 && a.compatible(m)) || queuesInRedis:

@@ -60,9 +60,10 @@ func (a *lockActor) tryQueue() {
 	}
 }
 
-// readRun returns the waiters that may try along with the waiter at index i: on a read-write lock, when
-// it is a reader at the head of the queue, the readers that follow it up to the first writer (a
-// waiting writer keeps later readers out). It is nil otherwise.
+// readRun returns the waiters that may try along with the waiter at index i: when it is at the head of
+// the queue and its kind goes to Redis in read batches (strategy.batches: a read-write lock's readers),
+// the waiters of such kinds that follow it up to the first of another kind (a waiting writer keeps
+// later readers out). It is nil otherwise.
 func (a *lockActor) readRun(i int) []*Acquire {
 	if i != 0 || !a.proto.batches(a.queue[0].Kind) {
 		return nil

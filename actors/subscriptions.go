@@ -4,10 +4,10 @@ import (
 	"github.com/lockwarden/lockwarden/messages"
 )
 
-// syncSubscriptions subscribes the channels on which the waiters are woken. The channel of a plain or
-// read-write lock is subscribed as soon as someone waits and stays subscribed until the actor is idle,
-// so that busy locks don't subscribe and unsubscribe on every handoff. A fair lock has a channel per
-// waiting owner, subscribed while that owner waits.
+// syncSubscriptions subscribes the channels on which the waiters are woken (protocol.channel), and
+// keeps those the strategy keeps (strategy.keepChannels): a plain or read-write lock's one channel until
+// the actor is idle, so that busy locks don't subscribe and unsubscribe on every handoff; a fair lock's
+// channel per waiting owner for a while after that owner stopped waiting.
 func (a *lockActor) syncSubscriptions() {
 	if len(a.queue) == 0 && len(a.subs) == 0 {
 		return // the common uncontended case: nothing to do
