@@ -25,14 +25,16 @@ type heldName struct{ name, owner string }
 
 // ownerKinds is what one owner holds and asks for on one name.
 type ownerKinds struct {
-	held    uint8         // a bit per Kind held
-	pending [maxKinds]int // acquisitions of each Kind reserved and not ended yet
+	held uint8 // a bit per Kind held
+	// pending counts the acquisitions of each Kind reserved and not ended yet. int32 keeps the
+	// record as small as with int counts of the four kinds there were.
+	pending [maxKinds]int32
 }
 
 // maxKinds bounds the number of kinds of lock (the bits of ownerKinds.held).
 const maxKinds = 8
 
-func (o *ownerKinds) empty() bool { return o.held == 0 && o.pending == [maxKinds]int{} }
+func (o *ownerKinds) empty() bool { return o.held == 0 && o.pending == [maxKinds]int32{} }
 
 // otherFamily reports whether o holds or asks for a kind of another family than k.
 func (o *ownerKinds) otherFamily(k Kind) bool {
