@@ -44,3 +44,16 @@ func familyOf(k Kind) family {
 func newStrategy(f family, name string, ops *redisops.Ops) strategy {
 	return families[f].newStrategy(name, ops)
 }
+
+// KnownKind reports whether k is the kind of a registered family: a command of another kind is bad
+// input.
+func KnownKind(k Kind) bool {
+	for _, e := range families {
+		for _, kind := range e.kinds {
+			if kind == k {
+				return true
+			}
+		}
+	}
+	return false
+}

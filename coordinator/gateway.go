@@ -236,20 +236,8 @@ func validate(name string, kind messages.Kind) error {
 	return nil
 }
 
-func actorKind(k messages.Kind) (actors.Kind, bool) {
-	switch k {
-	case messages.KindPlain:
-		return actors.KindPlain, true
-	case messages.KindFair:
-		return actors.KindFair, true
-	case messages.KindRead:
-		return actors.KindRead, true
-	case messages.KindWrite:
-		return actors.KindWrite, true
-	default:
-		return 0, false
-	}
-}
+// actorKind is the lock actors' kind of k (the same enum), and whether it is a registered one.
+func actorKind(k messages.Kind) (actors.Kind, bool) { return k, actors.KnownKind(k) }
 
 // isActor reports whether pid is an actor that can own locks: not nil, and not the one-shot process
 // of a future (protoactor names those "future$..."), which would end its holds as soon as it had its
