@@ -56,7 +56,7 @@ const maxReadBatchesInFlight = 4
 // batchable reports whether a call on the hold of owner and kind can join the pending batch, or
 // start one: a read hold of a read-write lock that the batch does not touch yet.
 func (a *lockActor) batchable(owner string, kind Kind) bool {
-	if a.family != familyRW || kind != KindRead {
+	if !a.proto.batches(kind) {
 		return false
 	}
 	return !a.batchTouches(holdKey{owner, kind})

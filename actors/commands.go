@@ -10,54 +10,17 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 )
 
-// Kind is the kind of lock a command is about.
-type Kind uint8
+// Kind is the kind of lock a command is about: the one enum of lock kinds, messages.Kind. The family
+// of a kind (the lock actor that serves it) comes from the families table (see family.go).
+type Kind = messages.Kind
 
+// The kinds of lock.
 const (
-	// KindPlain is the reentrant lock (Redisson's RLock).
-	KindPlain Kind = iota
-	// KindFair is the fair lock (Redisson's RFairLock).
-	KindFair
-	// KindRead is the read side of a read-write lock (Redisson's RReadWriteLock).
-	KindRead
-	// KindWrite is the write side of a read-write lock.
-	KindWrite
+	KindPlain = messages.KindPlain
+	KindFair  = messages.KindFair
+	KindRead  = messages.KindRead
+	KindWrite = messages.KindWrite
 )
-
-// LockKind names the kind in events and telemetry.
-func (k Kind) LockKind() messages.LockKind {
-	switch k {
-	case KindFair:
-		return messages.LockFair
-	case KindRead:
-		return messages.LockRead
-	case KindWrite:
-		return messages.LockWrite
-	default:
-		return messages.LockPlain
-	}
-}
-
-// family is the set of kinds that one lock actor serves for a name: both sides of a read-write lock
-// share an actor, so that it can order local readers and writers.
-type family uint8
-
-const (
-	familyPlain family = iota
-	familyFair
-	familyRW
-)
-
-func (k Kind) family() family {
-	switch k {
-	case KindFair:
-		return familyFair
-	case KindRead, KindWrite:
-		return familyRW
-	default:
-		return familyPlain
-	}
-}
 
 // Routed is a command for the actor of one lock name and kind; the guardian routes it by both.
 type Routed interface {
@@ -142,7 +105,7 @@ type Abandon struct {
 }
 
 // RouteKey returns the key by which the guardian knows the actor of the lock name of kind k.
-func RouteKey(k Kind, name string) string { return routeKey(k.family(), name) }
+func RouteKey(k Kind, name string) string { return routeKey(familyOf(k), name) }
 
 func (m *Acquire) routeKey() string {
 	if m.Route != "" {

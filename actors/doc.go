@@ -6,10 +6,13 @@
 // # Lock actor
 //
 // A lock actor owns one lock name of one family (plain, fair or read-write; see [Kind]) within one
-// coordinator; what differs between the families is in the protocol it runs its Redis calls through.
-// A fair waiter takes its place in the Redis queue on arrival and is woken on its own channel; readers
-// of a read-write lock share the lock locally as they do in Redis. It runs acquire, re-entry, release and renewal
-// one at a time, keeps the local holders of the name, and keeps a FIFO of local waiters. Only the waiter
+// coordinator. Its core (queue, holds and their validity, the watchdog, subscriptions, events, the
+// stash of messages that wait for calls in flight, timers) is the same for every family; what differs
+// between the families (their Redis scripts, who may hold the lock next to whom, handoffs, the channel
+// a waiter listens on, what a waiter keeps alive in Redis) is in one strategy per family. A fair
+// waiter takes its place in the Redis queue on arrival and is woken on its own channel; readers of a
+// read-write lock share the lock locally as they do in Redis. It runs acquire, re-entry, release and
+// renewal one at a time, keeps the local holders of the name, and keeps a FIFO of local waiters. Only the waiter
 // at the head of the queue tries Redis on each wake-up, so many goroutines waiting in one process cost
 // Redis one attempt per wake-up. A waiter retries after the channel subscription is confirmed, so an
 // unlock published between the failed try and the subscription is never missed.
@@ -36,6 +39,16 @@
 // is and tells it on its channel with its token; the actor that gets that notice grants the lock to
 // the waiter without a Redis call, counting the lease from the waiter's last attempt, which was sent
 // before the grant. Any other head is woken on its own channel and tries.
+//
+// # Families
+//
+// The files of the lock actor: lock.go (the actor, its messages and lifecycle), acquire.go (attempts
+// and grants), queue.go (the local waiters), release.go, holds.go (holds, their validity and loss),
+// watchdog.go (renewals), subscriptions.go, events.go, and batch.go and solo.go (calls that go to Redis
+// without the actor waiting). Each family has a file of its own with its strategy: plain.go, fair.go,
+// rw.go. A family is registered by one entry in the table of family.go, which names its kinds (of
+// messages.Kind) and makes its strategy; a new family needs its kind, its strategy, its scripts in
+// redisops and that entry.
 //
 // # Timers and idle actors
 //

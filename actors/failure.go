@@ -35,11 +35,19 @@ type recoverer interface {
 	recovered(ctx actor.ReceiverContext, msg any, err error)
 }
 
+// Recoverer is recoverer for an actor of another package that runs with [Recover]: Recovered answers
+// the caller of the command msg whose handling panicked, sent by sender (nil when it had none), with
+// err (which matches [ErrActorFailed]), and restores what the failed message may have left undone. It
+// runs on the actor's goroutine.
+type Recoverer interface {
+	Recovered(ctx actor.ReceiverContext, sender *actor.PID, msg any, err error)
+}
+
 // Recover returns a props option that recovers a panic of the actor while it handles any message,
 // including Started and Stopping, so that the actor keeps its state instead of being restarted
 // empty by protoactor's default supervision (which would forget its holds, waiters and
 // subscriptions). The panic is logged with its stack through f's logger and published as an
-// [messages.EventActorFailed] event; then the actor, if it implements recoverer, answers the caller
+// [messages.EventActorFailed] event; then the actor, if it implements [Recoverer], answers the caller
 // of the failed command with [ErrActorFailed] and restores what the failed message may have left
 // undone. name says which actor it is in the log and the event; lock is the lock's name for an actor
 // of one lock ("" otherwise).
@@ -48,7 +56,7 @@ func Recover(f *Failures, name, lock string) actor.PropsOption {
 		return func(c actor.ReceiverContext, env *actor.MessageEnvelope) {
 			defer func() {
 				if r := recover(); r != nil {
-					recovered(f, name, lock, c.Actor(), c, env.Message, r)
+					recovered(f, name, lock, c.Actor(), c, env.Sender, env.Message, r)
 				}
 			}()
 			if f != nil && f.Inject != nil {
@@ -72,7 +80,7 @@ type recovering struct {
 func (r *recovering) Receive(ctx actor.Context) {
 	defer func() {
 		if p := recover(); p != nil {
-			recovered(r.f, r.name, r.lock, r.actor, ctx, ctx.Message(), p)
+			recovered(r.f, r.name, r.lock, r.actor, ctx, ctx.Sender(), ctx.Message(), p)
 		}
 	}()
 	if r.f != nil && r.f.Inject != nil {
@@ -83,7 +91,7 @@ func (r *recovering) Receive(ctx actor.Context) {
 
 // recovered reports the panic r of actor a (named name, of the lock lock) on msg, and lets a restore
 // its state (see Recover).
-func recovered(f *Failures, name, lock string, a actor.Actor, c actor.ReceiverContext, msg, r any) {
+func recovered(f *Failures, name, lock string, a actor.Actor, c actor.ReceiverContext, sender *actor.PID, msg, r any) {
 	err := fmt.Errorf("%w: %s panicked on %T: %v", ErrActorFailed, name, msg, r)
 	if f != nil {
 		if b, ok := a.(interface{ boundName() string }); ok {
@@ -91,8 +99,11 @@ func recovered(f *Failures, name, lock string, a actor.Actor, c actor.ReceiverCo
 		}
 		f.report(name, lock, err, debug.Stack())
 	}
-	if rc, ok := a.(recoverer); ok {
+	switch rc := a.(type) {
+	case recoverer:
 		restore(f, name, func() { rc.recovered(c, msg, err) })
+	case Recoverer:
+		restore(f, name, func() { rc.Recovered(c, sender, msg, err) })
 	}
 }
 

@@ -2,13 +2,171 @@ package actors
 
 import (
 	"context"
+	"slices"
 	"strings"
 	"time"
 
 	"github.com/asynkron/protoactor-go/scheduler"
 
+	"github.com/lockwarden/lockwarden/messages"
 	"github.com/lockwarden/lockwarden/redisops"
 )
+
+// fairStrategy is the fair lock (Redisson's RFairLock): every waiter keeps a place in a queue in Redis
+// and is woken on a channel of its own. A waiter whose owner id is this process's alone registers for
+// handoffs, so that a release in any process gives it the lock in the same call and tells it on its
+// channel.
+type fairStrategy struct {
+	exclusive
+	name string
+	ops  *redisops.Ops
+}
+
+func newFairStrategy(name string, ops *redisops.Ops) strategy {
+	return fairStrategy{name: name, ops: ops}
+}
+
+func (fairStrategy) lockKind() messages.LockKind { return messages.LockFair }
+
+// acquire queues a waiter (enqueue) with a place that the lock actor keeps alive (refresh), so that
+// its deadline lapses one window after its process stopped.
+func (p fairStrategy) acquire(ctx context.Context, m *Acquire, held int64, enqueue bool) (redisops.Acquired, error) {
+	switch {
+	case enqueue && handsOff(m) && m.waitID != "":
+		return p.ops.FairWait(ctx, p.name, m.Owner, m.Lease, m.WaitWindow, held, m.waitID)
+	case enqueue:
+		return p.ops.FairQueue(ctx, p.name, m.Owner, m.Lease, m.WaitWindow, held)
+	}
+	return p.ops.FairAcquire(ctx, p.name, m.Owner, m.Lease, m.WaitWindow, held, false)
+}
+
+// refresh keeps the Redis places of the waiting owners alive and reports, for each, whether it is
+// still queued.
+func (p fairStrategy) refresh(ctx context.Context, places []redisops.FairPlace) ([]redisops.FairPlaceState, error) {
+	return p.ops.FairRefresh(ctx, p.name, places)
+}
+
+// handsOff reports whether the fair waiter m registers for handoffs: not with an owner id that other
+// processes may use, since the grant is told to whoever listens for the owner.
+func handsOff(m *Acquire) bool { return m.Wait && !m.SharedOwner }
+
+func (p fairStrategy) release(ctx context.Context, k holdKey, requestID string, lease time.Duration, next *redisops.Handoff) (redisops.Released, error) {
+	return p.ops.FairRelease(ctx, p.name, k.owner, requestID, lease, next)
+}
+
+func (p fairStrategy) releaseHeld(ctx context.Context, k holdKey, requestID string, lease time.Duration, _ int64, next *redisops.Handoff) (redisops.Released, error) {
+	return p.release(ctx, k, requestID, lease, next)
+}
+
+func (p fairStrategy) renew(ctx context.Context, k holdKey, lease time.Duration) error {
+	return p.ops.Renew(ctx, p.name, k.owner, lease)
+}
+
+func (p fairStrategy) renewMany(ctx context.Context, ks []holdKey, lease time.Duration) []error {
+	return p.ops.RenewMany(ctx, p.name, lockRenewals(ks, lease))
+}
+
+func (p fairStrategy) forceUnlock(ctx context.Context, _ Kind) (bool, error) {
+	return p.ops.FairForceUnlock(ctx, p.name)
+}
+
+func (p fairStrategy) holdCount(ctx context.Context, k holdKey) (int64, error) {
+	st, err := p.ops.Status(ctx, p.name, k.owner)
+	return st.HoldCount, err
+}
+
+func (p fairStrategy) leave(ctx context.Context, m *Acquire, unclaimed bool) error {
+	if unclaimed && handsOff(m) {
+		_, err := p.ops.FairLeave(ctx, p.name, m.Owner, m.WaitWindow)
+		return err
+	}
+	_, err := p.ops.FairCancel(ctx, p.name, m.Owner, m.WaitWindow)
+	return err
+}
+
+func (p fairStrategy) channel(m *Acquire) string { return redisops.FairChannelName(p.name, m.Owner) }
+
+func (fairStrategy) queuesInRedis() bool { return true }
+
+// beginAttempt names a waiter's wait, for its handoff registration and the grant notice.
+func (fairStrategy) beginAttempt(a *lockActor, m *Acquire) {
+	if m.Wait && m.waitID == "" {
+		m.waitID = a.env.NewRequestID()
+	}
+}
+
+// handoffCandidate returns the local waiter that may get a fair lock straight from owner's release:
+// the earliest live local waiter, because local waiters took their places in the Redis queue in
+// arrival order. The release script hands the lock to it only if it is at the head of the Redis queue,
+// so the order across processes stays strict. Abandoned waiters are left in the queue, so that
+// nextInLine gives their Redis places up.
+func (fairStrategy) handoffCandidate(a *lockActor, owner string) *Acquire {
+	if a.env.MaxHandoffs == 0 || len(a.holds) > 1 {
+		return nil
+	}
+	for _, w := range a.queue {
+		if w.Ticket.Abandoned() {
+			continue
+		}
+		if w.Owner == owner || !w.Wait {
+			return nil
+		}
+		return w
+	}
+	return nil
+}
+
+// freed lets the waiter at the head of the Redis queue try at once if it is local, without waiting
+// for its notice; a registered waiter, here or elsewhere, was handed the lock and its notice tells it.
+func (fairStrategy) freed(a *lockActor, m *Release, rel redisops.Released) {
+	switch {
+	case rel.Registered:
+		a.emitRegisteredHandoff(m, rel)
+	case rel.Next != "":
+		a.tryWaiter(func(w *Acquire) bool { return w.Owner == rel.Next })
+	}
+}
+
+func (fairStrategy) keepsInRedis(*Acquire) bool { return true }
+
+func (fairStrategy) leaveFailed(a *lockActor, gone *Acquire, err error) bool {
+	a.log().Warn("leaving the fair queue failed; retrying", "owner", gone.Owner, "err", err)
+	return a.retryLeave(gone, leaveRetryFirst, time.Now().Add(gone.WaitWindow))
+}
+
+// subscribed: the confirmation is for one waiter's channel: a notice for it may have been published
+// before the subscription took, so that waiter tries now.
+func (p fairStrategy) subscribed(a *lockActor, channel string) {
+	a.tryWaiter(func(w *Acquire) bool { return p.channel(w) == channel })
+}
+
+func (p fairStrategy) notice(a *lockActor, m *messages.Notice) {
+	if token, waitID, ok := redisops.ParseFairGrant(m.Payload); ok {
+		a.onFairGrant(m.Channel, token, waitID)
+		return
+	}
+	if !isUnlockNotice(m.Payload) {
+		return
+	}
+	// The notice names the waiter at the head of the Redis queue, which need not be the local head (a
+	// local waiter whose place lapsed queued again at the tail). A notice for a waiter that already got
+	// the lock (from our own release) is stale.
+	match := func(w *Acquire) bool { return p.channel(w) == m.Channel }
+	if !slices.ContainsFunc(a.queue, func(w *Acquire) bool { return match(w) && !w.Ticket.Abandoned() }) {
+		return
+	}
+	if len(a.holds) > 0 && !a.holdsGone() {
+		return
+	}
+	a.tryWaiter(match)
+}
+
+// keepChannels keeps a waiter's channel for a while after it got the lock or left, also while the
+// actor is idle: a worker in a loop leaves the lock idle between its turns. The idle tick, which comes
+// later than fairChannelKeep, drops what is left.
+func (fairStrategy) keepChannels(a *lockActor, want map[string]struct{}) { a.keepRecentChannels(want) }
+
+func (fairStrategy) tend(a *lockActor) { a.armKeepAlive() }
 
 // A fair lock's waiter keeps its place in the Redis queue alive: its deadline there is one wait window
 // ahead, and the lock actor pushes it forward about every third of the window (keepAliveTick). A
@@ -36,6 +194,42 @@ const (
 	leaveRetryFirst = 50 * time.Millisecond
 	leaveRetryMax   = 2 * time.Second
 )
+
+// fairChannelKeep is how long a fair lock keeps a waiter's channel subscribed after the waiter got the
+// lock or left, and fairChannelsKept the most channels it keeps so: an owner that queues again soon
+// after its release (a worker in a loop) then finds its channel subscribed, and needs neither a new
+// subscription nor the attempt that follows its confirmation.
+const (
+	fairChannelKeep  = time.Second
+	fairChannelsKept = 256
+)
+
+// keepRecentChannels adds to want the subscribed channels of a fair lock that were wanted within
+// fairChannelKeep, and notes when the channels in want were last wanted.
+func (a *lockActor) keepRecentChannels(want map[string]struct{}) {
+	now := time.Now()
+	if a.recent == nil {
+		a.recent = make(map[string]time.Time)
+	}
+	for ch := range want {
+		a.recent[ch] = now
+	}
+	for ch, last := range a.recent {
+		if _, wanted := want[ch]; wanted {
+			// Wanted now, so kept. A new channel is not subscribed yet (that comes after this), and
+			// the check below would forget it: a waiter granted before the confirmation came would
+			// then lose its channel at once.
+			continue
+		}
+		_, subscribed := a.subs[ch]
+		switch {
+		case !subscribed || now.Sub(last) >= fairChannelKeep:
+			delete(a.recent, ch)
+		case len(want) < fairChannelsKept:
+			want[ch] = struct{}{}
+		}
+	}
+}
 
 // fairPlaces returns the places in the Redis queue that the local waiters keep alive, one per owner (the
 // calls of one owner share its place, with the longest of their windows), and the shortest window. A
@@ -68,9 +262,6 @@ func (a *lockActor) fairPlaces() ([]redisops.FairPlace, time.Duration) {
 // armKeepAlive keeps the refresh of a fair lock's places scheduled while local waiters have places,
 // one third of the shortest window ahead at most.
 func (a *lockActor) armKeepAlive() {
-	if a.family != familyFair {
-		return
-	}
 	places, shortest := a.fairPlaces()
 	if len(places) == 0 {
 		a.keepAlive.stop()
@@ -98,7 +289,7 @@ func (a *lockActor) refreshPlaces() {
 	}
 	// The call must not hold the actor up past the next refresh.
 	ctx, cancel := context.WithTimeout(a.redisContext(), shortest/keepAliveShare)
-	states, err := a.proto.(fairProtocol).refresh(ctx, places)
+	states, err := a.proto.(fairStrategy).refresh(ctx, places)
 	cancel()
 	if err != nil {
 		a.log().Warn("refreshing the fair queue places failed; retrying on the next tick", "err", err)
@@ -209,4 +400,68 @@ func (a *lockActor) giveBackGrant(channel string) {
 		a.log().Warn("giving back a fair lock handed to a gone wait failed; retrying", "owner", owner, "err", err)
 		a.retryLeave(gone, leaveRetryFirst, time.Now().Add(a.env.WatchdogTimeout))
 	}
+}
+
+// onFairGrant takes the notice that a release handed the fair lock, with fencing token token, to the
+// wait waitID on channel, which had registered for handoffs. A notice for a wait that is gone is
+// stale (the waiter got the lock by an attempt of its own, or left, and leaving gave the hold back),
+// or is for a call of the owner that gave up while another call of the same owner waits on (the
+// registration is the owner's, and the latest call's): an attempt of a live call then finds out.
+func (a *lockActor) onFairGrant(channel string, token int64, waitID string) {
+	match := func(w *Acquire) bool { return a.proto.channel(w) == channel }
+	live := slices.IndexFunc(a.queue, func(w *Acquire) bool { return match(w) && !w.Ticket.Abandoned() })
+	if live >= 0 {
+		if h := a.holds[holdKey{a.queue[live].Owner, a.queue[live].Kind}]; h != nil && !h.ended() {
+			// The owner has its hold already, which an attempt found (a call that arrived after the
+			// grant): its other calls re-enter.
+			a.tryHead()
+			return
+		}
+	}
+	i := slices.IndexFunc(a.queue, func(w *Acquire) bool { return w.waitID == waitID && match(w) })
+	if i < 0 {
+		if live >= 0 {
+			a.tryWaiter(match)
+			return
+		}
+		a.giveBackGrant(channel)
+		return
+	}
+	w := a.queue[i]
+	if token <= w.watermark {
+		// The grant is older than an attempt of w's that was refused: the hold it gave has lapsed
+		// (and the lock may have had other owners since), or w got it by an attempt and gave it back.
+		// A notice held up on its way (a stalled connection, a busy actor) must not grant it again.
+		a.tryWaiter(func(x *Acquire) bool { return x == w })
+		return
+	}
+	if len(a.holds) > 0 && !a.holdsGone() {
+		// The lock was free in Redis for the grant, so no other local hold can be left there.
+		a.log().Warn("a fair grant notice while local holds remain in Redis; ignored", "owner", w.Owner)
+		return
+	}
+	if w.Ticket.Abandoned() {
+		if live >= 0 {
+			// Another call of the owner still waits: its attempt finds the hold (as a retry of its
+			// own) and sets its lease.
+			a.tryWaiter(match)
+			return
+		}
+		// grant finds the caller gone and gives the hold back.
+		a.queue = append(a.queue[:i:i], a.queue[i+1:]...)
+		a.grant(w, 1, token, w.lastSent)
+		return
+	}
+	if time.Until(w.lastSent.Add(w.Lease)) < w.Lease/2 {
+		// The grant came after w's latest refused attempt ran (its token is above that attempt's
+		// watermark), so after it was sent, which bounds the lease's start from below; when that
+		// attempt is too old to leave a useful lease, an attempt now finds the hold (as a retry) and
+		// gives a fresh lower bound.
+		a.tryWaiter(func(x *Acquire) bool { return x == w })
+		return
+	}
+	a.queue = append(a.queue[:i:i], a.queue[i+1:]...)
+	handoffAttempt(w, time.Now(), true)
+	a.grant(w, 1, token, w.lastSent)
+	a.tryHead() // other calls of the same owner re-enter
 }

@@ -63,7 +63,7 @@ func (g *Guardian) Receive(ctx actor.Context) {
 		// Every lock actor has stopped: nothing uses the timers any more.
 		g.timers.Stop()
 	case Routed:
-		name, fam := m.LockName(), m.LockKind().family()
+		name, fam := m.LockName(), familyOf(m.LockKind())
 		key := m.routeKey()
 		c := g.children[key]
 		if c == nil {

@@ -25,16 +25,21 @@ type heldName struct{ name, owner string }
 
 // ownerKinds is what one owner holds and asks for on one name.
 type ownerKinds struct {
-	held    uint8              // a bit per Kind held
-	pending [KindWrite + 1]int // acquisitions of each Kind reserved and not ended yet
+	held uint8 // a bit per Kind held
+	// pending counts the acquisitions of each Kind reserved and not ended yet. int32 keeps the
+	// record as small as with int counts of the four kinds there were.
+	pending [maxKinds]int32
 }
 
-func (o *ownerKinds) empty() bool { return o.held == 0 && o.pending == [KindWrite + 1]int{} }
+// maxKinds bounds the number of kinds of lock (the bits of ownerKinds.held).
+const maxKinds = 8
+
+func (o *ownerKinds) empty() bool { return o.held == 0 && o.pending == [maxKinds]int32{} }
 
 // otherFamily reports whether o holds or asks for a kind of another family than k.
 func (o *ownerKinds) otherFamily(k Kind) bool {
-	for other := KindPlain; other <= KindWrite; other++ {
-		if (o.held&(1<<other) != 0 || o.pending[other] > 0) && other.family() != k.family() {
+	for other := range Kind(maxKinds) {
+		if (o.held&(1<<other) != 0 || o.pending[other] > 0) && familyOf(other) != familyOf(k) {
 			return true
 		}
 	}

@@ -57,8 +57,8 @@ func TestRecycleForgetsTheName(t *testing.T) {
 	if a.name != "new" || a.family != familyFair || a.binding != 9 {
 		t.Fatalf("bound to %q family %v binding %d, want new, fair, 9", a.name, a.family, a.binding)
 	}
-	if _, ok := a.proto.(fairProtocol); !ok {
-		t.Fatalf("protocol %T, want fairProtocol", a.proto)
+	if _, ok := a.proto.(fairStrategy); !ok {
+		t.Fatalf("strategy %T, want fairStrategy", a.proto)
 	}
 }
 

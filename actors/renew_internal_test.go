@@ -15,7 +15,13 @@ import (
 )
 
 // fakeProtocol answers a lock actor's Redis calls from the test's functions and records the releases.
+// It behaves as the reentrant lock's strategy otherwise, except that its calls are made in turn, the
+// actor waiting for each (unless asyncCalls is set), so that a test sees each call settled when the
+// message that made it has been handled.
 type fakeProtocol struct {
+	plainStrategy
+	asyncCalls bool
+
 	acquireFn   func(m *Acquire) (redisops.Acquired, error)
 	renewFn     func(k holdKey) error
 	renewManyFn func(ks []holdKey) []error
@@ -39,6 +45,12 @@ func (p *fakeProtocol) release(_ context.Context, k holdKey, _ string, _ time.Du
 	}
 	return redisops.Released{}, nil
 }
+
+func (p *fakeProtocol) releaseHeld(ctx context.Context, k holdKey, requestID string, lease time.Duration, _ int64, next *redisops.Handoff) (redisops.Released, error) {
+	return p.release(ctx, k, requestID, lease, next)
+}
+
+func (p *fakeProtocol) async() bool { return p.asyncCalls }
 
 func (p *fakeProtocol) renew(_ context.Context, k holdKey, _ time.Duration) error {
 	return p.renewFn(k)

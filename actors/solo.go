@@ -14,7 +14,7 @@ import (
 type soloCall struct {
 	a     *lockActor
 	batch readBatch
-	proto protocol
+	proto strategy
 	err   error
 
 	// An acquisition's first attempt: acq, the hold count it checks retries against (held), whether
@@ -70,7 +70,7 @@ func (s *soloCall) exec(ctx context.Context) {
 		s.res, s.err = acquireCall(ctx, s.proto, s.acq, s.held, s.a.env.boundCalls())
 		return
 	}
-	s.released, s.err = releaseHeld(ctx, s.proto, s.k, s.requestID, s.lease, s.held, s.next)
+	s.released, s.err = s.proto.releaseHeld(ctx, s.k, s.requestID, s.lease, s.held, s.next)
 }
 
 // settle takes Redis' answer, on the actor. The call is cleared first: settling may start the next.

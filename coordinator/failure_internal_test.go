@@ -223,3 +223,34 @@ func TestBridgePanicResubscribes(t *testing.T) {
 		t.Fatalf("waiter Unlock: %v", err)
 	}
 }
+
+// TestGatewayPanicAnswersCaller: the gateway panics while it handles a request of the actor message
+// API. The requester gets an [messages.Error] matching ErrActorFailed at once rather than waiting for
+// its own time-out, and the gateway keeps serving.
+func TestGatewayPanicAnswersCaller(t *testing.T) {
+	h := &recordHandler{}
+	inject, fired := panicOnce("gateway", func(msg any) bool {
+		m, ok := msg.(*messages.Acquire)
+		return ok && m.Name == t.Name()
+	})
+	c, _ := failureCoordinator(t, h, inject)
+	root := c.ActorSystem().Root
+	res, err := root.RequestFuture(c.PID(), &messages.Acquire{Name: t.Name(), Owner: "o"}, 5*time.Second).Result()
+	<-fired
+	if err != nil {
+		t.Fatalf("request whose handling panicked: no reply (%v), want an Error matching ErrActorFailed", err)
+	}
+	if e, ok := res.(*messages.Error); !ok || !errors.Is(e.Err, ErrActorFailed) {
+		t.Fatalf("reply %#v, want an Error matching ErrActorFailed", res)
+	}
+	if !h.logged("gateway") {
+		t.Errorf("the panic was not logged as an error; logged: %q", h.errors)
+	}
+	res, err = root.RequestFuture(c.PID(), &messages.Acquire{Name: t.Name(), Owner: "o"}, 5*time.Second).Result()
+	if _, ok := res.(*messages.Acquired); err != nil || !ok {
+		t.Fatalf("request after the recovery: %#v, %v; want Acquired", res, err)
+	}
+	if _, err := root.RequestFuture(c.PID(), &messages.Release{Name: t.Name(), Owner: "o"}, 5*time.Second).Result(); err != nil {
+		t.Fatalf("Release: %v", err)
+	}
+}

@@ -116,17 +116,18 @@ func (c *Coordinator) gatewayProps() *actor.Props {
 	}, actor.WithDispatcher(c.pool), actors.Recover(c.failures, "gateway", ""))
 }
 
-// recovered answers a request whose handling panicked with an [messages.Error] matching
-// [ErrActorFailed]; the gateway keeps its state (its watched owners and pending requests).
-func (g *gateway) recovered(c actor.ReceiverContext, msg any, err error) {
+// Recovered implements actors.Recoverer: it answers a request whose handling panicked with an
+// [messages.Error] matching [ErrActorFailed]; the gateway keeps its state (its watched owners and
+// pending requests).
+func (g *gateway) Recovered(c actor.ReceiverContext, sender *actor.PID, msg any, err error) {
 	ctx, ok := c.(actor.Context)
-	if !ok || ctx.Sender() == nil {
+	if !ok || sender == nil {
 		return
 	}
 	switch msg.(type) {
 	case messages.Acquire, *messages.Acquire, messages.Release, *messages.Release,
 		messages.ForceUnlock, *messages.ForceUnlock, messages.Status, *messages.Status:
-		g.reply(ctx, ctx.Sender(), &messages.Error{Request: msg, Err: err})
+		g.reply(ctx, sender, &messages.Error{Request: msg, Err: err})
 	}
 }
 
@@ -235,20 +236,8 @@ func validate(name string, kind messages.Kind) error {
 	return nil
 }
 
-func actorKind(k messages.Kind) (actors.Kind, bool) {
-	switch k {
-	case messages.KindPlain:
-		return actors.KindPlain, true
-	case messages.KindFair:
-		return actors.KindFair, true
-	case messages.KindRead:
-		return actors.KindRead, true
-	case messages.KindWrite:
-		return actors.KindWrite, true
-	default:
-		return 0, false
-	}
-}
+// actorKind is the lock actors' kind of k (the same enum), and whether it is a registered one.
+func actorKind(k messages.Kind) (actors.Kind, bool) { return k, actors.KnownKind(k) }
 
 // isActor reports whether pid is an actor that can own locks: not nil, and not the one-shot process
 // of a future (protoactor names those "future$..."), which would end its holds as soon as it had its

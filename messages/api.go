@@ -5,7 +5,8 @@ import (
 	"time"
 )
 
-// Kind is the kind of lock a message of the actor message API is about. The zero value is [KindPlain].
+// Kind is the kind of lock: of a message of the actor message API, of a lock actor's commands, and of
+// the lock in events ([Kind.LockKind]). It is the one enum of lock kinds. The zero value is [KindPlain].
 type Kind uint8
 
 const (
@@ -32,6 +33,21 @@ func (k Kind) String() string {
 		return "write"
 	default:
 		return "unknown"
+	}
+}
+
+// LockKind names the kind in events and telemetry: [LockPlain], [LockFair], [LockRead] or [LockWrite];
+// an unknown kind is named [LockPlain].
+func (k Kind) LockKind() LockKind {
+	switch k {
+	case KindFair:
+		return LockFair
+	case KindRead:
+		return LockRead
+	case KindWrite:
+		return LockWrite
+	default:
+		return LockPlain
 	}
 }
 

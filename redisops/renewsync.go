@@ -145,7 +145,10 @@ func renewedAny(reply *redis.Cmd) bool {
 	return false
 }
 
-// RenewKind says which hold of a lock a [Renewal] renews.
+// RenewKind says which hold of a lock a [Renewal] renews: the Redis-level notion of which renewal
+// script runs and which field of the lock's hash it extends, not a kind of lock (that is messages.Kind;
+// the reentrant and the fair lock renew alike, with RenewLock). Each lock actor's strategy maps its
+// kinds to these.
 type RenewKind int
 
 const (

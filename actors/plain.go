@@ -1,0 +1,102 @@
+package actors
+
+import (
+	"context"
+	"math/rand/v2"
+	"time"
+
+	"github.com/lockwarden/lockwarden/messages"
+	"github.com/lockwarden/lockwarden/redisops"
+)
+
+// plainStrategy is the reentrant lock (Redisson's RLock).
+type plainStrategy struct {
+	exclusive
+	name string
+	// names are the lock's keys and channel, built once.
+	names *redisops.Names
+	ops   *redisops.Ops
+}
+
+func newPlainStrategy(name string, ops *redisops.Ops) strategy {
+	names := redisops.NamesOf(name)
+	return plainStrategy{name: name, names: &names, ops: ops}
+}
+
+func (plainStrategy) lockKind() messages.LockKind { return messages.LockPlain }
+
+func (p plainStrategy) acquire(ctx context.Context, m *Acquire, held int64, _ bool) (redisops.Acquired, error) {
+	return p.ops.AcquireNamed(ctx, p.names, m.Owner, m.Lease, held)
+}
+
+func (p plainStrategy) release(ctx context.Context, k holdKey, requestID string, lease time.Duration, next *redisops.Handoff) (redisops.Released, error) {
+	return p.ops.Release(ctx, p.name, k.owner, requestID, lease, next)
+}
+
+// releaseHeld tells the release the owner's hold count, which spares Redis the unlock latch while
+// holds remain (redisops.Ops.ReleaseHeld).
+func (p plainStrategy) releaseHeld(ctx context.Context, k holdKey, requestID string, lease time.Duration, held int64, next *redisops.Handoff) (redisops.Released, error) {
+	return p.ops.ReleaseHeldNamed(ctx, p.names, k.owner, requestID, lease, held, next)
+}
+
+func (p plainStrategy) renew(ctx context.Context, k holdKey, lease time.Duration) error {
+	return p.ops.Renew(ctx, p.name, k.owner, lease)
+}
+
+func (p plainStrategy) renewMany(ctx context.Context, ks []holdKey, lease time.Duration) []error {
+	return p.ops.RenewMany(ctx, p.name, lockRenewals(ks, lease))
+}
+
+func (p plainStrategy) forceUnlock(ctx context.Context, _ Kind) (bool, error) {
+	return p.ops.ForceUnlock(ctx, p.name)
+}
+
+func (p plainStrategy) holdCount(ctx context.Context, k holdKey) (int64, error) {
+	st, err := p.ops.Status(ctx, p.name, k.owner)
+	return st.HoldCount, err
+}
+
+func (plainStrategy) leave(context.Context, *Acquire, bool) error { return nil }
+
+func (p plainStrategy) channel(*Acquire) string { return p.names.Channel }
+
+// async: a reentrant lock's call goes to Redis without the actor waiting for it (solo.go).
+func (plainStrategy) async() bool { return true }
+
+// handoffCandidate returns the head waiter if the lock may go to it straight from owner's release.
+func (plainStrategy) handoffCandidate(a *lockActor, owner string) *Acquire {
+	if a.env.MaxHandoffs == 0 {
+		return nil
+	}
+	for len(a.queue) > 0 && a.queue[0].Ticket.Abandoned() {
+		a.unreserve(a.queue[0])
+		a.emitWait(messages.EventWaitTimedOut, a.queue[0], "")
+		a.queue = a.queue[1:]
+	}
+	if len(a.queue) == 0 || a.queue[0].Owner == owner || len(a.holds) > 1 {
+		return nil
+	}
+	return a.queue[0]
+}
+
+func (plainStrategy) notice(a *lockActor, m *messages.Notice) {
+	if !isUnlockNotice(m.Payload) {
+		return
+	}
+	if len(a.holds) > 0 && !a.holdsGone() {
+		// A local owner holds the lock, so the notice is about an earlier hold; the local release
+		// will wake the queue.
+		return
+	}
+	// Every process whose waiters listen got this notice, and their heads race for the lock. Redis
+	// writes a notice to its subscribers in the order they subscribed, so that the same process
+	// would win most races; the head tries after a random delay of up to noticeJitter instead, so
+	// that the processes win in turn.
+	a.retry.setAt(time.Now().Add(rand.N(noticeJitter)))
+}
+
+// noticeJitter bounds the random delay after which the head waiter of a reentrant lock tries once an
+// unlock notice woke it (see notice): a few round trips on a local network, much less than any useful
+// hold. With 4 processes of 32 waiters on one lock, it takes the fewest acquisitions of one process
+// over the most from 0.1-0.3 to 0.4-0.6 (BenchmarkContendedProcesses).
+const noticeJitter = 300 * time.Microsecond

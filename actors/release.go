@@ -1,0 +1,254 @@
+package actors
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/lockwarden/lockwarden/messages"
+	"github.com/lockwarden/lockwarden/redisops"
+)
+
+func (a *lockActor) onRelease(m *Release) {
+	k := holdKey{m.Owner, m.Kind}
+	joinable := func() bool {
+		h := a.holds[k]
+		return h != nil && !h.ended() && a.batchable(m.Owner, m.Kind)
+	}
+	if a.batching() && !joinable() {
+		a.flush()
+	}
+	h := a.holds[k]
+	if h != nil && h.ended() {
+		a.lose(k, "lease ran out")
+		h = nil
+	}
+	if _, lost := a.lost[k]; lost && h == nil {
+		// Free what may be left of the hold in Redis at once, but the holder already learnt from
+		// Done that its hold ended: it does not hold the lock.
+		a.clearLost(k)
+		m.Ticket.deliver(Outcome{Reason: messages.ReasonNotHeld})
+		return
+	}
+	if h == nil && a.env.Held.otherFamily(a.name, m.Owner, m.Kind) {
+		// Sent to Redis, it would release the other kind's hold (they share the hash).
+		m.Ticket.deliver(Outcome{Reason: messages.ReasonKindMismatch, Err: redisops.ErrKindMismatch})
+		return
+	}
+	lease := a.env.WatchdogTimeout
+	var next *redisops.Handoff
+	var nextCmd *Acquire
+	if h != nil {
+		lease = h.lease
+		if h.count == 1 {
+			nextCmd = a.proto.handoffCandidate(a, m.Owner)
+		}
+	}
+	if nextCmd != nil {
+		next = &redisops.Handoff{
+			Owner: nextCmd.Owner, Lease: nextCmd.Lease, OnlyIfAlone: a.handoffs >= a.env.MaxHandoffs,
+			WaitWindow: nextCmd.WaitWindow,
+		}
+	}
+	requestID := a.env.NewRequestID()
+	if h != nil && h.retryID != "" {
+		// The owner's last release failed: send it again, so that if it took effect after all, the
+		// latch answers what it did rather than a second release taking another hold away.
+		requestID, next, nextCmd = h.retryID, nil, nil
+	}
+	if joinable() {
+		a.batchRelease(m, requestID, func(sent time.Time, rel redisops.Released, err error) {
+			a.settleRelease(m, h, lease, nil, requestID, sent, rel, err)
+		})
+		return
+	}
+	held := int64(redisops.UnknownHoldCount)
+	if h != nil && !h.shared {
+		held = h.count // as Redis counts it, unless re-entries' replies were lost (releaseStray)
+	}
+	if a.callsAsync() {
+		a.releaseAsync(m, h, requestID, lease, held, next, nextCmd)
+		return
+	}
+	sent := time.Now()
+	rel, err := a.proto.releaseHeld(a.redisContext(), k, requestID, lease, held, next)
+	releaseEvent(m.Span, sent, err)
+	a.settleRelease(m, h, lease, nextCmd, requestID, sent, rel, err)
+}
+
+// settleRelease takes the answer to the release of m's hold h (nil when the actor knew of no hold),
+// sent at sent with nextCmd as the handoff candidate, and answers m.
+func (a *lockActor) settleRelease(m *Release, h *hold, lease time.Duration, nextCmd *Acquire, requestID string, sent time.Time, rel redisops.Released, err error) {
+	k := holdKey{m.Owner, m.Kind}
+	switch {
+	case errors.Is(err, redisops.ErrNotHeld):
+		if h != nil {
+			a.lose(k, "release found the hold gone")
+			a.tryHead()
+		}
+		m.Ticket.deliver(Outcome{Reason: messages.ReasonNotHeld})
+		return
+	case err != nil:
+		if h == nil {
+			m.Ticket.deliver(Outcome{Reason: messages.ReasonRedis, Err: err})
+			return
+		}
+		// Whether the release took effect is unknown. As in Redisson, the Unlock counts as done for
+		// the holder all the same. An inner hold's failure leaves the outer holds held and renewed;
+		// if it never took effect, the last Unlock finds the hold left over and gives it back
+		// (releaseStray). When it was the last hold, the hold is no longer renewed, whatever happens
+		// next, so that the lock frees itself within its lease even if the caller never retries; an
+		// Unlock called again then sends the same request.
+		if h.count > 1 {
+			h.count--
+			m.Ticket.deliver(Outcome{Reason: messages.ReasonRedis, Err: &UnlockError{Err: err}})
+			return
+		}
+		h.watchdog = false
+		h.retryID = requestID
+		m.Ticket.deliver(Outcome{Reason: messages.ReasonRedis, Err: &UnlockError{Expires: h.expires, Err: err}})
+		return
+	}
+	if h != nil {
+		h.retryID = ""
+		if rel.Remaining > 0 && h.count <= 1 && !h.shared {
+			// Redis counts holds of this owner that the actor does not know of: re-entries whose
+			// replies were lost although they took effect. They are given back now, or the last Unlock
+			// would leave the lock held (and renewed) with nobody to release it.
+			rel.Remaining = a.releaseStray(k, lease, rel.Remaining)
+		}
+	}
+	// The caller is answered before the event goes out: events and metrics are not on its path.
+	if rel.Remaining > 0 {
+		m.Ticket.deliver(Outcome{HoldCount: rel.Remaining})
+		if h != nil {
+			h.count = rel.Remaining
+			switch {
+			case a.env.Ops.WaitsForReplicas(a.redisContext(), a.name):
+				// The release's new expiry is not waited for: a replica promoted now may have an
+				// older one, so the estimate may go down with it but not up. The master's may now
+				// outlast the estimate: a hold that runs out then is given back (expireHolds).
+				if !a.proto.releaseRaisesExpiry(k.kind) && validUntil(sent, lease).Before(h.expires) {
+					h.extend(sent, lease)
+				}
+				h.unacked = true
+			case !a.proto.releaseRaisesExpiry(k.kind) || sent.Add(lease).After(h.expires):
+				h.extend(sent, lease)
+			}
+			a.emitHold(messages.EventReleased, k, h, rel.Remaining, releaseReason(m))
+		}
+		return
+	}
+	if h != nil {
+		a.drop(k) // Done closes before Unlock returns
+	}
+	released := func() {
+		if h != nil {
+			a.emitHold(messages.EventReleased, k, h, 0, releaseReason(m))
+		}
+	}
+	if rel.NotSynced != nil && nextCmd != nil {
+		// The handoff was given back: the lock is free and its waiters were told. The waiter it was
+		// for fails, as an attempt of its own would have.
+		a.queue = slices.DeleteFunc(a.queue, func(w *Acquire) bool { return w == nextCmd })
+		a.refuse(nextCmd, Outcome{Reason: messages.ReasonNotSynced, Err: rel.NotSynced})
+	}
+	if !rel.HandedOff || nextCmd == nil {
+		// Who is woken now is the strategy's to say (strategy.freed).
+		a.handoffs = 0
+		m.Ticket.deliver(Outcome{})
+		released()
+		if rel.HandedOff {
+			// A retried release whose first try handed the lock to a local waiter (its latch says
+			// so): that waiter's attempt finds the hold as its own lost reply.
+			a.tryHead()
+			return
+		}
+		a.proto.freed(a, m, rel)
+		return
+	}
+	a.handoffs++
+	a.queue = slices.DeleteFunc(a.queue, func(w *Acquire) bool { return w == nextCmd })
+	released()
+	late := lateGrant(sent, nextCmd.Lease)
+	handoffAttempt(nextCmd, sent, !late)
+	if late {
+		// The handoff came back too late to count for the next owner: it gives it back and waits on.
+		m.Ticket.deliver(Outcome{})
+		nextCmd.queued = true
+		a.queue = append([]*Acquire{nextCmd}, a.queue...)
+		a.giveBackLate(holdKey{nextCmd.Owner, nextCmd.Kind}, nextCmd.Lease, 1)
+		a.tryHead()
+		return
+	}
+	a.emit(messages.Event{Type: messages.EventHandedOff, Owner: nextCmd.Owner, From: m.Owner, Kind: kindOf(nextCmd.Kind), Token: rel.Token, HoldCount: 1})
+	// The next holder first: it is the one waiting.
+	a.grant(nextCmd, 1, rel.Token, sent)
+	m.Ticket.deliver(Outcome{})
+	a.tryHead()
+}
+
+// releaseStray releases the holds of k that Redis counts beyond the actor's (remaining of them), and
+// returns how many are left. When a release fails, the count is unknown: the actor drops the hold all
+// the same (Done closes, renewal stops), and what is left in Redis expires with its lease.
+func (a *lockActor) releaseStray(k holdKey, lease time.Duration, remaining int64) int64 {
+	ctx, cancel := context.WithTimeout(a.redisContext(), a.env.StopReleaseTimeout)
+	defer cancel()
+	for remaining > 0 {
+		rel, err := a.proto.release(ctx, k, a.env.NewRequestID(), lease, nil)
+		if err != nil {
+			if !errors.Is(err, redisops.ErrNotHeld) {
+				a.log().Warn("releasing holds whose replies were lost failed; they expire with their lease", "owner", k.owner, "err", err)
+			}
+			return 0
+		}
+		remaining = rel.Remaining
+	}
+	return 0
+}
+
+// UnlockError is the error of a release that failed on a Redis error (a cut connection, a server
+// restarting): whether it took effect is unknown. The Unlock counts as done for the holder, as in
+// Redisson. For the last hold, the hold is no longer renewed, so the lock frees itself by Expires at
+// the latest even if the release is never retried; a later Unlock of the same owner sends the same
+// request again, and the release latch makes it safe to retry. For an inner hold (Expires is zero),
+// the outer holds stay held and renewed, and the last Unlock gives back what the failed one may have
+// left in Redis.
+type UnlockError struct {
+	// Expires is when the hold's lease runs out, unless a retried Unlock frees it earlier; zero for an
+	// inner hold.
+	Expires time.Time
+	// Err is the Redis error.
+	Err error
+}
+
+func (e *UnlockError) Error() string {
+	if e.Expires.IsZero() {
+		return fmt.Sprintf("lockwarden: unlock of an inner hold failed; it counts as released, and the outer holds stay held: %v", e.Err)
+	}
+	return fmt.Sprintf("lockwarden: unlock failed, the hold is no longer renewed and expires by %s unless Unlock is retried: %v",
+		e.Expires.Format(time.RFC3339Nano), e.Err)
+}
+
+func (e *UnlockError) Unwrap() error { return e.Err }
+
+func (a *lockActor) onForceUnlock(m *ForceUnlock) {
+	deleted, err := a.proto.forceUnlock(a.redisContext(), m.Kind)
+	if err != nil {
+		m.Ticket.deliver(Outcome{Reason: messages.ReasonRedis, Err: err})
+		return
+	}
+	if deleted {
+		a.emit(messages.Event{Type: messages.EventForceUnlocked, Kind: kindOf(m.Kind)})
+	}
+	// A read-write lock is only force-unlocked in the mode asked for; every other lock is gone.
+	if deleted || !a.proto.forceUnlockKeepsHolds() {
+		for k := range a.holds {
+			a.lose(k, "force-unlocked")
+		}
+	}
+	m.Ticket.deliver(Outcome{Deleted: deleted})
+	a.tryHead()
+}
