@@ -184,28 +184,37 @@ func (a *lockActor) dispatch(ctx actor.Context, msg any) {
 
 // inlineSafe reports whether msg, posted while the actor is idle, may run on the goroutine that
 // posted it (see inlineMailbox): its handling waits on nothing. That is the answer of a call
-// (batchDone), whose goroutine is free, and, on a lock whose calls go to Redis without the actor
-// waiting (a reentrant lock) with no call in flight, no message waiting and nothing to retry, an
-// acquisition that the actor answers or queues or whose first attempt goes to Redis without the actor
-// waiting, and the release of a live hold. It is called only while the actor is not running elsewhere.
+// (batchDone), whose goroutine is free; and, with no message waiting and nothing to retry, an
+// acquisition or the release of a live hold whose call goes to Redis without the actor waiting: on a
+// reentrant lock (a solo call, or the stash while one is in flight), and a read on a read-write lock
+// with no waiter queued (a read batch; a queued writer may make the actor leave its intent in Redis).
+// It is called only while the actor is not running elsewhere.
 func (a *lockActor) inlineSafe(msg any) bool {
 	if _, ok := msg.(batchDone); ok {
 		return true
 	}
-	if a.proto == nil || !a.proto.async() || a.batching() || len(a.stash) > 0 || a.headWanted {
+	if a.proto == nil || len(a.stash) > 0 || a.headWanted {
 		return false
 	}
+	var k holdKey
 	switch m := msg.(type) {
 	case *Acquire:
-		_, lost := a.lost[holdKey{m.Owner, m.Kind}]
-		return !lost && !m.SharedOwner
+		if m.SharedOwner {
+			return false
+		}
+		k = holdKey{m.Owner, m.Kind}
 	case *Release:
-		k := holdKey{m.Owner, m.Kind}
-		h := a.holds[k]
-		_, lost := a.lost[k]
-		return h != nil && !h.ended() && !lost && h.retryID == ""
+		k = holdKey{m.Owner, m.Kind}
+		if h := a.holds[k]; h == nil || h.ended() || h.retryID != "" {
+			return false
+		}
+	default:
+		return false
 	}
-	return false
+	if _, lost := a.lost[k]; lost {
+		return false
+	}
+	return a.proto.async() || (a.proto.batches(k.kind) && len(a.queue) == 0)
 }
 
 // joins reports whether msg, which arrives while calls are in flight, can join them rather than wait
