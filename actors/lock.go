@@ -117,14 +117,7 @@ func newLockActor(name, key string, f family, env *Env) *lockActor {
 // recycle drops everything the actor kept of its name once the guardian unbound it (it was idle: no
 // holds, no waiters, no batch), so that it carries nothing over to the next name it is bound to.
 func (a *lockActor) recycle() {
-	for ch := range a.subs {
-		a.root.Send(a.env.Bridge, &messages.Unsubscribe{Channel: ch, Subscriber: a.self})
-	}
-	clear(a.subs)
-	for _, s := range a.timerSlots() {
-		s.stop()
-	}
-	a.clock.release()
+	a.unsubscribeAndStopTimers()
 	clear(a.lost)
 	clear(a.holds)
 	a.recent, a.leaving = nil, nil
@@ -423,12 +416,8 @@ func (a *lockActor) afterMessage() {
 	}
 }
 
-// redisContext bounds a Redis call by the coordinator's lifetime.
-func (a *lockActor) redisContext() context.Context { return a.env.Context }
-
-// shutdown runs when the coordinator closes: waiters get ReasonClosed, held locks are released on a
-// best-effort basis, and every timer stops.
-func (a *lockActor) shutdown() {
+// unsubscribeAndStopTimers drops the actor's subscriptions and timers, when it stops or is recycled.
+func (a *lockActor) unsubscribeAndStopTimers() {
 	for ch := range a.subs {
 		a.root.Send(a.env.Bridge, &messages.Unsubscribe{Channel: ch, Subscriber: a.self})
 	}
@@ -437,6 +426,15 @@ func (a *lockActor) shutdown() {
 		s.stop()
 	}
 	a.clock.release()
+}
+
+// redisContext bounds a Redis call by the coordinator's lifetime.
+func (a *lockActor) redisContext() context.Context { return a.env.Context }
+
+// shutdown runs when the coordinator closes: waiters get ReasonClosed, held locks are released on a
+// best-effort basis, and every timer stops.
+func (a *lockActor) shutdown() {
+	a.unsubscribeAndStopTimers()
 	ctx, cancel := a.env.stopContext()
 	defer cancel()
 	a.leaveAtShutdown(ctx)

@@ -1,66 +1,14 @@
 package integration
 
 import (
-	"context"
-	"crypto/sha1"
 	"fmt"
-	"sync/atomic"
 	"testing"
 	"time"
-
-	"github.com/redis/go-redis/v9"
 
 	"github.com/lockwarden/lockwarden/coordinator"
 	"github.com/lockwarden/lockwarden/integration/redistest"
 	"github.com/lockwarden/lockwarden/messages"
-	"github.com/lockwarden/lockwarden/redisops"
 )
-
-// renewalCounter is a go-redis hook that counts the round trips that carry renewal scripts, and the
-// holds they renew.
-type renewalCounter struct {
-	rt, scripts atomic.Int64
-}
-
-var renewShas = map[string]bool{
-	redisops.Scripts()["renew"].Hash():      true,
-	redisops.Scripts()["renew_many"].Hash(): true,
-}
-
-func (h *renewalCounter) DialHook(next redis.DialHook) redis.DialHook { return next }
-
-func (h *renewalCounter) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
-	return func(ctx context.Context, cmd redis.Cmder) error {
-		h.count([]redis.Cmder{cmd})
-		return next(ctx, cmd)
-	}
-}
-
-func (h *renewalCounter) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
-	return func(ctx context.Context, cmds []redis.Cmder) error {
-		h.count(cmds)
-		return next(ctx, cmds)
-	}
-}
-
-func (h *renewalCounter) count(cmds []redis.Cmder) {
-	n := int64(0)
-	for _, c := range cmds {
-		if args := c.Args(); len(args) > 1 && (c.Name() == "evalsha" || c.Name() == "eval") {
-			arg, _ := args[1].(string)
-			if c.Name() == "eval" {
-				arg = fmt.Sprintf("%x", sha1.Sum([]byte(arg)))
-			}
-			if renewShas[arg] {
-				n++
-			}
-		}
-	}
-	if n > 0 {
-		h.rt.Add(1)
-		h.scripts.Add(n)
-	}
-}
 
 // TestRenewalsShareRoundTrips: the watchdog renewals of many lock actors of one coordinator share
 // script calls and round trips: 60 holds on distinct names, renewed a few times each, cost a few round
@@ -69,7 +17,7 @@ func TestRenewalsShareRoundTrips(t *testing.T) {
 	const holds, watchdog = 60, 900 * time.Millisecond
 	srv := redistest.Start(t)
 	client := srv.Client(t)
-	h := &renewalCounter{}
+	h := &redistest.RenewalCounter{}
 	client.AddHook(h)
 	c := newCoordinator(t, client, coordinator.WithWatchdogTimeout(watchdog))
 	sub := c.Subscribe(nil, 0)
@@ -89,8 +37,8 @@ func TestRenewalsShareRoundTrips(t *testing.T) {
 			t.Fatalf("%d renewals within 10s, want %d", renewed, 3*holds)
 		}
 	}
-	rt := h.rt.Load()
-	t.Logf("%d renewals in %d round trips (%d script calls)", renewed, rt, h.scripts.Load())
+	rt := h.RoundTrips.Load()
+	t.Logf("%d renewals in %d round trips (%d script calls)", renewed, rt, h.Scripts.Load())
 	if rt*10 > int64(renewed) {
 		t.Errorf("%d round trips for %d renewals, want at most a tenth", rt, renewed)
 	}

@@ -2,14 +2,11 @@ package bench
 
 import (
 	"context"
-	"crypto/sha1"
 	"fmt"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
-
-	"github.com/redis/go-redis/v9"
 
 	"github.com/lockwarden/lockwarden/coordinator"
 	"github.com/lockwarden/lockwarden/integration/redistest"
@@ -25,58 +22,6 @@ const (
 	renewalWindow = 4 * time.Second
 )
 
-// renewHook is a go-redis hook that counts the round trips that carry renewal scripts and the holds
-// those renew.
-type renewHook struct{ rt, holds atomic.Int64 }
-
-var renewalShas = map[string]bool{
-	redisops.Scripts()["renew"].Hash():      true,
-	redisops.Scripts()["renew_many"].Hash(): true,
-}
-
-func (h *renewHook) DialHook(next redis.DialHook) redis.DialHook { return next }
-
-func (h *renewHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
-	return func(ctx context.Context, cmd redis.Cmder) error {
-		h.count([]redis.Cmder{cmd})
-		return next(ctx, cmd)
-	}
-}
-
-func (h *renewHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
-	return func(ctx context.Context, cmds []redis.Cmder) error {
-		h.count(cmds)
-		return next(ctx, cmds)
-	}
-}
-
-func (h *renewHook) count(cmds []redis.Cmder) {
-	n := int64(0)
-	for _, c := range cmds {
-		args := c.Args()
-		if len(args) < 3 || (c.Name() != "evalsha" && c.Name() != "eval") {
-			continue
-		}
-		sha, _ := args[1].(string)
-		if c.Name() == "eval" {
-			sha = fmt.Sprintf("%x", sha1.Sum([]byte(sha)))
-		}
-		if !renewalShas[sha] {
-			continue
-		}
-		if sha == redisops.Scripts()["renew_many"].Hash() {
-			keys, _ := args[2].(int)
-			n += int64(len(args) - 3 - keys - 3) // ARGV: the lease, two counts, an owner per hold
-		} else {
-			n++
-		}
-	}
-	if n > 0 {
-		h.rt.Add(1)
-		h.holds.Add(n)
-	}
-}
-
 // renewalFigures are the measurements of one run of BenchmarkWatchdogRenewals.
 type renewalFigures struct {
 	renewals, rt int64
@@ -84,11 +29,11 @@ type renewalFigures struct {
 }
 
 // measure counts what h and the server's CPU record over renewalWindow.
-func measure(b *testing.B, srv *redistest.Server, h *renewHook) renewalFigures {
+func measure(b *testing.B, srv *redistest.Server, h *redistest.RenewalCounter) renewalFigures {
 	b.Helper()
-	rt0, n0, cpu0, t0 := h.rt.Load(), h.holds.Load(), redisCPU(b, srv), time.Now()
+	rt0, n0, cpu0, t0 := h.RoundTrips.Load(), h.Holds.Load(), redisCPU(b, srv), time.Now()
 	time.Sleep(renewalWindow) // the measurement window: the watchdog ticks on its own meanwhile
-	return renewalFigures{renewals: h.holds.Load() - n0, rt: h.rt.Load() - rt0,
+	return renewalFigures{renewals: h.Holds.Load() - n0, rt: h.RoundTrips.Load() - rt0,
 		cpu: redisCPU(b, srv) - cpu0, elapsed: time.Since(t0)}
 }
 
@@ -116,7 +61,7 @@ func BenchmarkWatchdogRenewals(b *testing.B) {
 	var baseCPU []float64
 	b.Run("per-hold", func(b *testing.B) {
 		client := newAddrClient(b, srv.Addr())
-		h := &renewHook{}
+		h := &redistest.RenewalCounter{}
 		client.AddHook(h)
 		o := redisops.New(client)
 		o.SetTokenExpiry(0) // no token counter expires in the window
@@ -179,7 +124,7 @@ func BenchmarkWatchdogRenewals(b *testing.B) {
 	})
 	b.Run("lockwarden", func(b *testing.B) {
 		client := newAddrClient(b, srv.Addr())
-		h := &renewHook{}
+		h := &redistest.RenewalCounter{}
 		client.AddHook(h)
 		c := newCoordinator(b, client, coordinator.WithWatchdogTimeout(renewalWatchdog),
 			coordinator.WithPersistentFencingTokens()) // no token counter expires in the window
