@@ -92,7 +92,8 @@
 //	BenchmarkFairContended   the fair lock: 16 goroutines on 2 coordinators, 1 ms hold; the figures of
 //	                         BenchmarkContended (targets: rate/ideal >= 0.8, p99wait/(N*hold) <= 1.5)
 //	BenchmarkRWReaders       32 readers (RLock+RUnlock) and a writer every 50 ms against the plain lock
-//	                         on 32 goroutines; plain/read (target <= 1.2) and the writer's wait
+//	                         on 32 goroutines; plain/read (target <= 1.25: reads at 0.8x the plain
+//	                         lock's throughput) and the writer's wait
 //	BenchmarkGroups          MultiLock over 3 servers and RedLock over 5 against a single lock
 //	BenchmarkTelemetry       telemetry on against off, iterations interleaved (target <= 1.10)
 //	BenchmarkEvents          a blocked event subscriber against none
@@ -101,6 +102,18 @@
 //	BenchmarkScriptCost      the reentrant lock's scripts called directly (no actors) against the floor,
 //	                         each on its own server: Redis CPU and commands per acquire+release, keys
 //	                         left to expire included
+//	BenchmarkLockCost        issue 16's uncontended figures: Lock+Unlock against the floor in
+//	                         alternating slices, each on its own server, at 1 and 32 goroutines and with
+//	                         a fresh name per pair: ops/s, p50, client and Redis CPU (the expiry of the
+//	                         keys left behind included), allocations and round trips per pair
+//	BenchmarkPeers           lockwarden, bsm/redislock and go-redsync against the floor in rotating
+//	                         slices, at 1 and 32 goroutines: ops/s and p50 over the floor's, client CPU
+//	                         and allocations per pair
+//	BenchmarkContendedProcesses  4 processes x 32 goroutines on one lock, 1 ms hold: util, fewest over
+//	                         most acquisitions of one process, handoff gaps; fails on two owners
+//	BenchmarkWatchdogRenewals  10,000 watchdog holds: renewals/s, round trips per renewal and Redis CPU
+//	                         per renewal against a script per hold, in the same run
+//	BenchmarkDistinctNames   a new lock name per Lock+Unlock, with a short idle timeout
 //
 // # Reading the numbers
 //
