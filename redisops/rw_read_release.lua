@@ -34,11 +34,10 @@
 -- Returns O's read count left (0 = O holds no read hold any more), or -1 when O holds no read hold.
 -- A retried call with the same request id returns the stored answer instead of releasing twice.
 -- A key of another type than the lock keeps there (another lock's key taken as a lock name, or data
--- of the application) is refused before anything changes: the script touches only its own data.
-local wrong = wrongType({[1] = 'hash', [3] = 'string'})
-if wrong then
-    return wrong
-end
+-- of the application) is refused before anything changes: the script touches only its own data. No
+-- key's type is read: the first command on each key refuses one of another type before anything is
+-- written (GET on the latch, HMGET on the lock, GETDEL on the hold's key, the script's first write;
+-- Redis 6.2+, older servers read the hold key's type first).
 local latched = redis.call('get', KEYS[3])
 if latched then
     return tonumber(string.sub(latched, 1, string.find(latched, ':', 1, true) - 1))
@@ -49,39 +48,57 @@ if not mode or not held then
     return -1
 end
 held = tonumber(held)
--- The hold's own key is deleted below: it must be a string (a lock may be named like it).
-local holdType = redis.call('type', KEYS[4] .. ':' .. held).ok
-if holdType ~= 'none' and holdType ~= 'string' then
-    return redis.error_reply('WRONGTYPE ' .. KEYS[4] .. ':' .. held .. ' holds a ' .. holdType .. ', not a string')
+local holdKey = KEYS[4] .. ':' .. held
+local released = redis.call('pttl', holdKey)
+-- The hold's own key is deleted first: it must be a string (a lock may be named like it), and GETDEL
+-- refuses another type without deleting it.
+local deleted = redis.pcall('getdel', holdKey)
+if type(deleted) == 'table' and deleted.err then
+    if string.sub(deleted.err, 1, 9) == 'WRONGTYPE' then
+        return redis.error_reply('WRONGTYPE ' .. holdKey .. ' holds a ' .. redis.call('type', holdKey).ok .. ', not a string')
+    end
+    -- Before Redis 6.2 there is no GETDEL: the type is read first.
+    local holdType = redis.call('type', holdKey).ok
+    if holdType ~= 'none' and holdType ~= 'string' then
+        return redis.error_reply('WRONGTYPE ' .. holdKey .. ' holds a ' .. holdType .. ', not a string')
+    end
+    redis.call('del', holdKey)
 end
 local remaining = held - 1
 if remaining > 0 then
-    redis.call('hincrby', KEYS[1], ARGV[1], -1)
+    redis.call('hset', KEYS[1], ARGV[1], remaining)
 else
     redis.call('hdel', KEYS[1], ARGV[1])
 end
-local released = redis.call('pttl', KEYS[4] .. ':' .. held)
-redis.call('del', KEYS[4] .. ':' .. held)
 -- The hash's expiry before this release (a write hold's expiry stands, so it is not needed then).
 local before = -2
 if mode ~= 'write' then
     before = redis.call('pttl', KEYS[1])
 end
 -- The fast path (see above): a longer hold remains, so the expiry stands and the lock is not free.
+-- O's own field, when it keeps holds, is a holder left (no HLEN needed).
 local shorter = mode == 'read' and released > 0 and released + 2 < before
-    and redis.call('hlen', KEYS[1]) > 1
+    and (remaining > 0 or redis.call('hlen', KEYS[1]) > 1)
 -- Before the walk, a look at the latest hold of a reader or two picked at random (a reader's latest hold
 -- is usually its longest): one that ends within 50 ms of the hash's expiry keeps it, as in the walk.
 -- With many readers of similar leases one usually does, and the walk over every reader is skipped.
 local walk = mode ~= 'write' and not shorter
+-- Fewer than two fields picked is the whole hash: with no holder among them the last reader left, and
+-- the walk has nothing to read.
+local free = false
 if walk and before > 0 then
     -- pcall: before Redis 6.2 there is no HRANDFIELD, and the walk does it all.
     local pick = redis.pcall('hrandfield', KEYS[1], 2, 'withvalues')
     if type(pick) ~= 'table' or pick.err then
         pick = {}
+    else
+        free = #pick < 4
     end
     for i = 1, #pick, 2 do
         local count = tonumber(pick[i + 1])
+        if pick[i] ~= 'mode' then
+            free = false
+        end
         if pick[i] ~= 'mode' and count and count > 0 then
             local ttl = redis.call('pttl', ARGV[5] .. pick[i] .. ':rwlock_timeout:' .. count)
             if ttl > 0 and ttl + 50 >= before then
@@ -93,7 +110,10 @@ if walk and before > 0 then
 end
 if walk then
     local longest = -2
-    local fields = redis.call('hgetall', KEYS[1])
+    local fields = {}
+    if not free then
+        fields = redis.call('hgetall', KEYS[1])
+    end
     for i = 1, #fields, 2 do
         local count = tonumber(fields[i + 1])
         if fields[i] ~= 'mode' and count then
