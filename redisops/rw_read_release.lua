@@ -35,36 +35,63 @@
 -- A retried call with the same request id returns the stored answer instead of releasing twice.
 -- A key of another type than the lock keeps there (another lock's key taken as a lock name, or data
 -- of the application) is refused before anything changes: the script touches only its own data. No
--- key's type is read: the first command on each key refuses one of another type before anything is
--- written (GET on the latch, HMGET on the lock, GETDEL on the hold's key, the script's first write;
--- Redis 6.2+, older servers read the hold key's type first).
-local latched = redis.call('get', KEYS[3])
-if latched then
+-- key's type is read: the first command on each key refuses one of another type before it writes
+-- (HMGET on the lock, SET ... NX GET or GET on the latch, GETDEL on the hold's key; older servers read
+-- the hold key's type first), and a latch stored before a hold key of another type is found is deleted
+-- again before the refusal.
+-- The answer is stored in the latch before the release with SET ... NX GET (Redis 7+), which also reads
+-- an earlier run's answer, so the latch costs one command (older servers GET it first and SET it last).
+local function answer(latched)
     return tonumber(string.sub(latched, 1, string.find(latched, ':', 1, true) - 1))
 end
 local state = redis.call('hmget', KEYS[1], 'mode', ARGV[1])
 local mode, held = state[1], state[2]
 if not mode or not held then
+    local latched = redis.call('get', KEYS[3])
+    if latched then
+        return answer(latched)
+    end
     return -1
 end
 held = tonumber(held)
+local remaining = held - 1
 local holdKey = KEYS[4] .. ':' .. held
 local released = redis.call('pttl', holdKey)
+local stored = string.format('%d:0', remaining)
+local latched = redis.pcall('set', KEYS[3], stored, 'px', ARGV[3], 'nx', 'get')
+if type(latched) == 'table' and latched.err then
+    if string.sub(latched.err, 1, 9) == 'WRONGTYPE' then
+        return latched
+    end
+    -- Before Redis 7 SET takes NX and GET only apart: the latch is read here and written last.
+    stored = nil
+    latched = redis.call('get', KEYS[3])
+end
+if latched then
+    return answer(latched)
+end
+-- unstore deletes the latch this run stored, before a refusal.
+local function unstore()
+    if stored then
+        redis.call('del', KEYS[3])
+    end
+end
 -- The hold's own key is deleted first: it must be a string (a lock may be named like it), and GETDEL
 -- refuses another type without deleting it.
 local deleted = redis.pcall('getdel', holdKey)
 if type(deleted) == 'table' and deleted.err then
     if string.sub(deleted.err, 1, 9) == 'WRONGTYPE' then
+        unstore()
         return redis.error_reply('WRONGTYPE ' .. holdKey .. ' holds a ' .. redis.call('type', holdKey).ok .. ', not a string')
     end
     -- Before Redis 6.2 there is no GETDEL: the type is read first.
     local holdType = redis.call('type', holdKey).ok
     if holdType ~= 'none' and holdType ~= 'string' then
+        unstore()
         return redis.error_reply('WRONGTYPE ' .. holdKey .. ' holds a ' .. holdType .. ', not a string')
     end
     redis.call('del', holdKey)
 end
-local remaining = held - 1
 if remaining > 0 then
     redis.call('hset', KEYS[1], ARGV[1], remaining)
 else
@@ -145,5 +172,10 @@ if walk then
         remaining = 0
     end
 end
-redis.call('set', KEYS[3], string.format('%d:0', remaining), 'px', ARGV[3])
+-- The latch stored above holds this answer unless the walk freed the lock under holds of O's that had
+-- all run out.
+local final = string.format('%d:0', remaining)
+if final ~= stored then
+    redis.call('set', KEYS[3], final, 'px', ARGV[3])
+end
 return remaining

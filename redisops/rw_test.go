@@ -1499,7 +1499,8 @@ func scriptCommands(t *testing.T, c *redis.Client) int64 {
 
 // TestReadScriptCommands: the common paths of a read acquire and a read release run few commands in
 // Redis (it is the shared resource of many readers of one name): no key's type is read, the owner's
-// count and the kind check are one HMGET, and the hold key's type is checked by its first write.
+// count and the kind check are one HMGET, the hold key's type is checked by its first write, and a
+// release reads and writes its latch with one command.
 func TestReadScriptCommands(t *testing.T) {
 	t.Parallel()
 	ops, c := setup(t)
@@ -1526,12 +1527,12 @@ func TestReadScriptCommands(t *testing.T) {
 		}
 	})
 	mustRead(t, ops, name, "C", shortLease)
-	// GET latch, HMGET, PTTL hold, GETDEL hold, HDEL, PTTL lock, HLEN, SET latch: a shorter hold.
-	count("a reader leaves, others remain (shorter hold)", 8, func() { mustReadRelease(t, ops, name, "C", "r1", 0) })
-	// GET latch, HMGET, PTTL hold, GETDEL hold, HSET, PTTL lock, HRANDFIELD, up to two PTTL, SET latch.
-	count("a reader leaves, others remain (longest hold)", 10, func() { mustReadRelease(t, ops, name, "B", "r2", 1) })
+	// HMGET, PTTL hold, SET ... NX GET latch, GETDEL hold, HDEL, PTTL lock, HLEN: a shorter hold.
+	count("a reader leaves, others remain (shorter hold)", 7, func() { mustReadRelease(t, ops, name, "C", "r1", 0) })
+	// HMGET, PTTL hold, SET ... NX GET latch, GETDEL hold, HSET, PTTL lock, HRANDFIELD, up to two PTTL.
+	count("a reader leaves, others remain (longest hold)", 9, func() { mustReadRelease(t, ops, name, "B", "r2", 1) })
 	mustReadRelease(t, ops, name, "B", "r3", 0)
-	// GET latch, HMGET, PTTL hold, GETDEL hold, HDEL, PTTL lock, HLEN, HRANDFIELD, DEL, PUBLISH, SET latch.
-	count("the last reader leaves", 11, func() { mustReadRelease(t, ops, name, "A", "r4", 0) })
+	// HMGET, PTTL hold, SET ... NX GET latch, GETDEL hold, HDEL, PTTL lock, HLEN, HRANDFIELD, DEL, PUBLISH.
+	count("the last reader leaves", 10, func() { mustReadRelease(t, ops, name, "A", "r4", 0) })
 	checkGone(t, c, redisops.LockKey(name))
 }
