@@ -1516,12 +1516,12 @@ func TestReadScriptCommands(t *testing.T) {
 			t.Errorf("%s: %d commands in Redis, want at most %d", what, n, most)
 		}
 	}
-	// HMGET, GET intent, SET ... GET hold, HSET, PTTL, PEXPIRE.
-	count("first reader", 6, func() { mustRead(t, ops, name, "A", midLease) })
-	// HMGET, GET intent, SET ... GET hold, HSET, PEXPIRE ... GT.
-	count("another reader joins", 5, func() { mustRead(t, ops, name, "B", midLease) })
-	// HMGET, SET ... GET hold, HSET, PEXPIRE ... GT.
-	count("re-entry", 4, func() {
+	// HMGET, GET intent, SET ... GET hold, HSET, PEXPIRE ... NX.
+	count("first reader", 5, func() { mustRead(t, ops, name, "A", midLease) })
+	// HMGET, GET intent, SET ... GET hold, HSET, PTTL, and PEXPIRE when a millisecond has passed.
+	count("another reader joins", 6, func() { mustRead(t, ops, name, "B", midLease) })
+	// HMGET, SET ... GET hold, HSET, PTTL, and PEXPIRE when a millisecond has passed.
+	count("re-entry", 5, func() {
 		if got, err := ops.ReadAcquire(ctx, name, "B", midLease, 1); err != nil || got.HoldCount != 2 {
 			t.Fatalf("ReadAcquire re-entry = %+v, %v; want count 2", got, err)
 		}
@@ -1535,4 +1535,23 @@ func TestReadScriptCommands(t *testing.T) {
 	// HMGET, PTTL hold, SET ... NX GET latch, GETDEL hold, HDEL, PTTL lock, HLEN, HRANDFIELD, DEL, PUBLISH.
 	count("the last reader leaves", 10, func() { mustReadRelease(t, ops, name, "A", "r4", 0) })
 	checkGone(t, c, redisops.LockKey(name))
+}
+
+// TestReadAcquireRaisesExpiry: a read hold raises the hash's expiry to its lease when it is shorter or
+// absent (a hash left without one), and never cuts it.
+func TestReadAcquireRaisesExpiry(t *testing.T) {
+	t.Parallel()
+	ops, c := setup(t)
+	name := t.Name()
+	key := redisops.LockKey(name)
+	mustRead(t, ops, name, "A", midLease)
+	mustRead(t, ops, name, "B", shortLease)
+	checkPTTL(t, c, key, midLease)
+	if err := c.Persist(t.Context(), key).Err(); err != nil {
+		t.Fatalf("PERSIST: %v", err)
+	}
+	mustRead(t, ops, name, "C", shortLease)
+	checkPTTL(t, c, key, shortLease)
+	mustRead(t, ops, name, "B", midLease)
+	checkPTTL(t, c, key, midLease)
 }
