@@ -21,15 +21,18 @@
 -- {0, pttl} when another owner holds the write lock (pttl is -1 when the key has no expiry),
 -- or {0, intent pttl} (at least 1) when a waiting writer's intent keeps O out.
 -- A key of another type than the lock keeps there (another lock's key taken as a lock name, or data
--- of the application) is refused before anything changes: the script touches only its own data.
-local refused = wrongType({[1] = 'hash', [3] = 'string'}) or kindMismatch(ARGV[2], true)
-if refused then
-    return refused
-end
+-- of the application) is refused before anything changes: the script touches only its own data. No
+-- key's type is read: the first command on each key refuses one of another type before anything is
+-- written (HMGET on the lock, GET on the intent, SET ... GET on the hold's key, which comes before the
+-- lock is written; Redis 6.2+, older servers read the hold key's type first). The owner's count, the
+-- writer's and the kind check (kindMismatch) come from that one HMGET.
 local lease = tonumber(ARGV[1])
 local expected = tonumber(ARGV[4])
 local state = redis.call('hmget', KEYS[1], 'mode', ARGV[2], ARGV[3])
 local mode, current, writer = state[1], state[2], state[3]
+if current and not mode then
+    return kindRefusal(ARGV[2])
+end
 if current then
     current = tonumber(current)
     if expected >= 0 and current > expected then
@@ -58,17 +61,35 @@ if not current and not writer then
         return {0, math.max(redis.call('pttl', KEYS[3]), 1)}
     end
 end
--- The hold's own key must be free for a string (a lock may be named like it).
-local holdKey = KEYS[2] .. ':' .. ((current or 0) + 1)
-local holdType = redis.call('type', holdKey).ok
-if holdType ~= 'none' and holdType ~= 'string' then
-    return redis.error_reply('WRONGTYPE ' .. holdKey .. ' holds a ' .. holdType .. ', not a string')
+-- The hold's own key must be free for a string (a lock may be named like it): SET ... GET refuses
+-- another type without writing, and is the script's first write.
+local count = (current or 0) + 1
+local holdKey = KEYS[2] .. ':' .. count
+local set = redis.pcall('set', holdKey, 1, 'px', lease, 'get')
+if type(set) == 'table' and set.err then
+    if string.sub(set.err, 1, 9) == 'WRONGTYPE' then
+        return redis.error_reply('WRONGTYPE ' .. holdKey .. ' holds a ' .. redis.call('type', holdKey).ok .. ', not a string')
+    end
+    -- Before Redis 6.2 SET has no GET option: the type is read first.
+    local holdType = redis.call('type', holdKey).ok
+    if holdType ~= 'none' and holdType ~= 'string' then
+        return redis.error_reply('WRONGTYPE ' .. holdKey .. ' holds a ' .. holdType .. ', not a string')
+    end
+    redis.call('set', holdKey, 1, 'px', lease)
 end
 if not mode then
-    redis.call('hset', KEYS[1], 'mode', 'read')
+    -- A free lock (or a hash of a plain or fair lock without mode, see kindMismatch): one HSET, and the
+    -- expiry set with PEXPIRE ... NX (Redis 7+) when the hash has none (a new one); otherwise (or on an
+    -- older server) raised to the lease if it is shorter.
+    redis.call('hset', KEYS[1], 'mode', 'read', ARGV[2], count)
+    if redis.pcall('pexpire', KEYS[1], lease, 'nx') ~= 1 and redis.call('pttl', KEYS[1]) < lease then
+        redis.call('pexpire', KEYS[1], lease)
+    end
+    return {1, count}
 end
-local count = redis.call('hincrby', KEYS[1], ARGV[2], 1)
-redis.call('set', KEYS[2] .. ':' .. count, 1, 'px', lease)
+redis.call('hset', KEYS[1], ARGV[2], count)
+-- The expiry is raised to the lease if it is shorter (or absent). PTTL first: with many readers most
+-- acquisitions come within the millisecond of the last one, which left the expiry at the lease.
 if redis.call('pttl', KEYS[1]) < lease then
     redis.call('pexpire', KEYS[1], lease)
 end

@@ -34,54 +34,98 @@
 -- Returns O's read count left (0 = O holds no read hold any more), or -1 when O holds no read hold.
 -- A retried call with the same request id returns the stored answer instead of releasing twice.
 -- A key of another type than the lock keeps there (another lock's key taken as a lock name, or data
--- of the application) is refused before anything changes: the script touches only its own data.
-local wrong = wrongType({[1] = 'hash', [3] = 'string'})
-if wrong then
-    return wrong
-end
-local latched = redis.call('get', KEYS[3])
-if latched then
+-- of the application) is refused before anything changes: the script touches only its own data. No
+-- key's type is read: the first command on each key refuses one of another type before it writes
+-- (HMGET on the lock, SET ... NX GET or GET on the latch, GETDEL on the hold's key; older servers read
+-- the hold key's type first), and a latch stored before a hold key of another type is found is deleted
+-- again before the refusal.
+-- The answer is stored in the latch before the release with SET ... NX GET (Redis 7+), which also reads
+-- an earlier run's answer, so the latch costs one command (older servers GET it first and SET it last).
+local function answer(latched)
     return tonumber(string.sub(latched, 1, string.find(latched, ':', 1, true) - 1))
 end
 local state = redis.call('hmget', KEYS[1], 'mode', ARGV[1])
 local mode, held = state[1], state[2]
 if not mode or not held then
+    local latched = redis.call('get', KEYS[3])
+    if latched then
+        return answer(latched)
+    end
     return -1
 end
 held = tonumber(held)
--- The hold's own key is deleted below: it must be a string (a lock may be named like it).
-local holdType = redis.call('type', KEYS[4] .. ':' .. held).ok
-if holdType ~= 'none' and holdType ~= 'string' then
-    return redis.error_reply('WRONGTYPE ' .. KEYS[4] .. ':' .. held .. ' holds a ' .. holdType .. ', not a string')
-end
 local remaining = held - 1
+local holdKey = KEYS[4] .. ':' .. held
+local released = redis.call('pttl', holdKey)
+local stored = string.format('%d:0', remaining)
+local latched = redis.pcall('set', KEYS[3], stored, 'px', ARGV[3], 'nx', 'get')
+if type(latched) == 'table' and latched.err then
+    if string.sub(latched.err, 1, 9) == 'WRONGTYPE' then
+        return latched
+    end
+    -- Before Redis 7 SET takes NX and GET only apart: the latch is read here and written last.
+    stored = nil
+    latched = redis.call('get', KEYS[3])
+end
+if latched then
+    return answer(latched)
+end
+-- unstore deletes the latch this run stored, before a refusal.
+local function unstore()
+    if stored then
+        redis.call('del', KEYS[3])
+    end
+end
+-- The hold's own key is deleted first: it must be a string (a lock may be named like it), and GETDEL
+-- refuses another type without deleting it.
+local deleted = redis.pcall('getdel', holdKey)
+if type(deleted) == 'table' and deleted.err then
+    if string.sub(deleted.err, 1, 9) == 'WRONGTYPE' then
+        unstore()
+        return redis.error_reply('WRONGTYPE ' .. holdKey .. ' holds a ' .. redis.call('type', holdKey).ok .. ', not a string')
+    end
+    -- Before Redis 6.2 there is no GETDEL: the type is read first.
+    local holdType = redis.call('type', holdKey).ok
+    if holdType ~= 'none' and holdType ~= 'string' then
+        unstore()
+        return redis.error_reply('WRONGTYPE ' .. holdKey .. ' holds a ' .. holdType .. ', not a string')
+    end
+    redis.call('del', holdKey)
+end
 if remaining > 0 then
-    redis.call('hincrby', KEYS[1], ARGV[1], -1)
+    redis.call('hset', KEYS[1], ARGV[1], remaining)
 else
     redis.call('hdel', KEYS[1], ARGV[1])
 end
-local released = redis.call('pttl', KEYS[4] .. ':' .. held)
-redis.call('del', KEYS[4] .. ':' .. held)
 -- The hash's expiry before this release (a write hold's expiry stands, so it is not needed then).
 local before = -2
 if mode ~= 'write' then
     before = redis.call('pttl', KEYS[1])
 end
 -- The fast path (see above): a longer hold remains, so the expiry stands and the lock is not free.
+-- O's own field, when it keeps holds, is a holder left (no HLEN needed).
 local shorter = mode == 'read' and released > 0 and released + 2 < before
-    and redis.call('hlen', KEYS[1]) > 1
+    and (remaining > 0 or redis.call('hlen', KEYS[1]) > 1)
 -- Before the walk, a look at the latest hold of a reader or two picked at random (a reader's latest hold
 -- is usually its longest): one that ends within 50 ms of the hash's expiry keeps it, as in the walk.
 -- With many readers of similar leases one usually does, and the walk over every reader is skipped.
 local walk = mode ~= 'write' and not shorter
+-- Fewer than two fields picked is the whole hash: with no holder among them the last reader left, and
+-- the walk has nothing to read.
+local free = false
 if walk and before > 0 then
     -- pcall: before Redis 6.2 there is no HRANDFIELD, and the walk does it all.
     local pick = redis.pcall('hrandfield', KEYS[1], 2, 'withvalues')
     if type(pick) ~= 'table' or pick.err then
         pick = {}
+    else
+        free = #pick < 4
     end
     for i = 1, #pick, 2 do
         local count = tonumber(pick[i + 1])
+        if pick[i] ~= 'mode' then
+            free = false
+        end
         if pick[i] ~= 'mode' and count and count > 0 then
             local ttl = redis.call('pttl', ARGV[5] .. pick[i] .. ':rwlock_timeout:' .. count)
             if ttl > 0 and ttl + 50 >= before then
@@ -93,7 +137,10 @@ if walk and before > 0 then
 end
 if walk then
     local longest = -2
-    local fields = redis.call('hgetall', KEYS[1])
+    local fields = {}
+    if not free then
+        fields = redis.call('hgetall', KEYS[1])
+    end
     for i = 1, #fields, 2 do
         local count = tonumber(fields[i + 1])
         if fields[i] ~= 'mode' and count then
@@ -125,5 +172,10 @@ if walk then
         remaining = 0
     end
 end
-redis.call('set', KEYS[3], string.format('%d:0', remaining), 'px', ARGV[3])
+-- The latch stored above holds this answer unless the walk freed the lock under holds of O's that had
+-- all run out.
+local final = string.format('%d:0', remaining)
+if final ~= stored then
+    redis.call('set', KEYS[3], final, 'px', ARGV[3])
+end
 return remaining

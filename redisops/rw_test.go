@@ -1467,3 +1467,91 @@ func TestWriteIntent(t *testing.T) {
 		checkHash(t, c, redisops.LockKey(name), map[string]string{"mode": "read", "R": "2"})
 	})
 }
+
+// scriptCommands returns how many commands the server ran since the last CONFIG RESETSTAT, leaving out
+// the script calls themselves (EVAL, EVALSHA, SCRIPT) and INFO and CONFIG: the commands that scripts
+// ran, when nothing else runs.
+func scriptCommands(t *testing.T, c *redis.Client) int64 {
+	t.Helper()
+	info, err := c.Info(t.Context(), "commandstats").Result()
+	if err != nil {
+		t.Fatalf("INFO commandstats: %v", err)
+	}
+	var total int64
+	for _, line := range strings.Split(info, "\n") {
+		name, rest, ok := strings.Cut(strings.TrimPrefix(strings.TrimSpace(line), "cmdstat_"), ":calls=")
+		if !ok {
+			continue
+		}
+		switch {
+		case strings.HasPrefix(name, "eval"), strings.HasPrefix(name, "script"), name == "info",
+			strings.HasPrefix(name, "config"):
+			continue
+		}
+		n, err := strconv.ParseInt(rest[:strings.IndexByte(rest+",", ',')], 10, 64)
+		if err != nil {
+			t.Fatalf("INFO commandstats line %q: %v", line, err)
+		}
+		total += n
+	}
+	return total
+}
+
+// TestReadScriptCommands: the common paths of a read acquire and a read release run few commands in
+// Redis (it is the shared resource of many readers of one name): no key's type is read, the owner's
+// count and the kind check are one HMGET, the hold key's type is checked by its first write, and a
+// release reads and writes its latch with one command.
+func TestReadScriptCommands(t *testing.T) {
+	t.Parallel()
+	ops, c := setup(t)
+	ctx := t.Context()
+	name := t.Name()
+	count := func(what string, most int64, fn func()) {
+		t.Helper()
+		resetStats(t, c)
+		fn()
+		n := scriptCommands(t, c)
+		t.Logf("%s: %d commands in Redis", what, n)
+		if n > most {
+			t.Errorf("%s: %d commands in Redis, want at most %d", what, n, most)
+		}
+	}
+	// HMGET, GET intent, SET ... GET hold, HSET, PEXPIRE ... NX.
+	count("first reader", 5, func() { mustRead(t, ops, name, "A", midLease) })
+	// HMGET, GET intent, SET ... GET hold, HSET, PTTL, and PEXPIRE when a millisecond has passed.
+	count("another reader joins", 6, func() { mustRead(t, ops, name, "B", midLease) })
+	// HMGET, SET ... GET hold, HSET, PTTL, and PEXPIRE when a millisecond has passed.
+	count("re-entry", 5, func() {
+		if got, err := ops.ReadAcquire(ctx, name, "B", midLease, 1); err != nil || got.HoldCount != 2 {
+			t.Fatalf("ReadAcquire re-entry = %+v, %v; want count 2", got, err)
+		}
+	})
+	mustRead(t, ops, name, "C", shortLease)
+	// HMGET, PTTL hold, SET ... NX GET latch, GETDEL hold, HDEL, PTTL lock, HLEN: a shorter hold.
+	count("a reader leaves, others remain (shorter hold)", 7, func() { mustReadRelease(t, ops, name, "C", "r1", 0) })
+	// HMGET, PTTL hold, SET ... NX GET latch, GETDEL hold, HSET, PTTL lock, HRANDFIELD, up to two PTTL.
+	count("a reader leaves, others remain (longest hold)", 9, func() { mustReadRelease(t, ops, name, "B", "r2", 1) })
+	mustReadRelease(t, ops, name, "B", "r3", 0)
+	// HMGET, PTTL hold, SET ... NX GET latch, GETDEL hold, HDEL, PTTL lock, HLEN, HRANDFIELD, DEL, PUBLISH.
+	count("the last reader leaves", 10, func() { mustReadRelease(t, ops, name, "A", "r4", 0) })
+	checkGone(t, c, redisops.LockKey(name))
+}
+
+// TestReadAcquireRaisesExpiry: a read hold raises the hash's expiry to its lease when it is shorter or
+// absent (a hash left without one), and never cuts it.
+func TestReadAcquireRaisesExpiry(t *testing.T) {
+	t.Parallel()
+	ops, c := setup(t)
+	name := t.Name()
+	key := redisops.LockKey(name)
+	mustRead(t, ops, name, "A", midLease)
+	mustRead(t, ops, name, "B", shortLease)
+	checkPTTL(t, c, key, midLease)
+	if err := c.Persist(t.Context(), key).Err(); err != nil {
+		t.Fatalf("PERSIST: %v", err)
+	}
+	mustRead(t, ops, name, "C", shortLease)
+	checkPTTL(t, c, key, shortLease)
+	mustRead(t, ops, name, "B", midLease)
+	checkPTTL(t, c, key, midLease)
+}

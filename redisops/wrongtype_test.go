@@ -179,6 +179,24 @@ func TestScriptsRefuseWrongTypes(t *testing.T) {
 		{"read acquire, hold key is a hash", func(t *testing.T, n string) {
 			shadow(t, redisops.ReadTimeoutKey(n, "A", 1))
 		}, func(n string) error { _, err := ops.ReadAcquire(ctx, n, "A", lease, 0); return err }},
+		{"read acquire, lock is a string", func(t *testing.T, n string) { c.Set(ctx, n, "v", 0) },
+			func(n string) error { _, err := ops.ReadAcquire(ctx, n, "A", lease, 0); return err }},
+		{"read acquire, intent is a hash", func(t *testing.T, n string) { shadow(t, redisops.WriteIntentKey(n)) },
+			func(n string) error { _, err := ops.ReadAcquire(ctx, n, "A", lease, 0); return err }},
+		{"read re-entry, hold key is a hash", func(t *testing.T, n string) {
+			if _, err := ops.ReadAcquire(ctx, n, "A", lease, 0); err != nil {
+				t.Fatal(err)
+			}
+			shadow(t, redisops.ReadTimeoutKey(n, "A", 2))
+		}, func(n string) error { _, err := ops.ReadAcquire(ctx, n, "A", lease, 1); return err }},
+		{"read release, latch is a hash", func(t *testing.T, n string) {
+			if _, err := ops.ReadAcquire(ctx, n, "A", lease, 0); err != nil {
+				t.Fatal(err)
+			}
+			shadow(t, redisops.UnlockLatchKey(n, "r1"))
+		}, func(n string) error { _, err := ops.ReadRelease(ctx, n, "A", "r1", lease); return err }},
+		{"read release, lock is a string", func(t *testing.T, n string) { c.Set(ctx, n, "v", 0) },
+			func(n string) error { _, err := ops.ReadRelease(ctx, n, "A", "r1", lease); return err }},
 		{"read release, hold key is a hash", func(t *testing.T, n string) {
 			if _, err := ops.ReadAcquire(ctx, n, "A", lease, 0); err != nil {
 				t.Fatal(err)
