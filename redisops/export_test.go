@@ -4,5 +4,8 @@ package redisops
 func QueuedCalls(b *Batcher) int {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	return len(b.queue) + len(b.asyncQueue)
+	return len(b.queue)
 }
+
+// BatcherOf returns the batcher through which o's script calls reach Redis.
+func BatcherOf(o *Ops) *Batcher { return o.batcher }
