@@ -9,3 +9,10 @@ func QueuedCalls(b *Batcher) int {
 
 // BatcherOf returns the batcher through which o's script calls reach Redis.
 func BatcherOf(o *Ops) *Batcher { return o.batcher }
+
+// AcquireSource and ReleaseSource are the sources of acquire.lua and release.lua as loaded, with
+// lib.lua ahead of them.
+var AcquireSource, ReleaseSource = withLib(acquireSource), withLib(releaseSource)
+
+// TokenArg is the token expiry argument o passes to the scripts.
+func TokenArg(o *Ops) any { return o.tokenArg() }

@@ -69,10 +69,11 @@ func Scripts() map[string]*redis.Script {
 }
 
 // Ops runs the lock scripts against one Redis deployment. It is safe for concurrent use. Besides its
-// settings it holds a [Batcher], through which every script call that is not followed by WAIT reaches
-// Redis: the calls that many goroutines make at the same moment travel together, in one pipeline, so
-// that they cost one round trip rather than one each, while a lone call goes at once, as a direct call
-// would. It starts no goroutine.
+// settings it holds a [Batcher], through which every script call made on its own that is not followed
+// by WAIT reaches Redis: the calls that many goroutines make at the same moment travel together, in
+// one pipeline, so that they cost one round trip rather than one each, while a lone call goes at once,
+// as a direct call would. Calls that come grouped ([Ops.RenewHolds], [Batch.Exec]) go as one pipeline
+// straight on the client. It starts no goroutine.
 type Ops struct {
 	client      redis.Scripter
 	batcher     *Batcher
