@@ -3,7 +3,6 @@ package redisops
 import (
 	"context"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -65,8 +64,8 @@ type pending struct {
 	// done (capacity 1) wakes a caller of Do: its answer is in cmd, or it is to send lead.
 	done chan struct{}
 	lead []*pending
-	// stop undoes the watch on ctx of a call sent with others (see sharedContext).
-	stop func() bool
+	// watched marks a call sent with others whose context ends theirs (see sharedContext).
+	watched bool
 }
 
 // NewBatcher returns a Batcher on client with up to pipelines round trips under way at once
@@ -208,7 +207,7 @@ func (b *Batcher) send(batch []*pending, self *pending) {
 	case live == 1:
 		first.cmd = first.script.Run(first.ctx, b.client, first.keys, first.args...)
 	default:
-		ctx, release := sharedContext(batch, first.ctx, live)
+		ctx, release := sharedContext(batch, first.ctx)
 		if b.pipe == nil {
 			for _, p := range batch {
 				if p.cmd == nil {
@@ -227,13 +226,13 @@ func (b *Batcher) send(batch []*pending, self *pending) {
 	}
 }
 
-// sharedContext returns the context of the live calls of batch (the n calls not yet answered) sent
+// sharedContext returns the context of the live calls of batch (those not yet answered) sent
 // together, and a function that releases it once they are answered. It keeps the values of ctx, the
 // first caller's (for tracing), but not its end, so that a caller that gives up does not fail the
 // others: its deadline is the latest of the callers' (none when one of them has none), and it is
 // cancelled once every caller's context has ended. So the cancel of a context that all the callers
 // share (a coordinator's lifetime) stops the client's retries, as it does for a lone call.
-func sharedContext(batch []*pending, ctx context.Context, n int) (context.Context, func()) {
+func sharedContext(batch []*pending, ctx context.Context) (context.Context, func()) {
 	ctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	if latest, ok := latestDeadline(batch); ok {
 		ctx, cancel = withDeadline(ctx, cancel, latest)
@@ -244,27 +243,60 @@ func sharedContext(batch []*pending, ctx context.Context, n int) (context.Contex
 			return ctx, cancel
 		}
 	}
-	var left atomic.Int32
-	left.Store(int32(n))
-	ended := func() {
-		if left.Add(-1) == 0 {
-			cancel()
-		}
-	}
 	for _, p := range batch {
-		if p.cmd == nil {
-			p.stop = context.AfterFunc(p.ctx, ended)
+		p.watched = p.cmd == nil
+	}
+	w := &watch{batch: batch, cancel: cancel}
+	w.mu.Lock()
+	w.watchNext()
+	w.mu.Unlock()
+	return ctx, w.release
+}
+
+// watch cancels the context of calls sent together once every caller's context has ended. It
+// watches one caller's context at a time, and the next one's when that one ends, so that a pipeline
+// that is answered first, as nearly all are, costs one watch and not one per call.
+type watch struct {
+	mu     sync.Mutex
+	batch  []*pending
+	next   int
+	stop   func() bool
+	cancel context.CancelFunc
+	done   bool
+}
+
+// watchNext watches the context of the next watched call of batch that has not ended, or, when none
+// is left, cancels. w.mu is held.
+func (w *watch) watchNext() {
+	for w.next < len(w.batch) {
+		p := w.batch[w.next]
+		w.next++
+		if p.watched && p.ctx.Err() == nil {
+			w.stop = context.AfterFunc(p.ctx, w.ended)
+			return
 		}
 	}
-	return ctx, func() {
-		for _, p := range batch {
-			if p.stop != nil {
-				p.stop()
-				p.stop = nil
-			}
-		}
-		cancel()
+	w.cancel()
+}
+
+// ended is called when the watched context has ended.
+func (w *watch) ended() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if !w.done {
+		w.watchNext()
 	}
+}
+
+// release ends the watch, once the calls are answered (batch may then be reused), and the context.
+func (w *watch) release() {
+	w.mu.Lock()
+	w.done = true
+	if w.stop != nil {
+		w.stop()
+	}
+	w.mu.Unlock()
+	w.cancel()
 }
 
 // withDeadline returns ctx bounded by d, and a function that cancels it and then calls cancel.

@@ -512,43 +512,61 @@ func TestBatcherQueuedCallEndsWithItsContext(t *testing.T) {
 	checkRecovered(t, b, "batcher:queuedctx:")
 }
 
-// TestBatcherPipelineEndsWhenEveryCallerGivesUp: a pipeline carrying several calls whose callers all
-// share one context (a coordinator's lifetime) stops when that context is cancelled, as a lone call
-// does, rather than going on with the client's retries.
+// TestBatcherPipelineEndsWhenEveryCallerGivesUp: a pipeline carrying several calls stops once every
+// caller's context has ended, as a lone call does, rather than going on with the client's retries:
+// when they all derive from one context that is cancelled (a coordinator's lifetime), and when each
+// caller's own context is cancelled in turn.
 func TestBatcherPipelineEndsWhenEveryCallerGivesUp(t *testing.T) {
-	srv := redistest.Start(t)
-	c, h := counted(t, srv, redis.Options{ContextTimeoutEnabled: true, ReadTimeout: 500 * time.Millisecond,
-		MaxRetries: 6, MinRetryBackoff: 100 * time.Millisecond, MaxRetryBackoff: 200 * time.Millisecond})
-	loadTestScripts(t, c, incrScript)
-	b := redisops.NewBatcher(c, redisops.DefaultPipelines)
-	t.Cleanup(srv.Resume)
-	slotCtx, slotCancel := context.WithTimeout(t.Context(), 100*time.Millisecond)
-	defer slotCancel()
-	before := h.rt.Load()
-	slots := fillSlotsCtx(t, slotCtx, srv, b, h, incrScript, "batcher:shared:")
-	lifetime, cancel := context.WithCancel(t.Context())
-	defer cancel()
-	const n = 4
-	errs := make([]error, n)
-	var wg sync.WaitGroup
-	for i := range n {
-		wg.Go(func() {
-			errs[i] = b.Do(lifetime, incrScript, []string{"batcher:shared:" + strconv.Itoa(i)}).Err()
+	for _, mode := range []string{"lifetime", "each"} {
+		t.Run(mode, func(t *testing.T) {
+			srv := redistest.Start(t)
+			c, h := counted(t, srv, redis.Options{ContextTimeoutEnabled: true, ReadTimeout: 500 * time.Millisecond,
+				MaxRetries: 6, MinRetryBackoff: 100 * time.Millisecond, MaxRetryBackoff: 200 * time.Millisecond})
+			loadTestScripts(t, c, incrScript)
+			b := redisops.NewBatcher(c, redisops.DefaultPipelines)
+			t.Cleanup(srv.Resume)
+			slotCtx, slotCancel := context.WithTimeout(t.Context(), 100*time.Millisecond)
+			defer slotCancel()
+			before := h.rt.Load()
+			slots := fillSlotsCtx(t, slotCtx, srv, b, h, incrScript, "batcher:shared:"+mode+":")
+			lifetime, cancel := context.WithCancel(t.Context())
+			defer cancel()
+			const n = 4
+			errs := make([]error, n)
+			cancels := make([]context.CancelFunc, n)
+			var wg sync.WaitGroup
+			for i := range n {
+				// Each caller's own context, as a lock actor bounds each call.
+				ctx, cancel := context.WithTimeout(lifetime, time.Hour)
+				cancels[i] = cancel
+				wg.Go(func() {
+					errs[i] = b.Do(ctx, incrScript, []string{"batcher:shared:" + mode + ":" + strconv.Itoa(i)}).Err()
+				})
+			}
+			waitFor(t, "the pipeline to start", func() bool { return h.rt.Load()-before == redisops.DefaultPipelines+1 })
+			if mode == "lifetime" {
+				cancel()
+			} else {
+				for _, cancel := range cancels {
+					cancel()
+				}
+			}
+			cancelled := time.Now()
+			wg.Wait()
+			took := time.Since(cancelled)
+			for _, cancel := range cancels {
+				cancel()
+			}
+			slots()
+			for i, err := range errs {
+				if err == nil {
+					t.Errorf("call %d on a paused server: got nil, want an error", i)
+				}
+			}
+			// Without the cancel, the client goes on for 7 attempts of 500ms each.
+			if took > 2*time.Second {
+				t.Errorf("pipeline returned %v after its callers' contexts ended, want within about one ReadTimeout (500ms)", took)
+			}
 		})
-	}
-	waitFor(t, "the pipeline to start", func() bool { return h.rt.Load()-before == redisops.DefaultPipelines+1 })
-	cancel()
-	cancelled := time.Now()
-	wg.Wait()
-	took := time.Since(cancelled)
-	slots()
-	for i, err := range errs {
-		if err == nil {
-			t.Errorf("call %d on a paused server: got nil, want an error", i)
-		}
-	}
-	// Without the cancel, the client goes on for 7 attempts of 500ms each.
-	if took > 2*time.Second {
-		t.Errorf("pipeline returned %v after its callers' context was cancelled, want within about one ReadTimeout (500ms)", took)
 	}
 }
