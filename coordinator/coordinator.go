@@ -236,7 +236,6 @@ func (c *Coordinator) Close() error {
 		_ = c.system.Root.StopFuture(c.guardian).Wait()
 		c.renewals.Wait()
 		_ = c.system.Root.StopFuture(c.bridge).Wait()
-		c.ops.Close() // after the actors: what they handed to the batcher is answered first
 		c.events.close()
 		c.tel.Close()
 		c.pool.Stop()

@@ -141,9 +141,10 @@ func WithMaxLease(d time.Duration) GroupOption {
 //
 // MultiLock does no I/O, and returns no error: its construction error, which [Group.Err] reports at
 // once and every call on the group returns, is the error of the first invalid option
-// ([ErrInvalidOption]), else [ErrInvalidGroup] for no members, a nil member or a member twice, else the
-// construction error of the first invalid member handle ([Mutex.Err]), else [ErrClosed] when the
-// coordinator is closed.
+// ([ErrInvalidOption]), else [ErrInvalidGroup] when there are no members, else the first problem
+// found going through the members in order: [ErrInvalidGroup] for a nil member or a member that
+// appears again, the member handle's own construction error ([Mutex.Err]) for an invalid one; else
+// [ErrClosed] when the coordinator is closed.
 func (c *Coordinator) MultiLock(members []*Mutex, opts ...GroupOption) *Group {
 	return c.newGroup(false, members, opts)
 }

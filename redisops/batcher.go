@@ -2,15 +2,11 @@ package redisops
 
 import (
 	"context"
-	"errors"
 	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 )
-
-// ErrClosed is answered to an asynchronous call ([Batcher.Go]) made after [Batcher.Close].
-var ErrClosed = errors.New("lockwarden: batcher closed")
 
 // DefaultPipelines is how many round trips a [Batcher] has under way at once by default. A lone caller
 // always finds one free, so it is never delayed behind a batch; under load the calls that find none
@@ -24,22 +20,23 @@ const DefaultPipelines = 2
 // one round trip (group commit). It is safe for concurrent use.
 //
 // Up to its number of pipelines are under way at once. A call that finds one free is sent at once, on
-// the caller's goroutine for [Batcher.Do], on its own when nothing else is pending; the calls made while
-// none is free wait, and the next free one carries all of them, in the order they were made. A call
+// the caller's goroutine; the calls made while none is free wait, and the next free one carries all of
+// them, in the order they were made, sent on the goroutine of the first of them. A call
 // goes with EVALSHA; one answered NOSCRIPT (after a restart or SCRIPT FLUSH) did not run, and is sent
 // again with EVAL, which loads the script.
 //
-// A call whose context has ended before it is sent is answered with the context's error and not sent.
-// A pipeline carrying several calls is not ended by the context of one of its callers, so a caller
-// that gives up does not fail the others: it is bounded by the client's timeouts, and by the latest of
-// its callers' deadlines when each has one (which the client honours with ContextTimeoutEnabled). A
-// call sent on its own uses its caller's context, as a direct call does. A connection error fails every call of its pipeline, with
-// the error a direct call would have met, and the next calls use a new connection.
+// A call whose context ends before it is sent is answered at once with the context's error and not
+// sent. A pipeline carrying several calls is not ended by the context of one of its callers, so a
+// caller that gives up does not fail the others: it is bounded by the client's timeouts, by the latest
+// of its callers' deadlines when each has one (which the client honours with ContextTimeoutEnabled),
+// and it is cancelled once every caller's context has ended, which stops the client's retries. A call
+// sent on its own uses its caller's context, as a direct call does. A connection error fails every
+// call of its pipeline, with the error a direct call would have met, and the next calls use a new
+// connection.
 //
 // The calls of one caller of [Batcher.Do] run in the order it makes them, since it waits for each
-// answer. The calls made with [Batcher.Go] run, and are answered, in the order of the Go calls: at most
-// one pipeline carrying them is under way at a time. Within a pipeline the calls run in order, except
-// that a call answered NOSCRIPT runs after the calls behind it in its pipeline that found their script.
+// answer. Within a pipeline the calls run in order, except that a call answered NOSCRIPT runs after
+// the calls behind it in its pipeline that found their script.
 type Batcher struct {
 	client redis.Scripter
 	// pipe is client's pipeline maker, nil when it has none: calls are then sent one by one.
@@ -47,19 +44,12 @@ type Batcher struct {
 	slots int
 
 	mu sync.Mutex
-	// idle is signalled when running drops to zero or a pipeline carrying calls of Go ends, for Close.
-	idle sync.Cond
 	// inFlight counts the round trips under way, at most slots.
 	inFlight int
-	// asyncBusy is set while a pipeline carrying calls of Go is under way.
-	asyncBusy bool
-	// queue holds the calls of Do, and asyncQueue those of Go, that wait for a free round trip.
-	queue, asyncQueue []*pending
+	// queue holds the calls that wait for a free round trip.
+	queue []*pending
 	// spare holds batch slices for reuse.
 	spare [][]*pending
-	// running counts the goroutines that send pipelines of Go calls.
-	running int
-	closed  bool
 
 	pool sync.Pool
 }
@@ -74,20 +64,19 @@ type pending struct {
 	// done (capacity 1) wakes a caller of Do: its answer is in cmd, or it is to send lead.
 	done chan struct{}
 	lead []*pending
-	// answer, for a call of Go, takes its reply.
-	answer func(*redis.Cmd)
+	// watched marks a call sent with others whose context ends theirs (see sharedContext).
+	watched bool
 }
 
 // NewBatcher returns a Batcher on client with up to pipelines round trips under way at once
-// ([DefaultPipelines] when pipelines < 1). It starts no goroutine: one is started only to send calls
-// of [Batcher.Go], and ends when none is left to send.
+// ([DefaultPipelines] when pipelines < 1). It starts no goroutine: every call is sent on the goroutine
+// of one of its callers.
 func NewBatcher(client redis.Scripter, pipelines int) *Batcher {
 	if pipelines < 1 {
 		pipelines = DefaultPipelines
 	}
 	b := &Batcher{client: client, slots: pipelines}
 	b.pipe, _ = client.(pipeliner)
-	b.idle.L = &b.mu
 	b.pool.New = func() any { return &pending{done: make(chan struct{}, 1)} }
 	return b
 }
@@ -104,26 +93,37 @@ func (b *Batcher) put(p *pending) {
 }
 
 // Do runs script with keys and args, as [redis.Script.Run] does, and returns its reply once it has
-// come. It returns at once, with ctx's error in the reply, when ctx has ended.
+// come. It returns at once, with ctx's error in the reply, when ctx has ended, and so it does when ctx
+// ends while the call still waits for a round trip (the call is then not sent).
 func (b *Batcher) Do(ctx context.Context, script *redis.Script, keys []string, args ...any) *redis.Cmd {
 	if err := ctx.Err(); err != nil {
 		return errCmd(ctx, err)
 	}
 	p := b.get(ctx, script, keys, args)
 	b.mu.Lock()
-	if b.inFlight < b.slots && len(b.queue) == 0 && (len(b.asyncQueue) == 0 || b.asyncBusy) {
+	if b.inFlight < b.slots && len(b.queue) == 0 {
 		b.inFlight++
 		b.mu.Unlock()
 		b.sendOne(p)
-		b.next(nil, false)
+		b.next(nil)
 	} else {
 		b.queue = append(b.queue, p)
 		b.mu.Unlock()
-		<-p.done
+		select {
+		case <-p.done:
+		case <-ctx.Done():
+			if b.dequeue(p) {
+				cmd := errCmd(ctx, ctx.Err())
+				b.put(p)
+				return cmd
+			}
+			// A round trip has taken the call already: it is answered with the others.
+			<-p.done
+		}
 		if batch := p.lead; batch != nil {
 			p.lead = nil
-			async := b.send(batch, p)
-			b.next(batch, async)
+			b.send(batch, p)
+			b.next(batch)
 		}
 	}
 	cmd := p.cmd
@@ -131,97 +131,41 @@ func (b *Batcher) Do(ctx context.Context, script *redis.Script, keys []string, a
 	return cmd
 }
 
-// Go runs script with keys and args like [Batcher.Do], without waiting: answer is called with the
-// reply once it has come, on the goroutine that sent the call. Calls of Go are run and answered in the
-// order they were made. answer should be quick and must not wait for another call of the Batcher (send
-// the reply on, as to an actor): the round trip that carried the call is not free until it returns.
-// After [Batcher.Close], answer is called at once, on the caller's goroutine, with [ErrClosed].
-func (b *Batcher) Go(ctx context.Context, script *redis.Script, keys []string, args []any, answer func(*redis.Cmd)) {
-	b.mu.Lock()
-	if b.closed {
-		b.mu.Unlock()
-		answer(errCmd(ctx, ErrClosed))
-		return
-	}
-	p := b.get(ctx, script, keys, args)
-	p.answer = answer
-	if b.inFlight < b.slots && !b.asyncBusy {
-		b.inFlight++
-		b.asyncBusy = true
-		batch := append(b.spareLocked(), p)
-		b.running++
-		b.mu.Unlock()
-		go b.sendAsync(batch)
-		return
-	}
-	b.asyncQueue = append(b.asyncQueue, p)
-	b.mu.Unlock()
-}
-
-// Close waits until the calls of [Batcher.Go] made so far are answered and the goroutines sending them
-// have ended. Later calls of Go are answered [ErrClosed]; [Batcher.Do] still works, on its caller's
-// goroutine. Close is idempotent.
-func (b *Batcher) Close() {
+// dequeue takes p out of the queue and reports whether it was still there.
+func (b *Batcher) dequeue(p *pending) bool {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	b.closed = true
-	for b.running > 0 || b.asyncBusy || len(b.asyncQueue) > 0 {
-		b.idle.Wait()
+	for i, q := range b.queue {
+		if q == p {
+			copy(b.queue[i:], b.queue[i+1:])
+			b.queue[len(b.queue)-1] = nil
+			b.queue = b.queue[:len(b.queue)-1]
+			return true
+		}
 	}
+	return false
 }
 
-// sendAsync sends batch, which carries calls of Go, on its own goroutine, and then what is pending.
-func (b *Batcher) sendAsync(batch []*pending) {
-	async := b.send(batch, nil)
-	b.next(batch, async)
-	b.mu.Lock()
-	b.running--
-	if b.running == 0 {
-		b.idle.Broadcast()
-	}
-	b.mu.Unlock()
-}
-
-// next is called when a round trip has ended: batch (nil for a lone call of Do) has been answered,
-// and async says whether it carried calls of Go. The round trip's slot goes to the calls pending, if
-// any: to the first caller of Do among them, who sends them, or else to a new goroutine.
-func (b *Batcher) next(batch []*pending, async bool) {
+// next is called when a round trip has ended: batch (nil for a lone call) has been answered. The
+// round trip's slot goes to the calls pending, if any: the first of their callers sends them.
+func (b *Batcher) next(batch []*pending) {
 	b.mu.Lock()
 	if batch != nil {
 		clear(batch)
 		b.spare = append(b.spare, batch[:0])
 	}
-	if async {
-		b.asyncBusy = false
-		b.idle.Broadcast()
-	}
-	batch = b.spareLocked()
-	batch = append(batch, b.queue...)
-	clear(b.queue)
-	b.queue = b.queue[:0]
-	takeAsync := !b.asyncBusy && len(b.asyncQueue) > 0
-	if takeAsync {
-		batch = append(batch, b.asyncQueue...)
-		clear(b.asyncQueue)
-		b.asyncQueue = b.asyncQueue[:0]
-		b.asyncBusy = true
-	}
-	if len(batch) == 0 {
-		b.spare = append(b.spare, batch)
+	if len(b.queue) == 0 {
 		b.inFlight--
 		b.mu.Unlock()
 		return
 	}
-	if leader := batch[0]; leader.answer == nil {
-		// The calls of Do come first: the first caller sends the batch on its goroutine.
-		leader.lead = batch
-		b.mu.Unlock()
-		leader.done <- struct{}{}
-		return
-	}
-	b.running++
+	batch = append(b.spareLocked(), b.queue...)
+	clear(b.queue)
+	b.queue = b.queue[:0]
+	leader := batch[0]
+	leader.lead = batch
 	b.mu.Unlock()
-	go b.sendAsync(batch)
+	leader.done <- struct{}{}
 }
 
 // spareLocked returns an empty batch slice, reused when one is spare.
@@ -244,9 +188,8 @@ func (b *Batcher) sendOne(p *pending) {
 }
 
 // send sends the calls of batch, in one pipeline when there are several, and answers them: self, the
-// caller sending it, reads its own reply; the others are woken or called back in order. It reports
-// whether batch carried calls of Go.
-func (b *Batcher) send(batch []*pending, self *pending) (async bool) {
+// caller sending it, reads its own reply; the others are woken.
+func (b *Batcher) send(batch []*pending, self *pending) {
 	live := 0
 	var first *pending
 	for _, p := range batch {
@@ -263,44 +206,108 @@ func (b *Batcher) send(batch []*pending, self *pending) (async bool) {
 	case live == 0:
 	case live == 1:
 		first.cmd = first.script.Run(first.ctx, b.client, first.keys, first.args...)
-	case b.pipe == nil:
-		for _, p := range batch {
-			if p.cmd == nil {
-				p.sendDirect(b.client)
-			}
-		}
 	default:
-		b.pipeline(batch, first.ctx)
+		ctx, release := sharedContext(batch, first.ctx)
+		if b.pipe == nil {
+			for _, p := range batch {
+				if p.cmd == nil {
+					p.cmd = p.script.Run(ctx, b.client, p.keys, p.args...)
+				}
+			}
+		} else {
+			b.pipeline(batch, ctx)
+		}
+		release()
 	}
 	for _, p := range batch {
-		if p.answer != nil {
-			async = true
-			answer, cmd := p.answer, p.cmd
-			b.put(p)
-			answer(cmd)
-		} else if p != self {
+		if p != self {
 			p.done <- struct{}{}
 		}
 	}
-	return async
 }
 
-// sendDirect sends p on its own, bounded by the client's timeouts only.
-func (p *pending) sendDirect(client redis.Scripter) {
-	p.cmd = p.script.Run(context.WithoutCancel(p.ctx), client, p.keys, p.args...)
+// sharedContext returns the context of the live calls of batch (those not yet answered) sent
+// together, and a function that releases it once they are answered. It keeps the values of ctx, the
+// first caller's (for tracing), but not its end, so that a caller that gives up does not fail the
+// others: its deadline is the latest of the callers' (none when one of them has none), and it is
+// cancelled once every caller's context has ended. So the cancel of a context that all the callers
+// share (a coordinator's lifetime) stops the client's retries, as it does for a lone call.
+func sharedContext(batch []*pending, ctx context.Context) (context.Context, func()) {
+	ctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	if latest, ok := latestDeadline(batch); ok {
+		ctx, cancel = withDeadline(ctx, cancel, latest)
+	}
+	for _, p := range batch {
+		if p.cmd == nil && p.ctx.Done() == nil {
+			// This caller's context never ends, so neither does the calls' together.
+			return ctx, cancel
+		}
+	}
+	for _, p := range batch {
+		p.watched = p.cmd == nil
+	}
+	w := &watch{batch: batch, cancel: cancel}
+	w.mu.Lock()
+	w.watchNext()
+	w.mu.Unlock()
+	return ctx, w.release
+}
+
+// watch cancels the context of calls sent together once every caller's context has ended. It
+// watches one caller's context at a time, and the next one's when that one ends, so that a pipeline
+// that is answered first, as nearly all are, costs one watch and not one per call.
+type watch struct {
+	mu     sync.Mutex
+	batch  []*pending
+	next   int
+	stop   func() bool
+	cancel context.CancelFunc
+	done   bool
+}
+
+// watchNext watches the context of the next watched call of batch that has not ended, or, when none
+// is left, cancels. w.mu is held.
+func (w *watch) watchNext() {
+	for w.next < len(w.batch) {
+		p := w.batch[w.next]
+		w.next++
+		if p.watched && p.ctx.Err() == nil {
+			w.stop = context.AfterFunc(p.ctx, w.ended)
+			return
+		}
+	}
+	w.cancel()
+}
+
+// ended is called when the watched context has ended.
+func (w *watch) ended() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if !w.done {
+		w.watchNext()
+	}
+}
+
+// release ends the watch, once the calls are answered (batch may then be reused), and the context.
+func (w *watch) release() {
+	w.mu.Lock()
+	w.done = true
+	if w.stop != nil {
+		w.stop()
+	}
+	w.mu.Unlock()
+	w.cancel()
+}
+
+// withDeadline returns ctx bounded by d, and a function that cancels it and then calls cancel.
+func withDeadline(ctx context.Context, cancel context.CancelFunc, d time.Time) (context.Context, context.CancelFunc) {
+	ctx, cancelDeadline := context.WithDeadline(ctx, d)
+	return ctx, func() { cancelDeadline(); cancel() }
 }
 
 // pipeline sends the calls of batch that have no reply yet in one pipeline, with EVALSHA, and those
-// answered NOSCRIPT again with EVAL, in a second one. The pipelines' context keeps the values of ctx,
-// the first caller's (for tracing), but not its end: its deadline is the latest of the callers', and
-// it has none when one of them has none.
+// answered NOSCRIPT again with EVAL, in a second one, both with ctx.
 func (b *Batcher) pipeline(batch []*pending, ctx context.Context) {
-	ctx = context.WithoutCancel(ctx)
-	if latest, ok := latestDeadline(batch); ok {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithDeadline(ctx, latest)
-		defer cancel()
-	}
 	pipe := b.pipe.Pipeline()
 	for _, p := range batch {
 		if p.cmd == nil {

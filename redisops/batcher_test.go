@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
-	"go.uber.org/goleak"
 
 	"github.com/lockwarden/lockwarden/integration/redistest"
 	"github.com/lockwarden/lockwarden/redisops"
@@ -182,7 +181,7 @@ func TestOpsBatchesConcurrentCalls(t *testing.T) {
 		})
 	}
 	waitFor(t, "every call to be sent or queued", func() bool {
-		return h.rt.Load()-before+int64(redisops.QueuedCalls(ops.Batcher())) == n
+		return h.rt.Load()-before+int64(redisops.QueuedCalls(redisops.BatcherOf(ops))) == n
 	})
 	srv.Resume()
 	wg.Wait()
@@ -438,99 +437,6 @@ func checkRecovered(t *testing.T, b *redisops.Batcher, prefix string) {
 	}
 }
 
-// TestBatcherGo: Go never blocks, not even on a paused server; its calls run and are answered in the
-// order they were made, batched together, while calls of Do go on beside them.
-func TestBatcherGo(t *testing.T) {
-	srv := redistest.Start(t)
-	c, h := counted(t, srv, redis.Options{})
-	loadTestScripts(t, c, pushScript, incrScript)
-	b := redisops.NewBatcher(c, redisops.DefaultPipelines)
-	t.Cleanup(b.Close)
-	t.Cleanup(srv.Resume)
-	const n = 200
-	var mu sync.Mutex
-	var answered []int64
-	var errs []error
-	all := make(chan struct{})
-	answer := func(cmd *redis.Cmd) {
-		v, err := cmd.Int64()
-		mu.Lock()
-		defer mu.Unlock()
-		answered = append(answered, v)
-		if err != nil {
-			errs = append(errs, err)
-		}
-		if len(answered) == n {
-			close(all)
-		}
-	}
-	before := h.rt.Load()
-	srv.Pause()
-	for i := range n {
-		b.Go(t.Context(), pushScript, []string{"batcher:go"}, []any{i}, answer)
-	}
-	var wg sync.WaitGroup
-	for g := range 8 {
-		wg.Go(func() { _ = b.Do(t.Context(), incrScript, []string{"batcher:go:do:" + strconv.Itoa(g)}) })
-	}
-	srv.Resume()
-	select {
-	case <-all:
-	case <-time.After(10 * time.Second):
-		t.Fatal("timed out waiting for the answers of Go")
-	}
-	wg.Wait()
-	mu.Lock()
-	defer mu.Unlock()
-	if len(errs) > 0 {
-		t.Fatalf("errors: %v", errs)
-	}
-	for i, v := range answered {
-		if v != int64(i+1) {
-			t.Fatalf("answer %d: got list length %d, want %d (answers out of order)", i, v, i+1)
-		}
-	}
-	checkList(t, c, "batcher:go", n)
-	if rt := h.rt.Load() - before; rt > n/2 {
-		t.Errorf("round trips for %d calls of Go: got %d, want them batched", n, rt)
-	}
-}
-
-// TestBatcherCloseLeaksNothing: Close waits for the answers of Go and the goroutines sending them;
-// later calls of Go are answered ErrClosed, and Do still works.
-func TestBatcherCloseLeaksNothing(t *testing.T) {
-	srv := redistest.Start(t)
-	c := srv.Client(t)
-	loadTestScripts(t, c, incrScript)
-	if err := c.Ping(t.Context()).Err(); err != nil {
-		t.Fatalf("PING: %v", err)
-	}
-	ignore := goleak.IgnoreCurrent()
-	b := redisops.NewBatcher(c, redisops.DefaultPipelines)
-	var answered atomic.Int64
-	for i := range 100 {
-		b.Go(t.Context(), incrScript, []string{"batcher:close:" + strconv.Itoa(i%7)}, nil, func(cmd *redis.Cmd) {
-			if cmd.Err() == nil {
-				answered.Add(1)
-			}
-		})
-	}
-	b.Close()
-	if got := answered.Load(); got != 100 {
-		t.Errorf("calls of Go answered by Close: got %d, want 100", got)
-	}
-	var after error
-	b.Go(t.Context(), incrScript, []string{"batcher:close:after"}, nil, func(cmd *redis.Cmd) { after = cmd.Err() })
-	if !errors.Is(after, redisops.ErrClosed) {
-		t.Errorf("Go after Close: got %v, want %v", after, redisops.ErrClosed)
-	}
-	if err := b.Do(t.Context(), incrScript, []string{"batcher:close:do"}).Err(); err != nil {
-		t.Errorf("Do after Close: %v", err)
-	}
-	b.Close()
-	goleak.VerifyNone(t, ignore)
-}
-
 // BenchmarkBatcher compares script calls made directly (one round trip each) with the same calls made
 // through a Batcher, on 1 and 32 goroutines, each goroutine on its own key.
 func BenchmarkBatcher(b *testing.B) {
@@ -546,7 +452,6 @@ func BenchmarkBatcher(b *testing.B) {
 					b.Fatalf("SCRIPT LOAD: %v", err)
 				}
 				bt := redisops.NewBatcher(c, redisops.DefaultPipelines)
-				defer bt.Close()
 				var next atomic.Int64
 				b.SetParallelism(max(1, goroutines/runtimeProcs()))
 				b.ReportAllocs()
@@ -575,3 +480,93 @@ func BenchmarkBatcher(b *testing.B) {
 
 // runtimeProcs returns GOMAXPROCS.
 func runtimeProcs() int { return runtime.GOMAXPROCS(0) }
+
+// TestBatcherQueuedCallEndsWithItsContext: a call waiting for a round trip returns when its context
+// ends, with the context's error, without waiting for a round trip to free up, and is never sent.
+func TestBatcherQueuedCallEndsWithItsContext(t *testing.T) {
+	srv := redistest.Start(t)
+	c, h := counted(t, srv, redis.Options{ReadTimeout: 5 * time.Second, MaxRetries: -1})
+	loadTestScripts(t, c, incrScript)
+	b := redisops.NewBatcher(c, redisops.DefaultPipelines)
+	t.Cleanup(srv.Resume)
+	slots := fillSlots(t, srv, b, h, incrScript, "batcher:queuedctx:")
+	ctx, cancel := context.WithTimeout(t.Context(), 200*time.Millisecond)
+	defer cancel()
+	start := time.Now()
+	err := b.Do(ctx, incrScript, []string{"batcher:queuedctx:gone"}).Err()
+	took := time.Since(start)
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("queued call whose deadline passed: got %v, want %v", err, context.DeadlineExceeded)
+	}
+	if took > 2*time.Second {
+		t.Errorf("queued call with a 200ms deadline returned after %v, want about 200ms", took)
+	}
+	if n := redisops.QueuedCalls(b); n != 0 {
+		t.Errorf("calls left queued: got %d, want 0", n)
+	}
+	srv.Resume()
+	slots()
+	if n, err := c.Exists(t.Context(), "batcher:queuedctx:gone").Result(); err != nil || n != 0 {
+		t.Errorf("EXISTS of the abandoned call's key: got %d, %v, want 0", n, err)
+	}
+	checkRecovered(t, b, "batcher:queuedctx:")
+}
+
+// TestBatcherPipelineEndsWhenEveryCallerGivesUp: a pipeline carrying several calls stops once every
+// caller's context has ended, as a lone call does, rather than going on with the client's retries:
+// when they all derive from one context that is cancelled (a coordinator's lifetime), and when each
+// caller's own context is cancelled in turn.
+func TestBatcherPipelineEndsWhenEveryCallerGivesUp(t *testing.T) {
+	for _, mode := range []string{"lifetime", "each"} {
+		t.Run(mode, func(t *testing.T) {
+			srv := redistest.Start(t)
+			c, h := counted(t, srv, redis.Options{ContextTimeoutEnabled: true, ReadTimeout: 500 * time.Millisecond,
+				MaxRetries: 6, MinRetryBackoff: 100 * time.Millisecond, MaxRetryBackoff: 200 * time.Millisecond})
+			loadTestScripts(t, c, incrScript)
+			b := redisops.NewBatcher(c, redisops.DefaultPipelines)
+			t.Cleanup(srv.Resume)
+			slotCtx, slotCancel := context.WithTimeout(t.Context(), 100*time.Millisecond)
+			defer slotCancel()
+			before := h.rt.Load()
+			slots := fillSlotsCtx(t, slotCtx, srv, b, h, incrScript, "batcher:shared:"+mode+":")
+			lifetime, cancel := context.WithCancel(t.Context())
+			defer cancel()
+			const n = 4
+			errs := make([]error, n)
+			cancels := make([]context.CancelFunc, n)
+			var wg sync.WaitGroup
+			for i := range n {
+				// Each caller's own context, as a lock actor bounds each call.
+				ctx, cancel := context.WithTimeout(lifetime, time.Hour)
+				cancels[i] = cancel
+				wg.Go(func() {
+					errs[i] = b.Do(ctx, incrScript, []string{"batcher:shared:" + mode + ":" + strconv.Itoa(i)}).Err()
+				})
+			}
+			waitFor(t, "the pipeline to start", func() bool { return h.rt.Load()-before == redisops.DefaultPipelines+1 })
+			if mode == "lifetime" {
+				cancel()
+			} else {
+				for _, cancel := range cancels {
+					cancel()
+				}
+			}
+			cancelled := time.Now()
+			wg.Wait()
+			took := time.Since(cancelled)
+			for _, cancel := range cancels {
+				cancel()
+			}
+			slots()
+			for i, err := range errs {
+				if err == nil {
+					t.Errorf("call %d on a paused server: got nil, want an error", i)
+				}
+			}
+			// Without the cancel, the client goes on for 7 attempts of 500ms each.
+			if took > 2*time.Second {
+				t.Errorf("pipeline returned %v after its callers' contexts ended, want within about one ReadTimeout (500ms)", took)
+			}
+		})
+	}
+}

@@ -15,9 +15,15 @@
 // lockwarden_fair_handoff:{N}, of the waiters to which a release may hand the lock in the same call
 // ([Ops.FairWait], [Ops.FairRelease]).
 //
-// Every state change is one script, sent with EVALSHA (EVAL when the server does not have it) through
-// the [Batcher] of its [Ops], which pipelines the calls pending at the same moment into one round
-// trip; calls followed by WAIT (see Replica sync below) go on their own connection instead. Every
+// Every state change is one script, sent with EVALSHA (EVAL when the server does not have it). A call
+// made on its own goes through the [Batcher] of its [Ops], which pipelines the calls pending at the
+// same moment into one round trip. Calls that come already grouped skip it and go as one pipeline
+// straight on the client: the renewals of [Ops.RenewHolds] (when they need two script calls or more)
+// and the calls of a [Batch]. Calls followed by WAIT (see Replica sync below) go on their own
+// connection.
+//
+// The scripts run on Redis 6.0 or later. Where Redis 6.2 has SET ... GET, an older server gets a GET
+// and a SET in the same script (setGet in lib.lua). Every
 // key a script touches is passed in KEYS, and the keys of one lock share the hash tag {N}, so the scripts
 // also run on Redis Cluster. A script refuses a key of another type before it changes anything: it
 // reads the key's TYPE, or its first command on the key fails on another type before the script has
@@ -25,8 +31,8 @@
 // key holds another type, and WRONGKIND ([ErrKindMismatch]) when the owner's field in the lock's hash
 // belongs to the other family of locks (plain and fair against read-write), or, for a force unlock,
 // the lock is of the other family. The functions the scripts share (typeRefusal, kindRefusal,
-// wrongType, kindMismatch, familyMismatch, issueToken, purgeLapsed, shiftDeadlines) are defined once,
-// in lib.lua, and prepended to each script when it is loaded.
+// wrongType, kindMismatch, familyMismatch, setGet, issueToken, purgeLapsed, shiftDeadlines) are
+// defined once, in lib.lua, and prepended to each script when it is loaded.
 //
 // # Replica sync
 //

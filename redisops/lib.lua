@@ -56,12 +56,26 @@ local function familyMismatch(rw)
     return nil
 end
 
+-- setGet(key, value, ms) sets key to value with an expiry of ms milliseconds and returns the value it
+-- held before (false when none): one SET ... GET, or on a server older than Redis 6.2, which refuses
+-- the GET option, a GET and then a SET. Either way its first command on key fails on a key of another
+-- type before anything is written, and raises the error.
+local function setGet(key, value, ms)
+    local ok, old = pcall(redis.call, 'set', key, value, 'px', ms, 'get')
+    if ok then
+        return old
+    end
+    old = redis.call('get', key)
+    redis.call('set', key, value, 'px', ms)
+    return old
+end
+
 -- issueToken(key, expiry) issues a token on the counter key (redisson_lock_token:{N}). With a token
 -- expiry of 0 the counter is INCRed and kept forever (Redisson's RFencedLock). Otherwise the token is the
 -- larger of the counter plus one and the server's clock in microseconds, and the counter keeps it until
 -- the clock has passed it by the expiry (in ms), so that a name leaves no key behind, and a token issued
 -- after the counter expired (from the clock) is still above every earlier one.
--- Its first command on key (INCR, or SET ... GET) fails on a key of another type before it writes
+-- Its first command on key (INCR, or setGet) fails on a key of another type before it writes
 -- anything, and raises the error (redis.call): a script that issues the token before its other writes
 -- needs no TYPE check of the counter to change nothing on a counter of another type.
 local function issueToken(key, expiry)
@@ -73,7 +87,7 @@ local function issueToken(key, expiry)
     local t = redis.call('time')
     local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
     -- The clock is nearly always ahead of the counter: one SET stores it and reads the counter.
-    local old = redis.call('set', key, string.format('%d', now), 'px', expiry, 'get')
+    local old = setGet(key, string.format('%d', now), expiry)
     local last = old and tonumber(old) or 0
     if last < now then
         return now

@@ -69,10 +69,11 @@ func Scripts() map[string]*redis.Script {
 }
 
 // Ops runs the lock scripts against one Redis deployment. It is safe for concurrent use. Besides its
-// settings it holds a [Batcher], through which every script call that is not followed by WAIT reaches
-// Redis: the calls that many goroutines make at the same moment travel together, in one pipeline, so
-// that they cost one round trip rather than one each, while a lone call goes at once, as a direct call
-// would. [Ops.Close] ends the batcher's goroutines.
+// settings it holds a [Batcher], through which every script call made on its own that is not followed
+// by WAIT reaches Redis: the calls that many goroutines make at the same moment travel together, in
+// one pipeline, so that they cost one round trip rather than one each, while a lone call goes at once,
+// as a direct call would. Calls that come grouped ([Ops.RenewHolds], [Batch.Exec]) go as one pipeline
+// straight on the client. It starts no goroutine.
 type Ops struct {
 	client      redis.Scripter
 	batcher     *Batcher
@@ -129,18 +130,6 @@ func honoursDeadlines(client redis.Scripter) bool {
 		return c.Options().ContextTimeoutEnabled
 	}
 	return true
-}
-
-// Batcher returns the [Batcher] through which o's script calls reach Redis, for callers that hand
-// their calls over without waiting ([Batcher.Go]).
-func (o *Ops) Batcher() *Batcher { return o.batcher }
-
-// Close waits for the asynchronous calls of o's batcher to be answered and its goroutines to end (see
-// [Batcher.Close]). The blocking calls of o keep working after Close. Close is idempotent.
-func (o *Ops) Close() {
-	if o.batcher != nil {
-		o.batcher.Close()
-	}
 }
 
 // Acquired is the answer of [Ops.Acquire].

@@ -27,14 +27,14 @@
 --     an answer (a retry of a run that found E + 1: see below).
 --   O counts E - 1 >= 1: a retry of that release, which ran; it answers E - 1 and changes nothing.
 --   E = 1, O counts 1 and no next owner: the last release. It frees the lock and stores its answer in
---     the latch, with SET ... GET, which also reads any earlier answer: a retry finds O's field gone,
---     as it would if the hold had been lost (expired, force-unlocked) before the first run, and only
---     the latch tells the two apart.
+--     the latch, with setGet (SET ... GET), which also reads any earlier answer: a retry finds O's
+--     field gone, as it would if the hold had been lost (expired, force-unlocked) before the first
+--     run, and only the latch tells the two apart.
 -- Anything else (O's field gone, a count the caller did not expect, a handoff, or no count known)
 -- reads the latch first and returns the answer stored there, and stores its own answer there.
 -- A key of another type than the lock keeps there (another lock's key taken as a lock name, or data
 -- of the application) is refused before anything changes: the script touches only its own data. The
--- first command on each key (HMGET on the lock, GET or SET ... GET on the latch, issueToken on the
+-- first command on each key (HMGET on the lock, GET or setGet on the latch, issueToken on the
 -- counter) fails on a key of another type before anything is written.
 local state = redis.call('hmget', KEYS[1], 'mode', ARGV[2])
 if state[2] and state[1] then
@@ -52,7 +52,7 @@ if held and held == expected then
             return {held - 1, 0}
         end
     elseif ARGV[6] == '' then
-        latched = redis.call('set', KEYS[3], '0:0', 'px', ARGV[4], 'get')
+        latched = setGet(KEYS[3], '0:0', ARGV[4])
         if not latched then
             redis.call('del', KEYS[1])
             redis.call(ARGV[5], KEYS[2], ARGV[3])

@@ -10,10 +10,9 @@
 -- KEYS[p+w+2j-1], KEYS[p+w+2j]  for the j-th read hold, its lock hash N and O's read timeout key
 --          prefix {N}:O:rwlock_timeout (hold k has the key <prefix>:<k>)
 -- Returns one integer per hold, in order: 1 when renewed; 0 when O no longer holds it (the hold is
--- lost); -1 when N holds another type than a hash (WRONGTYPE); -2 when O's field in N belongs to the
--- other family of locks (WRONGKIND, see kindMismatch in lib.lua; checked for read and write holds:
--- a lock hold is renewed as renew.lua renews it, on O's field alone). A hold that does not answer 1
--- is left unchanged.
+-- lost), also when O's field in N is a hold of the other family of locks, as the single-hold scripts
+-- answer; -1 when N holds another type than a hash (WRONGTYPE). A hold that does not answer 1 is left
+-- unchanged.
 local lease = tonumber(ARGV[1])
 local p, w = tonumber(ARGV[2]), tonumber(ARGV[3])
 local out = {}
@@ -32,8 +31,6 @@ for i = p + 1, p + w do
     local r = 0
     if state.err then
         r = -1
-    elseif state[3] and not state[1] then
-        r = -2
     elseif state[1] == 'write' and state[2] then
         if not state[3] or redis.call('pttl', KEYS[i]) < lease then
             redis.call('pexpire', KEYS[i], lease)
@@ -51,9 +48,7 @@ for i = p + w + 1, #ARGV - 3 do
         r = -1
     else
         local count = tonumber(state[2])
-        if count and not state[1] then
-            r = -2
-        elseif count then
+        if count and state[1] then
             r = 1
             for k = 1, count do
                 if redis.call('type', prefix .. ':' .. k).ok ~= 'string' then

@@ -32,14 +32,14 @@ type Hold struct {
 // RenewHolds renews holds, on any lock names, as [Ops.RenewMany] renews each, in as few script calls
 // as it can: up to [MaxHoldsPerCall] holds per call, the holds of one call on keys of one Redis Cluster
 // slot, and every call in one pipeline (one round trip per master). Each hold is renewed on its own:
-// one that is not held, or whose key holds another type or another kind of lock, leaves the others
-// renewed. With the replica-sync safeguard on, the calls to one master are followed by one WAIT,
+// one that is not held, or whose key holds another type, leaves the others renewed. With the replica-sync safeguard on, the calls to one master are followed by one WAIT,
 // and a hold those replicas did not acknowledge answers an error matching [ErrRenewalNotSynced], as
 // [Ops.Renew] does; the masters are waited for at the same time.
 //
 // It returns each hold's error, nil when it was renewed, in the order of holds: [ErrNotHeld] when
-// the owner no longer holds it, an error matching [ErrWrongType] or [ErrKindMismatch] for a refusal
-// (nothing was changed), [ErrInvalidRenewal] for an unknown kind, or the call's error. It is safe for
+// the owner no longer holds it (also when the owner's field is a hold of the other family of locks,
+// as [Ops.ReadRenew] and [Ops.WriteRenew] answer), an error matching [ErrWrongType] when the lock's
+// key holds another type (nothing was changed), [ErrInvalidRenewal] for an unknown kind, or the call's error. It is safe for
 // concurrent use.
 func (o *Ops) RenewHolds(ctx context.Context, holds []Hold) []error {
 	errs := make([]error, len(holds))
@@ -100,9 +100,6 @@ func (o *Ops) RenewHolds(ctx context.Context, holds []Hold) []error {
 			case -1:
 				errs[i] = fmt.Errorf("lockwarden: renew %q: %w", name,
 					wrongTypeError{fmt.Errorf("WRONGTYPE %s holds another type than a hash", LockKey(name))})
-			case -2:
-				errs[i] = fmt.Errorf("lockwarden: renew %q: %w", name,
-					kindMismatchError{fmt.Errorf("WRONGKIND %s holds a hold of %s of another kind of lock", LockKey(name), holds[i].Owner)})
 			default:
 				errs[i] = fmt.Errorf("lockwarden: renew %q: unexpected reply %v", name, vals[n])
 			}

@@ -44,9 +44,10 @@ func (h *cmdCounter) count(cmds []redis.Cmder) {
 }
 
 // TestRenewHoldsMixed: one RenewHolds renews each hold on its own and answers each one's outcome in
-// order: plain, read and write holds renewed; an owner that holds nothing is not held; a key of
-// another type and a read renewal of an owner whose field is a plain hold are refused and left
-// unchanged, without keeping the holds around them from being renewed; an unknown kind is invalid.
+// order: plain, read and write holds renewed; an owner that holds nothing, or whose field is a hold
+// of the other family (a read renewal of a plain hold), is not held; a key of another type is refused
+// and left unchanged, without keeping the holds around them from being renewed; an unknown kind is
+// invalid.
 func TestRenewHoldsMixed(t *testing.T) {
 	ops, c := setup(t)
 	ctx := t.Context()
@@ -82,7 +83,7 @@ func TestRenewHoldsMixed(t *testing.T) {
 		{Name: p + "after", Owner: "b", Kind: redisops.RenewLock, Lease: longLease},
 		{Name: p + "gone", Owner: "b", Kind: redisops.RenewRead, Lease: longLease},
 	})
-	for i, want := range []error{nil, redisops.ErrNotHeld, nil, redisops.ErrWrongType, redisops.ErrKindMismatch,
+	for i, want := range []error{nil, redisops.ErrNotHeld, nil, redisops.ErrWrongType, redisops.ErrNotHeld,
 		nil, redisops.ErrNotHeld, redisops.ErrInvalidRenewal, nil, redisops.ErrNotHeld} {
 		if (want == nil) != (errs[i] == nil) || (want != nil && !errors.Is(errs[i], want)) {
 			t.Errorf("hold %d: got %v, want %v", i, errs[i], want)
@@ -178,5 +179,34 @@ func TestRenewHoldsCluster(t *testing.T) {
 		if err != nil || got <= longLease-ttlSlack {
 			t.Errorf("PTTL %s = %v, %v; want about %v", hd.Name, got, err, longLease)
 		}
+	}
+}
+
+// TestRenewHoldsOtherFamilyNotHeld: a write or read renewal of an owner whose field sits in a hash
+// without a mode (a plain lock's hold) answers ErrNotHeld and changes nothing, as WriteRenew and
+// ReadRenew answer for the same hold.
+func TestRenewHoldsOtherFamilyNotHeld(t *testing.T) {
+	ops, c := setup(t)
+	ctx := t.Context()
+	const short = 10 * time.Second
+	name := "renewholds:otherfamily"
+	if _, err := ops.Acquire(ctx, name, "a", short, 0); err != nil {
+		t.Fatal(err)
+	}
+	errs := ops.RenewHolds(ctx, []redisops.Hold{
+		{Name: name, Owner: "a", Kind: redisops.RenewWrite, Lease: longLease},
+		{Name: name, Owner: "a", Kind: redisops.RenewRead, Lease: longLease},
+	})
+	single := []error{ops.WriteRenew(ctx, name, "a", longLease), ops.ReadRenew(ctx, name, "a", longLease)}
+	for i, kind := range []string{"write", "read"} {
+		if !errors.Is(errs[i], redisops.ErrNotHeld) {
+			t.Errorf("RenewHolds of a %s hold over a plain hold: got %v, want %v", kind, errs[i], redisops.ErrNotHeld)
+		}
+		if !errors.Is(single[i], redisops.ErrNotHeld) {
+			t.Errorf("single %s renewal over a plain hold: got %v, want %v", kind, single[i], redisops.ErrNotHeld)
+		}
+	}
+	if ttl, err := c.PTTL(ctx, name).Result(); err != nil || ttl > short {
+		t.Errorf("PTTL of the plain hold: got %v, %v, want at most %v (unchanged)", ttl, err, short)
 	}
 }

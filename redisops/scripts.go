@@ -6,5 +6,6 @@ import _ "embed"
 var libSource string
 
 // withLib returns the script source with the functions of lib.lua (typeRefusal, kindRefusal,
-// wrongType, kindMismatch, familyMismatch, issueToken, purgeLapsed, shiftDeadlines) defined ahead of it, so that the scripts share one definition of each.
+// wrongType, kindMismatch, familyMismatch, setGet, issueToken, purgeLapsed, shiftDeadlines) defined
+// ahead of it, so that the scripts share one definition of each.
 func withLib(source string) string { return libSource + source }
