@@ -55,8 +55,10 @@ type lockActor struct {
 	// soloCall is the reentrant lock's call in flight without the actor waiting for it, reused (see
 	// startCall); nil until the first.
 	soloCall *soloCall
-	// stash holds the messages that wait for the calls in flight (see Receive), oldest first.
-	stash []any
+	// stash holds the messages that wait for the calls in flight (see Receive), oldest first;
+	// replaying is the one of them that replay is handling, so that a panic fails it (see recovered).
+	stash     []any
+	replaying any
 	// batch holds the read acquires and read releases of a read-write lock waiting to go to Redis
 	// together; nil when there are none.
 	batch *readBatch
@@ -233,7 +235,9 @@ func (a *lockActor) replay(ctx actor.Context) {
 		}
 		a.stash[0] = nil
 		a.stash = a.stash[1:]
+		a.replaying = msg
 		a.dispatch(ctx, msg)
+		a.replaying = nil
 	}
 	a.stash = nil
 }
