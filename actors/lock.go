@@ -298,8 +298,17 @@ func (a *lockActor) nextDeadline() time.Time {
 	return first
 }
 
-// handle handles one message, or one timer's tick.
+// handle handles one message, or one timer's tick. An actor idle in the guardian's pool (bound to no
+// name) handles only bind and the lifecycle messages: a notice, a confirmation or a tick of the name
+// it served before may still reach it, and is dropped.
 func (a *lockActor) handle(ctx actor.Context, msg any) {
+	if a.proto == nil {
+		switch msg.(type) {
+		case *bind, recycle, *actor.Started, *actor.Stopping:
+		default:
+			return
+		}
+	}
 	switch m := msg.(type) {
 	case flushBatch:
 		a.send()

@@ -3,11 +3,13 @@ package actors
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/asynkron/protoactor-go/actor"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/lockwarden/lockwarden/messages"
@@ -107,5 +109,39 @@ func TestPanicOnBatchDoneSettlesTheCall(t *testing.T) {
 	}
 	if o := lockOnce(t, root, guardian, name, "b"); o.Reason != messages.ReasonNone || o.HoldCount != 1 {
 		t.Fatalf("b: %+v, want held once", o)
+	}
+}
+
+// TestPooledActorDropsStaleMessages: an actor idle in the guardian's pool drops a notice, a
+// subscription confirmation or a timer tick of the name it served before, rather than panicking on
+// them, and serves the next name it is bound to.
+func TestPooledActorDropsStaleMessages(t *testing.T) {
+	a := newTestLockActor(t, &fakeProtocol{}, 30*time.Second)
+	system := actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger {
+		return slog.New(slog.DiscardHandler)
+	}))
+	t.Cleanup(system.Shutdown)
+	a.root, a.self = system.Root, actor.NewPID("test", "lock")
+	a.env.Bridge = actor.NewPID("test", "bridge")
+	ch := "redisson_lock__channel:{" + a.name + "}"
+	a.subs[ch] = struct{}{}
+	a.recycle()
+	for _, msg := range []any{
+		&messages.Notice{Channel: ch, Payload: "0"},
+		&messages.Subscribed{Channel: ch},
+		retryTick{}, watchdogTick{}, expiryTick{}, idleTick{}, keepAliveTick{}, intentTick{},
+	} {
+		func() {
+			defer func() {
+				if r := recover(); r != nil {
+					t.Errorf("%T to a pooled actor panicked: %v", msg, r)
+				}
+			}()
+			a.Receive(msgContext{msg: msg})
+		}()
+	}
+	a.Receive(msgContext{msg: &bind{name: "next", key: RouteKey(KindPlain, "next"), family: familyPlain, binding: 1}})
+	if a.name != "next" || a.proto == nil {
+		t.Fatalf("after bind: name %q, strategy %v", a.name, a.proto)
 	}
 }
