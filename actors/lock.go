@@ -180,7 +180,8 @@ func (a *lockActor) dispatch(ctx actor.Context, msg any) {
 // inlineSafe reports whether msg, posted while the actor is idle, may run on the goroutine that
 // posted it (see inlineMailbox): its handling waits on nothing. That is the answer of a call
 // (batchDone), whose goroutine is free; and, with no message waiting and nothing to retry, an
-// acquisition or the release of a live hold whose call goes to Redis without the actor waiting: on a
+// acquisition (unless the owner's hold of that kind has ended and must be given back first) or the
+// release of a live hold whose call goes to Redis without the actor waiting: on a
 // reentrant lock (a solo call, or the stash while one is in flight), and a read on a read-write lock
 // with no waiter queued (a read batch; a queued writer may make the actor leave its intent in Redis).
 // It is called only while the actor is not running elsewhere.
@@ -198,6 +199,9 @@ func (a *lockActor) inlineSafe(msg any) bool {
 			return false
 		}
 		k = holdKey{m.Owner, m.Kind}
+		if h := a.holds[k]; h != nil && h.ended() {
+			return false // the hold is given back first (lose), a call the actor waits for
+		}
 	case *Release:
 		k = holdKey{m.Owner, m.Kind}
 		if h := a.holds[k]; h == nil || h.ended() || h.retryID != "" {
