@@ -576,14 +576,15 @@ func TestCoreCallPanicFailsTheCall(t *testing.T) {
 	}
 }
 
-// TestCoreReadBatchPanicFailsItsCalls: a read batch whose pipeline panics on its goroutine (here a
-// batch on Ops with no client) answers all the same, and each of its calls fails with ErrActorFailed.
-func TestCoreReadBatchPanicFailsItsCalls(t *testing.T) {
+// newBatchPanicActor returns a read-write lock actor, outside an actor system, whose read batches
+// panic on their goroutine (they run on Ops with no client), and the channel its calls' answers
+// (batchDone) come to.
+func newBatchPanicActor(t *testing.T) (*lockActor, chan batchDone) {
 	system := actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger {
 		return slog.New(slog.DiscardHandler)
 	}))
 	t.Cleanup(system.Shutdown)
-	inbox := make(chan batchDone, 1)
+	inbox := make(chan batchDone, 4)
 	self := system.Root.Spawn(actor.PropsFromFunc(func(ctx actor.Context) {
 		if m, ok := ctx.Message().(batchDone); ok {
 			inbox <- m
@@ -597,6 +598,13 @@ func TestCoreReadBatchPanicFailsItsCalls(t *testing.T) {
 	}
 	a := newLockActor(t.Name(), t.Name(), familyRW, env)
 	a.root, a.self = system.Root, self
+	return a, inbox
+}
+
+// TestCoreReadBatchPanicFailsItsCalls: a read batch whose pipeline panics on its goroutine answers all
+// the same, and each of its calls fails with ErrActorFailed.
+func TestCoreReadBatchPanicFailsItsCalls(t *testing.T) {
+	a, inbox := newBatchPanicActor(t)
 	var tickets []*Ticket
 	for _, owner := range []string{"a", "b"} {
 		tk := NewTicket()
@@ -623,5 +631,42 @@ func TestCoreReadBatchPanicFailsItsCalls(t *testing.T) {
 	}
 	if a.batching() {
 		t.Error("a batch is still pending or running")
+	}
+}
+
+// TestCoreQueuedReadersLeaveOnBatchPanic: queued readers whose batch panicked are answered and leave
+// the queue, rather than being tried again and again.
+func TestCoreQueuedReadersLeaveOnBatchPanic(t *testing.T) {
+	a, _ := newBatchPanicActor(t)
+	var tickets []*Ticket
+	for _, owner := range []string{"a", "b"} {
+		tk := NewTicket()
+		tickets = append(tickets, tk)
+		m := &Acquire{Name: a.name, Kind: KindRead, Owner: owner, Lease: time.Minute, Wait: true, Ticket: tk}
+		m.queued = true
+		a.queue = append(a.queue, m)
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		a.attemptReads(slices.Clone(a.queue))
+	}()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the readers' attempt did not end within 10s")
+	}
+	if len(a.queue) != 0 {
+		t.Errorf("%d readers still queued, want none", len(a.queue))
+	}
+	for i, tk := range tickets {
+		select {
+		case o := <-tk.Result():
+			if !errors.Is(o.Err, ErrActorFailed) {
+				t.Errorf("reader %d: got reason %v err %v, want ErrActorFailed", i, o.Reason, o.Err)
+			}
+		default:
+			t.Errorf("reader %d unanswered", i)
+		}
 	}
 }
