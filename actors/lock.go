@@ -144,8 +144,9 @@ func (a *lockActor) boundName() string { return a.name }
 
 // Receive implements actor.Actor.
 //
-// The actor never waits for Redis between messages: a call goes to Redis on a goroutine of its own (a
-// batch, see batch.go) and its answer comes back as a batchDone message. A message that cannot join
+// A reentrant lock's first attempts and releases and a read-write lock's reads go to Redis on a
+// goroutine of their own (a batch, see batch.go) and their answer comes back as a batchDone message;
+// the actor's other calls wait for Redis on its turn (see the package doc). A message that cannot join
 // the calls in flight (everything but read acquires and read releases of a read-write lock that the
 // batch does not touch) waits in the stash until they are settled, and so does every message after
 // it: the actor handles its messages in the order they came, each seeing the state as if the calls
