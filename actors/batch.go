@@ -42,6 +42,9 @@ type readBatch struct {
 	// done receives one value when the pipeline has answered; run is what the batch's goroutine runs.
 	done chan struct{}
 	run  func()
+	// err is set, before done, when the call panicked on the batch's goroutine: it matches
+	// ErrActorFailed, and every call of the batch fails with it (see settleUpTo and soloCall.settle).
+	err error
 }
 
 // batchCall is one call of a read batch: the command (an *Acquire or a *Release) and what settles it.
@@ -125,7 +128,7 @@ func (a *lockActor) batchRelease(m *Release, requestID string, then func(sent ti
 func (a *lockActor) startCall(s *soloCall, cmd any) {
 	s.proto = a.proto
 	b := &s.batch
-	b.settle[0].cmd, b.next = cmd, 0
+	b.settle[0].cmd, b.next, b.err = cmd, 0, nil
 	a.batch = b
 	a.send()
 }
@@ -152,16 +155,27 @@ func (a *lockActor) send() {
 		ctx, self, root := a.redisContext(), a.self, a.root
 		b.done = make(chan struct{}, 1)
 		b.run = func() {
-			if b.exec != nil {
-				b.exec(ctx)
-			} else {
-				b.calls.Exec(ctx)
-			}
+			b.execute(ctx)
 			b.done <- struct{}{}
 			root.Send(self, batchDone{b})
 		}
 	}
 	a.spawn(b.run)
+}
+
+// execute runs the batch's calls, on its goroutine. A panic there (in go-redis, a hook, or the call's
+// own code) is recovered into err rather than ending the process: the batch still answers.
+func (b *readBatch) execute(ctx context.Context) {
+	defer func() {
+		if r := recover(); r != nil {
+			b.err = fmt.Errorf("%w: a Redis call panicked: %v", ErrActorFailed, r)
+		}
+	}()
+	if b.exec != nil {
+		b.exec(ctx)
+		return
+	}
+	b.calls.Exec(ctx)
 }
 
 // settleUpTo waits for the running batches up to and including last, in the order they were sent,
@@ -196,6 +210,10 @@ func (a *lockActor) settleUpTo(last *readBatch) bool {
 		for b.next < len(b.settle) {
 			c := b.settle[b.next]
 			b.next++
+			if b.err != nil && !b.solo {
+				a.failCall(c, b.err) // the answers were not read: the call is failed as a whole
+				continue
+			}
 			c.run(b.sent)
 		}
 		a.settling = a.settling[:len(a.settling)-1]

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -26,6 +27,8 @@ import (
 type modelLock struct {
 	plainStrategy
 	asyncCalls bool
+	// panicNext, when set, makes the next acquire panic.
+	panicNext atomic.Bool
 	// renewErr, when set, is the answer to every renewal.
 	renewErr error
 
@@ -81,6 +84,9 @@ func (p *modelLock) free() {
 func (p *modelLock) async() bool { return p.asyncCalls }
 
 func (p *modelLock) acquire(_ context.Context, m *Acquire, _ int64, _ bool) (redisops.Acquired, error) {
+	if p.panicNext.CompareAndSwap(true, false) {
+		panic("injected failure in a call")
+	}
 	defer p.record("acquire " + m.Owner)
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -550,5 +556,117 @@ func TestCoreExpiryWhenRenewalsFail(t *testing.T) {
 		}
 	case <-time.After(c.timeout):
 		t.Fatalf("events %v, want a Lost event", c.events.types("a"))
+	}
+}
+
+// TestCoreCallPanicFailsTheCall: a panic on the goroutine of a call that the actor does not wait for
+// (a solo call) does not end the process: the caller gets ErrActorFailed, and the lock serves the next
+// commands.
+func TestCoreCallPanicFailsTheCall(t *testing.T) {
+	model := newModelLock()
+	model.asyncCalls = true
+	c := newCore(t, model, 30*time.Second)
+	model.panicNext.Store(true)
+	if o := c.outcome(c.acquire("a", false, nil), "a, whose call panicked"); !errors.Is(o.Err, ErrActorFailed) {
+		t.Fatalf("a: got reason %v err %v, want ErrActorFailed", o.Reason, o.Err)
+	}
+	granted(t, c.outcome(c.acquire("a", false, nil), "a again"), "a again", 1)
+	if o := c.outcome(c.release("a", nil), "release"); o.Reason != messages.ReasonNone {
+		t.Fatalf("release: %v %v", o.Reason, o.Err)
+	}
+}
+
+// newBatchPanicActor returns a read-write lock actor, outside an actor system, whose read batches
+// panic on their goroutine (they run on Ops with no client), and the channel its calls' answers
+// (batchDone) come to.
+func newBatchPanicActor(t *testing.T) (*lockActor, chan batchDone) {
+	system := actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger {
+		return slog.New(slog.DiscardHandler)
+	}))
+	t.Cleanup(system.Shutdown)
+	inbox := make(chan batchDone, 4)
+	self := system.Root.Spawn(actor.PropsFromFunc(func(ctx actor.Context) {
+		if m, ok := ctx.Message().(batchDone); ok {
+			inbox <- m
+		}
+	}))
+	env := &Env{
+		WatchdogTimeout: 30 * time.Second, IdleTimeout: time.Minute, StopReleaseTimeout: time.Second,
+		Context: context.Background(), Logger: slog.New(slog.DiscardHandler),
+		NewRequestID: func() string { return "req" }, Held: &HeldKinds{}, NewBackOff: DefaultBackOff,
+		Ops: &redisops.Ops{},
+	}
+	a := newLockActor(t.Name(), t.Name(), familyRW, env)
+	a.root, a.self = system.Root, self
+	return a, inbox
+}
+
+// TestCoreReadBatchPanicFailsItsCalls: a read batch whose pipeline panics on its goroutine answers all
+// the same, and each of its calls fails with ErrActorFailed.
+func TestCoreReadBatchPanicFailsItsCalls(t *testing.T) {
+	a, inbox := newBatchPanicActor(t)
+	var tickets []*Ticket
+	for _, owner := range []string{"a", "b"} {
+		tk := NewTicket()
+		tickets = append(tickets, tk)
+		m := &Acquire{Name: a.name, Kind: KindRead, Owner: owner, Lease: time.Minute, Ticket: tk}
+		a.batchAcquire(m, func(bool, time.Duration, error) { t.Errorf("%s settled as if Redis had answered", owner) })
+	}
+	a.send()
+	select {
+	case m := <-inbox:
+		a.handle(msgContext{msg: m}, m)
+	case <-time.After(10 * time.Second):
+		t.Fatal("the batch did not answer within 10s")
+	}
+	for i, tk := range tickets {
+		select {
+		case o := <-tk.Result():
+			if !errors.Is(o.Err, ErrActorFailed) {
+				t.Errorf("call %d: got reason %v err %v, want ErrActorFailed", i, o.Reason, o.Err)
+			}
+		default:
+			t.Errorf("call %d unanswered", i)
+		}
+	}
+	if a.batching() {
+		t.Error("a batch is still pending or running")
+	}
+}
+
+// TestCoreQueuedReadersLeaveOnBatchPanic: queued readers whose batch panicked are answered and leave
+// the queue, rather than being tried again and again.
+func TestCoreQueuedReadersLeaveOnBatchPanic(t *testing.T) {
+	a, _ := newBatchPanicActor(t)
+	var tickets []*Ticket
+	for _, owner := range []string{"a", "b"} {
+		tk := NewTicket()
+		tickets = append(tickets, tk)
+		m := &Acquire{Name: a.name, Kind: KindRead, Owner: owner, Lease: time.Minute, Wait: true, Ticket: tk}
+		m.queued = true
+		a.queue = append(a.queue, m)
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		a.attemptReads(slices.Clone(a.queue))
+	}()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the readers' attempt did not end within 10s")
+	}
+	if len(a.queue) != 0 {
+		t.Errorf("%d readers still queued, want none", len(a.queue))
+	}
+	for i, tk := range tickets {
+		select {
+		case o := <-tk.Result():
+			if !errors.Is(o.Err, ErrActorFailed) {
+				t.Errorf("reader %d: got reason %v err %v, want ErrActorFailed", i, o.Reason, o.Err)
+			}
+		default:
+			t.Errorf("reader %d unanswered", i)
+		}
 	}
 }

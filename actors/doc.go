@@ -17,6 +17,16 @@
 // Redis one attempt per wake-up. A waiter retries after the channel subscription is confirmed, so an
 // unlock published between the failed try and the subscription is never missed.
 //
+// Some calls go to Redis without the actor waiting (batch.go, solo.go): a reentrant lock's first
+// attempt of an acquisition and its release (one call at a time), and the read acquires and read
+// releases of a read-write lock (read batches); the answer comes back as a message, and the messages
+// that cannot go along with the call in flight wait in a stash, in order. The watchdog's renewals go
+// through [Env.Renewals] and come back the same way. The other calls are made on the actor's turn,
+// which waits for Redis: the attempts of queued waiters, every call of a fair lock and of a write
+// lock, force unlock, giving back a hold that was lost or answered late, and keeping a waiting
+// writer's intent. A panic while the actor handles a message, or on a call's goroutine, is recovered:
+// the callers it concerns get [ErrActorFailed], and the stash is replayed once no call is in flight.
+//
 // When a local holder of a plain lock releases while a local waiter is queued, the release script hands
 // the lock to the head waiter in the same round trip (a local handoff). After [Env.MaxHandoffs] handoffs in a row, the
 // release hands off only if no other client is subscribed to the lock's channel, and otherwise publishes

@@ -176,23 +176,35 @@ func answerFailed(msg any, err error) {
 	}
 }
 
-// recovered implements recoverer: the caller of the failed command gets err, a read batch whose
-// settlement the panic interrupted is settled to the end (the call that panicked gets err), and the
-// subscriptions, timers (renewals, expiry, retries) and the queue are brought back in line with the
-// state.
+// recovered implements recoverer: the caller of the failed command gets err, and so does the caller
+// of the stashed command that was being replayed (see replay); a batch whose settlement the panic
+// interrupted is settled to the end (the call that panicked gets err), and a call whose answer
+// (batchDone) the panic came before is settled now; then the stash is replayed, once no call is in
+// flight any more, and the subscriptions, timers (renewals, expiry, retries) and the queue are
+// brought back in line with the state. A panic in any of these steps fails the command or call it
+// hit, and the recovery goes on with the rest: a panic never leaves a caller unanswered, nor the
+// stash waiting for a call that is not in flight.
 // A failed stop cannot release what is left in Redis: its leases run out there; the waiters are told
 // the coordinator closed and the holders' Done channels close.
-func (a *lockActor) recovered(_ actor.ReceiverContext, msg any, err error) {
-	if m, ok := msg.(*Acquire); ok && !slices.Contains(a.queue, m) && !a.batchTouches(holdKey{m.Owner, m.Kind}) {
-		// Nothing will be done for it any more: its kind is free again. (Queued or in a batch, it
-		// is freed when that ends.)
-		a.unreserve(m)
-	}
-	answerFailed(msg, err)
-	// A panic while a read batch was settled leaves the batch out of running with calls unsettled.
+func (a *lockActor) recovered(c actor.ReceiverContext, msg any, err error) {
+	a.failCommand(msg, err)
+	a.failReplaying(err)
+	// A panic while a batch was settled leaves the batch out of running with calls unsettled.
 	a.headBusy, a.headWanted = 0, false
 	a.settleRest(err)
+	if m, ok := msg.(batchDone); ok {
+		// The panic may have come before the answer was handled: the batch is still in running.
+		a.guard(err, func() {
+			if a.settleUpTo(m.batch) {
+				a.send()
+			}
+		})
+	}
 	if _, stopping := msg.(*actor.Stopping); stopping {
+		for _, m := range a.stash {
+			answerClosed(m)
+		}
+		a.stash = nil
 		for _, m := range a.queue {
 			a.answer(m, Outcome{Reason: messages.ReasonClosed})
 		}
@@ -209,12 +221,58 @@ func (a *lockActor) recovered(_ actor.ReceiverContext, msg any, err error) {
 		}
 		return
 	}
-	if a.self == nil {
-		return // Started failed; the next message finds no timers, which is the state of a new actor
+	if a.self == nil || a.proto == nil {
+		return // Started failed, or the actor is idle in the pool: it has no state to restore
+	}
+	if a.batch != nil {
+		// A pending batch whose flushBatch the panic consumed would otherwise wait for the next.
+		a.guard(err, a.send)
+	}
+	if ctx, ok := c.(actor.Context); ok {
+		for len(a.stash) > 0 && !a.batching() {
+			a.guard(err, func() { a.replay(ctx) })
+		}
+	} else if !a.batching() {
+		for _, m := range a.stash {
+			a.failCommand(m, err)
+		}
+		a.stash = nil
 	}
 	// The queue's retry timer (armed when nobody local holds the lock) wakes the waiters.
 	a.afterMessage()
 	a.clock.want(a.nextDeadline())
+}
+
+// failCommand answers the caller of msg, a command whose handling failed, with err. An acquisition
+// that nothing will be done for any more frees its kind; one that is queued or in a batch frees it
+// when that ends.
+func (a *lockActor) failCommand(msg any, err error) {
+	if m, ok := msg.(*Acquire); ok && !slices.Contains(a.queue, m) && !a.batchTouches(holdKey{m.Owner, m.Kind}) {
+		a.unreserve(m)
+	}
+	answerFailed(msg, err)
+}
+
+// failReplaying fails the stashed command that replay was handling when a panic interrupted it.
+func (a *lockActor) failReplaying(err error) {
+	if m := a.replaying; m != nil {
+		a.replaying = nil
+		a.failCommand(m, err)
+	}
+}
+
+// guard runs fn, a step of the recovery from a panic; should fn panic too, that is logged, the
+// command or call it hit is failed with err, and the settlements it interrupted are finished.
+func (a *lockActor) guard(err error, fn func()) {
+	defer func() {
+		if r := recover(); r != nil {
+			a.log().Error("recovering from a panic panicked", "panic", fmt.Sprint(r))
+			a.failReplaying(err)
+			a.headBusy, a.headWanted = 0, false
+			a.settleRest(err)
+		}
+	}()
+	fn()
 }
 
 // recovered implements recoverer: the command the guardian failed to route gets err.

@@ -55,8 +55,10 @@ type lockActor struct {
 	// soloCall is the reentrant lock's call in flight without the actor waiting for it, reused (see
 	// startCall); nil until the first.
 	soloCall *soloCall
-	// stash holds the messages that wait for the calls in flight (see Receive), oldest first.
-	stash []any
+	// stash holds the messages that wait for the calls in flight (see Receive), oldest first;
+	// replaying is the one of them that replay is handling, so that a panic fails it (see recovered).
+	stash     []any
+	replaying any
 	// batch holds the read acquires and read releases of a read-write lock waiting to go to Redis
 	// together; nil when there are none.
 	batch *readBatch
@@ -142,8 +144,9 @@ func (a *lockActor) boundName() string { return a.name }
 
 // Receive implements actor.Actor.
 //
-// The actor never waits for Redis between messages: a call goes to Redis on a goroutine of its own (a
-// batch, see batch.go) and its answer comes back as a batchDone message. A message that cannot join
+// A reentrant lock's first attempts and releases and a read-write lock's reads go to Redis on a
+// goroutine of their own (a batch, see batch.go) and their answer comes back as a batchDone message;
+// the actor's other calls wait for Redis on its turn (see the package doc). A message that cannot join
 // the calls in flight (everything but read acquires and read releases of a read-write lock that the
 // batch does not touch) waits in the stash until they are settled, and so does every message after
 // it: the actor handles its messages in the order they came, each seeing the state as if the calls
@@ -178,7 +181,8 @@ func (a *lockActor) dispatch(ctx actor.Context, msg any) {
 // inlineSafe reports whether msg, posted while the actor is idle, may run on the goroutine that
 // posted it (see inlineMailbox): its handling waits on nothing. That is the answer of a call
 // (batchDone), whose goroutine is free; and, with no message waiting and nothing to retry, an
-// acquisition or the release of a live hold whose call goes to Redis without the actor waiting: on a
+// acquisition (unless the owner's hold of that kind has ended and must be given back first) or the
+// release of a live hold whose call goes to Redis without the actor waiting: on a
 // reentrant lock (a solo call, or the stash while one is in flight), and a read on a read-write lock
 // with no waiter queued (a read batch; a queued writer may make the actor leave its intent in Redis).
 // It is called only while the actor is not running elsewhere.
@@ -196,6 +200,9 @@ func (a *lockActor) inlineSafe(msg any) bool {
 			return false
 		}
 		k = holdKey{m.Owner, m.Kind}
+		if h := a.holds[k]; h != nil && h.ended() {
+			return false // the hold is given back first (lose), a call the actor waits for
+		}
 	case *Release:
 		k = holdKey{m.Owner, m.Kind}
 		if h := a.holds[k]; h == nil || h.ended() || h.retryID != "" {
@@ -233,7 +240,9 @@ func (a *lockActor) replay(ctx actor.Context) {
 		}
 		a.stash[0] = nil
 		a.stash = a.stash[1:]
+		a.replaying = msg
 		a.dispatch(ctx, msg)
+		a.replaying = nil
 	}
 	a.stash = nil
 }
@@ -294,8 +303,17 @@ func (a *lockActor) nextDeadline() time.Time {
 	return first
 }
 
-// handle handles one message, or one timer's tick.
+// handle handles one message, or one timer's tick. An actor idle in the guardian's pool (bound to no
+// name) handles only bind and the lifecycle messages: a notice, a confirmation or a tick of the name
+// it served before may still reach it, and is dropped.
 func (a *lockActor) handle(ctx actor.Context, msg any) {
+	if a.proto == nil {
+		switch msg.(type) {
+		case *bind, recycle, *actor.Started, *actor.Stopping:
+		default:
+			return
+		}
+	}
 	switch m := msg.(type) {
 	case flushBatch:
 		a.send()

@@ -17,7 +17,8 @@ import (
 // the answer of a call (batchDone) on the goroutine that made the call, which has nothing else to do.
 // Each saves the handoff to another goroutine, which on a machine with idle CPUs costs the wake-up of
 // one. Any other message, or one that finds the actor busy, goes through the dispatcher; a turn that
-// runs inline stops before the first message that is not safe, and the dispatcher takes over.
+// runs inline stops before the first message that is not safe, or after the dispatcher's throughput of
+// messages, and the dispatcher takes over.
 type inlineMailbox struct {
 	mu     sync.Mutex
 	user   fifo
@@ -89,10 +90,14 @@ func (m *inlineMailbox) schedule() {
 }
 
 // runInline runs, on the calling goroutine, the user messages at the head of the queue while each is
-// safe. It reports whether it left the mailbox idle with nothing to do; if not, the mailbox is still
-// running and the caller hands it to the dispatcher.
+// safe, at most the dispatcher's throughput of them: the poster's goroutine is not kept past one turn
+// by the messages that others post meanwhile. It reports whether it left the mailbox idle with nothing
+// to do; if not, the mailbox is still running and the caller hands it to the dispatcher.
 func (m *inlineMailbox) runInline() bool {
-	for {
+	for n, limit := 0, max(m.dispatcher.Throughput(), 1); ; n++ {
+		if n == limit {
+			return false
+		}
 		m.mu.Lock()
 		if m.system.len() > 0 || m.user.len() == 0 || m.suspended.Load() || !m.safe(m.user.peek()) {
 			empty := m.system.len() == 0 && m.user.len() == 0

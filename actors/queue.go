@@ -88,9 +88,11 @@ func (a *lockActor) readRun(i int) []*Acquire {
 func (a *lockActor) attemptReads(run []*Acquire) bool {
 	a.flush()
 	settled := make(map[*Acquire]bool, len(run))
+	called := make(map[*Acquire]bool, len(run))
 	all := true
 	for _, m := range run {
 		a.batchAcquire(m, func(ok bool, ttl time.Duration, err error) {
+			called[m] = true
 			switch {
 			case ok:
 				settled[m] = true
@@ -107,6 +109,13 @@ func (a *lockActor) attemptReads(run []*Acquire) bool {
 		})
 	}
 	a.flush()
+	for _, m := range run {
+		if !called[m] {
+			// Its call was failed as a whole (the batch panicked; see settleUpTo) and its caller
+			// answered: it leaves the queue.
+			settled[m] = true
+		}
+	}
 	a.queue = slices.DeleteFunc(a.queue, func(m *Acquire) bool { return settled[m] })
 	return all
 }

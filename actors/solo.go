@@ -76,6 +76,9 @@ func (s *soloCall) exec(ctx context.Context) {
 // settle takes Redis' answer, on the actor. The call is cleared first: settling may start the next.
 func (s *soloCall) settle(sent time.Time) {
 	a, err := s.a, s.err
+	if s.batch.err != nil {
+		err, s.batch.err = s.batch.err, nil // the call panicked: its caller gets that
+	}
 	if m := s.acq; m != nil {
 		res, reentry := s.res, s.reentry
 		s.clear()
