@@ -2,6 +2,8 @@ package redisops
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"sync"
 	"time"
 
@@ -184,7 +186,28 @@ func (b *Batcher) sendOne(p *pending) {
 		p.cmd = errCmd(p.ctx, err)
 		return
 	}
+	defer answerPanic(p.ctx, p)
 	p.cmd = p.script.Run(p.ctx, b.client, p.keys, p.args...)
+}
+
+// ErrPanicked answers the calls of a round trip in which the client panicked (a hook of the
+// application's, for instance): the batcher recovers, so that its round trips stay usable and the
+// other callers of the round trip are answered.
+var ErrPanicked = errors.New("lockwarden: the Redis client panicked")
+
+// answerPanic, deferred by a sender, recovers a panic of the client and answers each call of ps that
+// has no reply with ErrPanicked.
+func answerPanic(ctx context.Context, ps ...*pending) {
+	r := recover()
+	if r == nil {
+		return
+	}
+	err := fmt.Errorf("%w: %v", ErrPanicked, r)
+	for _, p := range ps {
+		if p.cmd == nil || p.cmd.Err() == nil && p.cmd.Val() == nil {
+			p.cmd = errCmd(ctx, err)
+		}
+	}
 }
 
 // send sends the calls of batch, in one pipeline when there are several, and answers them: self, the
@@ -202,12 +225,27 @@ func (b *Batcher) send(batch []*pending, self *pending) {
 		}
 		live++
 	}
+	b.sendLive(batch, first, live)
+	for _, p := range batch {
+		if p != self {
+			p.done <- struct{}{}
+		}
+	}
+}
+
+// sendLive sends the live calls of batch (live of them, the first first), in one pipeline when there
+// are several. A panic of the client answers every call of the batch it left without a reply.
+func (b *Batcher) sendLive(batch []*pending, first *pending, live int) {
+	if live > 0 {
+		defer answerPanic(first.ctx, batch...)
+	}
 	switch {
 	case live == 0:
 	case live == 1:
 		first.cmd = first.script.Run(first.ctx, b.client, first.keys, first.args...)
 	default:
 		ctx, release := sharedContext(batch, first.ctx)
+		defer release()
 		if b.pipe == nil {
 			for _, p := range batch {
 				if p.cmd == nil {
@@ -216,12 +254,6 @@ func (b *Batcher) send(batch []*pending, self *pending) {
 			}
 		} else {
 			b.pipeline(batch, ctx)
-		}
-		release()
-	}
-	for _, p := range batch {
-		if p != self {
-			p.done <- struct{}{}
 		}
 	}
 }

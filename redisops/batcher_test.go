@@ -570,3 +570,66 @@ func TestBatcherPipelineEndsWhenEveryCallerGivesUp(t *testing.T) {
 		})
 	}
 }
+
+// panicHook panics in the client while armed, on a lone call and on a pipeline alike.
+type panicHook struct{ armed atomic.Bool }
+
+func (h *panicHook) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (h *panicHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		if h.armed.Load() {
+			panic("hook panicked")
+		}
+		return next(ctx, cmd)
+	}
+}
+
+func (h *panicHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		if h.armed.Load() {
+			panic("hook panicked")
+		}
+		return next(ctx, cmds)
+	}
+}
+
+// TestBatcherSurvivesClientPanic: a client that panics (a hook of the application's) answers the
+// calls of its round trips with ErrPanicked, lone and pipelined alike, and the batcher's round trips
+// stay usable: the calls after it are answered as usual.
+func TestBatcherSurvivesClientPanic(t *testing.T) {
+	srv := redistest.Start(t)
+	c, h := counted(t, srv, redis.Options{})
+	loadTestScripts(t, c, echoScript)
+	panics := &panicHook{}
+	c.AddHook(panics)
+	b := redisops.NewBatcher(c, redisops.DefaultPipelines)
+	slots := fillSlots(t, srv, b, h, echoScript, "batcher:panic:")
+	const n = 8
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() {
+			errs[i] = b.Do(t.Context(), echoScript, []string{fmt.Sprintf("batcher:panic:%d", i)}, i).Err()
+		})
+	}
+	waitFor(t, "the calls to queue", func() bool { return redisops.QueuedCalls(b) == n })
+	panics.armed.Store(true)
+	srv.Resume()
+	slots()
+	wg.Wait()
+	for i, err := range errs {
+		if !errors.Is(err, redisops.ErrPanicked) {
+			t.Errorf("queued call %d: %v, want ErrPanicked", i, err)
+		}
+	}
+	if err := b.Do(t.Context(), echoScript, []string{"batcher:panic:lone"}, 1).Err(); !errors.Is(err, redisops.ErrPanicked) {
+		t.Errorf("lone call while panicking: %v, want ErrPanicked", err)
+	}
+	panics.armed.Store(false)
+	for i := range 2 * redisops.DefaultPipelines {
+		if err := b.Do(t.Context(), echoScript, []string{"batcher:panic:after"}, i).Err(); err != nil {
+			t.Fatalf("call %d after the panics: %v", i, err)
+		}
+	}
+}
