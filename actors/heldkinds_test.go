@@ -118,21 +118,17 @@ func TestBatchSettlePanicSettlesTheRest(t *testing.T) {
 	})
 	// The lock actor holds its first Acquire until all three are in its mailbox, so that they join
 	// one batch.
-	gate := make(chan struct{})
-	var once sync.Once
-	inject := func(actor string, msg any) {
-		if m, ok := msg.(*Acquire); ok && actor == "lock actor" && m.Owner == "a" {
-			once.Do(func() { <-gate })
-		}
-	}
-	guardian, env, root := testGuardian(t, guardianSetup{events: events, inject: inject})
+	gate, inject := gateFirstAcquire("a")
+	guardian, env, root := testGuardian(t, guardianSetup{events: events, inject: inject.hook})
 	owners := []string{"a", "b", "c"}
 	tickets := make([]*Ticket, len(owners))
+	msgs := make([]any, len(owners))
 	for i, owner := range owners {
 		tickets[i] = NewTicket()
-		root.Send(guardian, &Acquire{Name: name, Kind: KindRead, Owner: owner, Lease: 30 * time.Second,
-			Watchdog: true, Ticket: tickets[i]})
+		msgs[i] = &Acquire{Name: name, Kind: KindRead, Owner: owner, Lease: 30 * time.Second,
+			Watchdog: true, Ticket: tickets[i]}
 	}
+	inject.sendHeld(t, root, guardian, msgs)
 	close(gate)
 	for i, owner := range owners {
 		o := outcome(t, tickets[i], 5*time.Second, "read acquire of "+owner)
@@ -169,27 +165,23 @@ func (panicSpan) AddEvent(string, ...trace.EventOption) {
 // every reservation is freed.
 func TestBatchSettlePanicBeforeAnswer(t *testing.T) {
 	name := t.Name()
-	gate := make(chan struct{})
-	var once sync.Once
-	inject := func(actor string, msg any) {
-		if m, ok := msg.(*Acquire); ok && actor == "lock actor" && m.Owner == "a" {
-			once.Do(func() { <-gate })
-		}
-	}
-	guardian, env, root := testGuardian(t, guardianSetup{inject: inject})
+	gate, inject := gateFirstAcquire("a")
+	guardian, env, root := testGuardian(t, guardianSetup{inject: inject.hook})
 	if res, err := env.Ops.WriteAcquire(t.Context(), name, "writer", 30*time.Second, 0, 0); err != nil || !res.OK {
 		t.Fatalf("WriteAcquire by another owner = %+v, %v", res, err)
 	}
 	owners := []string{"a", "b", "c"}
 	tickets := make([]*Ticket, len(owners))
+	msgs := make([]any, len(owners))
 	for i, owner := range owners {
 		tickets[i] = NewTicket()
 		m := &Acquire{Name: name, Kind: KindRead, Owner: owner, Lease: 30 * time.Second, Watchdog: true, Ticket: tickets[i]}
 		if owner == "a" {
 			m.Span = panicSpan{}
 		}
-		root.Send(guardian, m)
+		msgs[i] = m
 	}
+	inject.sendHeld(t, root, guardian, msgs)
 	close(gate)
 	for i, owner := range owners {
 		o := outcome(t, tickets[i], 5*time.Second, "read acquire of "+owner)
@@ -393,5 +385,46 @@ func TestFairLeaveRetryKeepsReservation(t *testing.T) {
 		root.Send(guardian, &Acquire{Name: name, Kind: KindFair, Owner: "z", Lease: 30 * time.Second, WaitWindow: window, Ticket: probe})
 		outcome(t, probe, 10*time.Second, "fair acquire after the retried leave")
 		freed = !env.Held.otherFamily(name, "o", KindPlain)
+	}
+}
+
+// heldAcquire holds the lock actor's handling of the first Acquire of one owner until a gate closes,
+// so that the commands sent meanwhile wait in its mailbox behind it.
+type heldAcquire struct {
+	owner   string
+	gate    chan struct{}
+	entered chan struct{}
+	once    sync.Once
+}
+
+// gateFirstAcquire returns the gate to close and the hold of owner's first Acquire.
+func gateFirstAcquire(owner string) (chan struct{}, *heldAcquire) {
+	h := &heldAcquire{owner: owner, gate: make(chan struct{}), entered: make(chan struct{})}
+	return h.gate, h
+}
+
+// hook is the guardianSetup.inject of h.
+func (h *heldAcquire) hook(actor string, msg any) {
+	if m, ok := msg.(*Acquire); ok && actor == "lock actor" && m.Owner == h.owner {
+		h.once.Do(func() {
+			close(h.entered)
+			<-h.gate
+		})
+	}
+}
+
+// sendHeld sends msgs[0], the held Acquire, from a goroutine of its own (the actor's turn may run on
+// the sending goroutine: inlineMailbox), waits until the actor holds it, and sends the others, which
+// wait in the mailbox behind it.
+func (h *heldAcquire) sendHeld(t *testing.T, root *actor.RootContext, guardian *actor.PID, msgs []any) {
+	t.Helper()
+	go root.Send(guardian, msgs[0])
+	select {
+	case <-h.entered:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the lock actor did not take the first Acquire")
+	}
+	for _, m := range msgs[1:] {
+		root.Send(guardian, m)
 	}
 }
