@@ -133,20 +133,30 @@ func (f *Failures) report(name, lock string, err error, stack []byte) {
 // answerClosed answers the caller of msg, a command that a lock actor had not handled when it
 // stopped, as for a coordinator that closed.
 func answerClosed(msg any) {
-	var t *Ticket
-	switch m := msg.(type) {
-	case *Acquire:
-		t = m.Ticket
-	case *Release:
-		t = m.Ticket
-	case *ForceUnlock:
-		t = m.Ticket
-	case *Abandon:
+	if m, ok := msg.(*Abandon); ok {
 		m.Ack.deliver(Outcome{})
+		return
 	}
-	if t != nil {
+	if t := commandTicket(msg); t != nil {
 		t.deliver(Outcome{Reason: messages.ReasonClosed})
 	}
+}
+
+// commandTicket is the ticket on which the caller of the command msg waits for its outcome, or nil.
+func commandTicket(msg any) *Ticket {
+	switch m := msg.(type) {
+	case *Acquire:
+		return m.Ticket
+	case *Release:
+		return m.Ticket
+	case *ForceUnlock:
+		return m.Ticket
+	case *GroupAcquire:
+		return m.Ticket
+	case *GroupRelease:
+		return m.Ticket
+	}
+	return nil
 }
 
 // answerFailed answers the caller of msg, a command of a lock actor, with err, if it waits for an
@@ -154,18 +164,8 @@ func answerClosed(msg any) {
 // its ticket answered and is undone, as for a caller that left.
 func answerFailed(msg any, err error) {
 	o := Outcome{Reason: messages.ReasonRedis, Err: err}
-	var t *Ticket
+	t := commandTicket(msg)
 	switch m := msg.(type) {
-	case *Acquire:
-		t = m.Ticket
-	case *Release:
-		t = m.Ticket
-	case *ForceUnlock:
-		t = m.Ticket
-	case *GroupAcquire:
-		t = m.Ticket
-	case *GroupRelease:
-		t = m.Ticket
 	case *Abandon:
 		t, o = m.Ack, Outcome{}
 	case *GroupAbandon:
