@@ -271,15 +271,6 @@ func (r *fsRun) waitReady(n int) {
 	}
 }
 
-// witnessNow returns the witness's clock in ms.
-func (r *fsRun) witnessNow() int64 {
-	tm, err := r.wc.Time(r.t.Context()).Result()
-	if err != nil {
-		r.t.Fatalf("witness TIME: %v", err)
-	}
-	return tm.UnixMilli()
-}
-
 // bound is how long the name may stay unusable after a fault ends.
 func (r *fsRun) bound(n fsName, margin time.Duration) time.Duration {
 	if n.Kind == fsFair {

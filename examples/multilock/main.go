@@ -116,7 +116,7 @@ func run() error {
 	cancelWait()
 	var why *coordinator.GroupError
 	if !errors.As(err, &why) || !errors.Is(err, coordinator.ErrHeldByOther) {
-		return fmt.Errorf("Lock with account B held = %v; want a *GroupError naming account B", err)
+		return fmt.Errorf("the Lock with account B held = %v; want a *GroupError naming account B", err)
 	}
 	say("a transfer's Lock that gives up after 200ms: %v", why)
 	return auditor.Unlock(ctx)
