@@ -429,23 +429,8 @@ func TestCoreStashKeepsOrder(t *testing.T) {
 	model.asyncCalls = true
 	gate := make(chan struct{})
 	model.gate, model.started = gate, make(chan string, 8)
-	system := actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger {
-		return slog.New(slog.DiscardHandler)
-	}))
-	t.Cleanup(system.Shutdown)
-	inbox := make(chan any, 8)
-	self := system.Root.Spawn(actor.PropsFromFunc(func(ctx actor.Context) {
-		if m, ok := ctx.Message().(batchDone); ok {
-			inbox <- m
-		}
-	}))
-	env := &Env{
-		WatchdogTimeout: 30 * time.Second, IdleTimeout: time.Minute, StopReleaseTimeout: time.Second,
-		Context: context.Background(), Logger: slog.New(slog.DiscardHandler),
-		NewRequestID: func() string { return "req" }, Held: &HeldKinds{}, NewBackOff: DefaultBackOff,
-	}
-	a := newLockActor(t.Name(), t.Name(), familyPlain, env)
-	a.proto, a.root, a.self = model, system.Root, self
+	a, inbox := newHandDriven(t, familyPlain, nil)
+	a.proto = model
 	var closeGate sync.Once
 	t.Cleanup(func() { closeGate.Do(func() { close(gate) }) })
 	// receive hands msg to the actor, on a goroutine of its own so that an actor that waits for a
@@ -580,11 +565,18 @@ func TestCoreCallPanicFailsTheCall(t *testing.T) {
 // panic on their goroutine (they run on Ops with no client), and the channel its calls' answers
 // (batchDone) come to.
 func newBatchPanicActor(t *testing.T) (*lockActor, chan batchDone) {
+	return newHandDriven(t, familyRW, &redisops.Ops{})
+}
+
+// newHandDriven returns a lock actor of family f on ops, outside an actor system, to be driven by
+// hand message by message, and the channel to which its own messages (the answers of its calls,
+// batchDone) come, caught by a stand-in for its PID.
+func newHandDriven(t *testing.T, f family, ops *redisops.Ops) (*lockActor, chan batchDone) {
 	system := actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger {
 		return slog.New(slog.DiscardHandler)
 	}))
 	t.Cleanup(system.Shutdown)
-	inbox := make(chan batchDone, 4)
+	inbox := make(chan batchDone, 8)
 	self := system.Root.Spawn(actor.PropsFromFunc(func(ctx actor.Context) {
 		if m, ok := ctx.Message().(batchDone); ok {
 			inbox <- m
@@ -594,9 +586,9 @@ func newBatchPanicActor(t *testing.T) (*lockActor, chan batchDone) {
 		WatchdogTimeout: 30 * time.Second, IdleTimeout: time.Minute, StopReleaseTimeout: time.Second,
 		Context: context.Background(), Logger: slog.New(slog.DiscardHandler),
 		NewRequestID: func() string { return "req" }, Held: &HeldKinds{}, NewBackOff: DefaultBackOff,
-		Ops: &redisops.Ops{},
+		Ops: ops,
 	}
-	a := newLockActor(t.Name(), t.Name(), familyRW, env)
+	a := newLockActor(t.Name(), t.Name(), f, env)
 	a.root, a.self = system.Root, self
 	return a, inbox
 }

@@ -139,15 +139,7 @@ func TestContractLateGrantTryLockGivesBack(t *testing.T) {
 func TestContractRenewalAfterDoneGivesBack(t *testing.T) {
 	const watchdog = 3 * time.Second
 	srv := redistest.Start(t)
-	client := redis.NewClient(&redis.Options{Addr: srv.Addr(), ReadTimeout: 10 * time.Second, MaxRetries: -1})
-	t.Cleanup(func() { _ = client.Close() })
-	// The renewal that the pause holds back must run as it is sent: with the script not cached, its
-	// EVALSHA would answer NOSCRIPT and the EVAL after it, past the hold's deadline, would not go.
-	for _, script := range redisops.Scripts() {
-		if err := script.Load(t.Context(), client).Err(); err != nil {
-			t.Fatalf("SCRIPT LOAD: %v", err)
-		}
-	}
+	client := pausableClient(t, srv)
 	c := newCoordinator(t, client, coordinator.WithWatchdogTimeout(watchdog))
 	name := "contract-renewal-after-done"
 	m := c.Mutex(name)
@@ -172,13 +164,7 @@ func TestContractRenewalAfterDoneGivesBack(t *testing.T) {
 func TestContractRenewalAfterDoneSharedOwner(t *testing.T) {
 	const watchdog = 3 * time.Second
 	srv := redistest.Start(t)
-	client := redis.NewClient(&redis.Options{Addr: srv.Addr(), ReadTimeout: 10 * time.Second, MaxRetries: -1})
-	t.Cleanup(func() { _ = client.Close() })
-	for _, script := range redisops.Scripts() {
-		if err := script.Load(t.Context(), client).Err(); err != nil {
-			t.Fatalf("SCRIPT LOAD: %v", err)
-		}
-	}
+	client := pausableClient(t, srv)
 	c1 := newCoordinator(t, client, coordinator.WithWatchdogTimeout(watchdog))
 	c2 := newCoordinator(t, client, coordinator.WithWatchdogTimeout(watchdog))
 	const name, owner = "contract-renewal-after-done-shared", "contract-shared-owner"
@@ -720,4 +706,20 @@ func TestContractTakenOverDeadHoldGetsItsLease(t *testing.T) {
 			mustUnlock(t, m)
 		})
 	}
+}
+
+// pausableClient returns a client of srv that waits out a pause (a long read timeout, no retries),
+// with every script loaded: a renewal that a pause holds back must run as it is sent, since with the
+// script not cached its EVALSHA would answer NOSCRIPT and the EVAL after it, past the hold's
+// deadline, would not go.
+func pausableClient(t *testing.T, srv *redistest.Server) *redis.Client {
+	t.Helper()
+	client := redis.NewClient(&redis.Options{Addr: srv.Addr(), ReadTimeout: 10 * time.Second, MaxRetries: -1})
+	t.Cleanup(func() { _ = client.Close() })
+	for _, script := range redisops.Scripts() {
+		if err := script.Load(t.Context(), client).Err(); err != nil {
+			t.Fatalf("SCRIPT LOAD: %v", err)
+		}
+	}
+	return client
 }
