@@ -45,6 +45,9 @@ type readBatch struct {
 	// err is set, before done, when the call panicked on the batch's goroutine: it matches
 	// ErrActorFailed, and every call of the batch fails with it (see settleUpTo and soloCall.settle).
 	err error
+	// carrier is the ticket of a solo call's command, whose caller may run the call on its own
+	// goroutine (see Ticket.OpenCarry); nil for a read batch.
+	carrier *Ticket
 }
 
 // batchCall is one call of a read batch: the command (an *Acquire or a *Release) and what settles it.
@@ -129,6 +132,13 @@ func (a *lockActor) startCall(s *soloCall, cmd any) {
 	s.proto = a.proto
 	b := &s.batch
 	b.settle[0].cmd, b.next, b.err = cmd, 0, nil
+	b.carrier = nil
+	switch m := cmd.(type) {
+	case *Acquire:
+		b.carrier = m.Ticket
+	case *Release:
+		b.carrier = m.Ticket
+	}
 	a.batch = b
 	a.send()
 }
@@ -159,6 +169,9 @@ func (a *lockActor) send() {
 			b.done <- struct{}{}
 			root.Send(self, batchDone{b})
 		}
+	}
+	if b.carrier.hand(b.run) {
+		return // the caller, posting the command on its own goroutine, runs the call
 	}
 	a.spawn(b.run)
 }
@@ -198,6 +211,9 @@ func (a *lockActor) settleUpTo(last *readBatch) bool {
 		// Shifted rather than resliced, so that the slice keeps its capacity: a reentrant lock's
 		// calls go one at a time, and each would otherwise allocate running anew.
 		a.running = slices.Delete(a.running, 0, 1)
+		if run := b.carrier.claimCarried(); run != nil {
+			run() // handed to a caller that has not run it yet: the actor cannot wait for it
+		}
 		<-b.done
 		if len(a.running) > 0 {
 			a.inflight.Store(a.running[0].sent.UnixNano())

@@ -202,6 +202,13 @@ type core struct {
 
 func newCore(t *testing.T, model *modelLock, watchdog time.Duration) *core {
 	t.Helper()
+	return newCoreMailbox(t, model, watchdog, false)
+}
+
+// newCoreMailbox is newCore, with the lock actor on the inline mailbox of the coordinator's lock
+// actors (inline) rather than protoactor's default one.
+func newCoreMailbox(t *testing.T, model *modelLock, watchdog time.Duration, inline bool) *core {
+	t.Helper()
 	system := actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger {
 		return slog.New(slog.DiscardHandler)
 	}))
@@ -225,7 +232,11 @@ func newCore(t *testing.T, model *modelLock, watchdog time.Duration) *core {
 	timers := NewTimers(func(pid *actor.PID, msg any) { system.Root.Send(pid, msg) })
 	a := newLockActor(c.name, c.name, familyPlain, env)
 	a.proto, a.timers = model, timers
-	c.pid = system.Root.Spawn(actor.PropsFromProducer(func() actor.Actor { return a }))
+	var opts []actor.PropsOption
+	if inline {
+		opts = append(opts, actor.WithMailbox(newInlineMailbox(a.inlineSafe)))
+	}
+	c.pid = system.Root.Spawn(actor.PropsFromProducer(func() actor.Actor { return a }, opts...))
 	t.Cleanup(func() {
 		_ = system.Root.StopFuture(c.pid).Wait()
 		timers.Stop()

@@ -98,5 +98,7 @@
 //
 // Callers are Go code that send commands carrying a [Ticket] and wait on it. A caller that gives up
 // abandons its ticket; when the actor later obtains the lock for an abandoned ticket, it releases it at
-// once, so no lock leaks because a context ended at the wrong moment.
+// once, so no lock leaks because a context ended at the wrong moment. A caller that cannot give up
+// may open its ticket's carry ([Ticket.OpenCarry]) around the post of its command: an idle lock
+// actor then hands it the command's Redis call, to make on its own goroutine.
 package actors

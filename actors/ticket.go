@@ -51,6 +51,60 @@ type Ticket struct {
 	// inflight is the lock actor's clock of its Redis attempt in flight: when it was sent, in Unix
 	// nanoseconds, or 0 when none is (see Unanswered).
 	inflight atomic.Pointer[atomic.Int64]
+	// carry and carried hand the caller the Redis call of its command to run on its own goroutine
+	// (see OpenCarry).
+	carry   atomic.Int32
+	carried func()
+}
+
+const (
+	carryOff    int32 = iota // no call can be handed over
+	carryOpen                // the caller is posting its command: a call may be handed to it
+	carryHanded              // a call is in carried, for the first to claim it
+	carryClosed              // claimed, or the caller finished posting
+)
+
+// OpenCarry tells the lock actor that the caller is about to post the ticket's command on its own
+// goroutine, and will run the command's Redis call itself if the actor hands it over while the post
+// is under way (the actor runs on the posting goroutine when it is idle: see inlineMailbox). The caller
+// must then call CloseCarry once the post has returned, and run the function it returns, if any. A call
+// run so costs no handoff to another goroutine and back; the caller waits for the Redis answer anyway.
+// Only a caller that cannot give up (a context that never ends) opens it: while it runs the call it
+// does not watch for the end of its wait.
+func (t *Ticket) OpenCarry() { t.carry.Store(carryOpen) }
+
+// CloseCarry ends the post that OpenCarry began, and returns the Redis call the actor handed over
+// meanwhile, which the caller must run; nil when it handed none.
+func (t *Ticket) CloseCarry() func() {
+	if t.carry.CompareAndSwap(carryOpen, carryClosed) {
+		return nil
+	}
+	return t.claimCarried()
+}
+
+// hand offers the caller the Redis call fn to run (see OpenCarry), and reports whether the caller
+// took it; if not, the actor runs it as usual.
+func (t *Ticket) hand(fn func()) bool {
+	if t == nil || t.carry.Load() != carryOpen {
+		return false
+	}
+	t.carried = fn // read only by whoever sees carryHanded
+	if t.carry.CompareAndSwap(carryOpen, carryHanded) {
+		return true
+	}
+	t.carried = nil
+	return false
+}
+
+// claimCarried returns the call handed over and not yet run, for the first who claims it (the
+// caller, or the actor if it must wait for the call before the caller has run it); nil otherwise.
+func (t *Ticket) claimCarried() func() {
+	if t == nil || !t.carry.CompareAndSwap(carryHanded, carryClosed) {
+		return nil
+	}
+	fn := t.carried
+	t.carried = nil
+	return fn
 }
 
 // watch lets the caller see the lock actor's attempts in flight (see Unanswered).

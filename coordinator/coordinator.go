@@ -350,7 +350,18 @@ func (c *Coordinator) do(ctx context.Context, cmd actors.Routed, ticket *actors.
 // first, it abandons the ticket and returns ctx.Err() or ErrClosed; the actor sees the abandoned ticket
 // and undoes what it obtained for it.
 func (c *Coordinator) ask(ctx context.Context, pid *actor.PID, msg any, ticket *actors.Ticket) (actors.Outcome, error) {
-	c.system.Root.Send(pid, msg)
+	if ctx.Done() == nil {
+		// A caller that cannot give up runs the Redis call of its command itself, when the lock
+		// actor, idle, takes the command on this goroutine and hands the call over: no other
+		// goroutine is woken to run the call, nor this one to read the answer.
+		ticket.OpenCarry()
+		c.system.Root.Send(pid, msg)
+		if run := ticket.CloseCarry(); run != nil {
+			run()
+		}
+	} else {
+		c.system.Root.Send(pid, msg)
+	}
 	var cause error
 	select {
 	case <-ticket.Ready():

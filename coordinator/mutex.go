@@ -167,7 +167,9 @@ func (m *Mutex) usable(ctx context.Context) error {
 // When ctx ends first, the error matches both [ErrNotObtained] and ctx.Err(). Lock does not wait past
 // ctx: if the lock was being obtained for the call at that moment, the lock actor releases it right
 // after, so nothing stays held.
-// It returns [ErrClosed] when the coordinator closes. While it waits, Redis errors are retried with
+// It returns [ErrClosed] when the coordinator closes; with a ctx that can never end
+// (context.Background()), an uncontended Lock makes its Redis call on the calling goroutine, which
+// saves two goroutine handoffs, and sees Close only once that call has returned. While it waits, Redis errors are retried with
 // backoff until ctx ends; if the latest attempt had failed on a Redis error when ctx ended, the error
 // carries that Redis error too, or [ErrNoAnswer] when an attempt had gone unanswered for 200 ms or
 // more, so that an unreachable Redis does not read as a lock held by another owner. A grant that Redis answers only after the lease has run out (a paused server, a slow network)

@@ -1,0 +1,100 @@
+package actors
+
+import (
+	"testing"
+	"time"
+)
+
+// TestCoreCallerCarriesItsCall: a caller that opened its ticket's carry and posts to an idle lock
+// actor gets the Redis call of its command handed over, and runs it on its own goroutine: the call is
+// not made before the caller runs it, and once it has run, the answer is there, settled on the same
+// goroutine. Both a first acquisition and a release go so.
+func TestCoreCallerCarriesItsCall(t *testing.T) {
+	model := newModelLock()
+	model.asyncCalls = true
+	c := newCoreMailbox(t, model, 30*time.Second, true)
+	// A first command makes sure the actor has started and gone idle: a command that finds it busy
+	// waits in its mailbox, and its call goes on another goroutine.
+	granted(t, c.outcome(c.acquire("warm", false, nil), "warm-up"), "warm-up", 1)
+	c.outcome(c.release("warm", nil), "warm-up release")
+	model.mu.Lock()
+	model.calls = nil
+	model.mu.Unlock()
+
+	tk := NewTicket()
+	tk.OpenCarry()
+	c.acquire("a", false, tk)
+	run := tk.CloseCarry()
+	if run == nil {
+		t.Fatal("the acquisition's call was not handed to its caller")
+	}
+	if calls := model.callLog(); len(calls) != 0 || !pending(tk) {
+		t.Fatalf("before the caller ran the call: calls %q, answered %v", calls, !pending(tk))
+	}
+	run()
+	granted(t, c.outcome(tk, "carried acquisition"), "carried acquisition", 1)
+
+	tk = NewTicket()
+	tk.OpenCarry()
+	c.release("a", tk)
+	run = tk.CloseCarry()
+	if run == nil {
+		t.Fatal("the release's call was not handed to its caller")
+	}
+	if calls := model.callLog(); len(calls) != 1 || !pending(tk) {
+		t.Fatalf("before the caller ran the release: calls %q, answered %v", calls, !pending(tk))
+	}
+	run()
+	if o := c.outcome(tk, "carried release"); o.Err != nil || o.HoldCount != 0 {
+		t.Fatalf("carried release: %+v", o)
+	}
+}
+
+// TestCoreCallerWithoutCarryIsNotHanded: a ticket whose carry was not opened (a caller that can give
+// up, whose context can end) never gets a call handed over: the actor makes it on another goroutine.
+func TestCoreCallerWithoutCarryIsNotHanded(t *testing.T) {
+	model := newModelLock()
+	model.asyncCalls = true
+	c := newCoreMailbox(t, model, 30*time.Second, true)
+	tk := c.acquire("a", false, nil)
+	granted(t, c.outcome(tk, "acquisition"), "acquisition", 1)
+	if run := tk.CloseCarry(); run != nil {
+		t.Fatal("a call was handed to a caller that did not open its carry")
+	}
+}
+
+// TestCoreActorRunsHandedCallItMustWaitFor: a call handed to a caller that has not run it yet is run
+// by the actor itself when it must have every call settled (a flush, before a call it waits for):
+// the actor never waits for a call that nobody makes, and the caller then finds nothing left to run.
+// The actor is driven by hand, with the answers of its calls caught by a stand-in for its PID.
+func TestCoreActorRunsHandedCallItMustWaitFor(t *testing.T) {
+	model := newModelLock()
+	model.asyncCalls = true
+	a, inbox := newHandDriven(t, familyPlain, nil)
+	a.proto = model
+	tk := NewTicket()
+	tk.OpenCarry()
+	a.attemptAsync(&Acquire{Name: a.name, Kind: KindPlain, Owner: "a", Lease: time.Minute, Started: time.Now(), Ticket: tk}, false)
+	if len(model.callLog()) != 0 {
+		t.Fatal("the call was made before anyone ran it")
+	}
+	flushed := make(chan struct{})
+	go func() {
+		defer close(flushed)
+		a.flush()
+	}()
+	select {
+	case <-flushed:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the actor waited for a call handed to a caller that had not run it")
+	}
+	granted(t, tk.Outcome(), "acquisition settled by the flush", 1)
+	if run := tk.CloseCarry(); run != nil {
+		t.Fatal("the caller was left a call the actor had run")
+	}
+	select {
+	case <-inbox: // the call's own answer, which finds it settled
+	case <-time.After(10 * time.Second):
+		t.Fatal("the call run by the actor sent no answer")
+	}
+}
