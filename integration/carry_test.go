@@ -43,7 +43,6 @@ func (h *scriptGoroutines) ProcessPipelineHook(next redis.ProcessPipelineHook) r
 	return next
 }
 
-
 // take returns the goroutines recorded since the last take.
 func (h *scriptGoroutines) take() []uint64 {
 	h.mu.Lock()
