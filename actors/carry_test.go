@@ -21,6 +21,7 @@ func TestCoreCallerCarriesItsCall(t *testing.T) {
 	model.calls = nil
 	model.mu.Unlock()
 
+	c.waitIdle()
 	tk := NewTicket()
 	tk.OpenCarry()
 	c.acquire("a", false, tk)
@@ -34,6 +35,7 @@ func TestCoreCallerCarriesItsCall(t *testing.T) {
 	run()
 	granted(t, c.outcome(tk, "carried acquisition"), "carried acquisition", 1)
 
+	c.waitIdle()
 	tk = NewTicket()
 	tk.OpenCarry()
 	c.release("a", tk)

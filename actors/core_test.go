@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"runtime"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -190,6 +191,8 @@ func (l *eventLog) types(owner string) []messages.EventType {
 // core is a lock actor whose strategy is a modelLock, running in an actor system of its own, with a
 // timer service and a pub/sub bridge that confirms every subscription at once.
 type core struct {
+	// mailbox is the lock actor's inline mailbox (newCoreMailbox), nil for protoactor's default one.
+	mailbox *inlineMailbox
 	t       *testing.T
 	pid     *actor.PID
 	root    *actor.RootContext
@@ -234,7 +237,8 @@ func newCoreMailbox(t *testing.T, model *modelLock, watchdog time.Duration, inli
 	a.proto, a.timers = model, timers
 	var opts []actor.PropsOption
 	if inline {
-		opts = append(opts, actor.WithMailbox(newInlineMailbox(a.inlineSafe)))
+		c.mailbox = &inlineMailbox{safe: a.inlineSafe}
+		opts = append(opts, actor.WithMailbox(func() actor.Mailbox { return c.mailbox }))
 	}
 	c.pid = system.Root.Spawn(actor.PropsFromProducer(func() actor.Actor { return a }, opts...))
 	t.Cleanup(func() {
@@ -243,6 +247,18 @@ func newCoreMailbox(t *testing.T, model *modelLock, watchdog time.Duration, inli
 		system.Shutdown()
 	})
 	return c
+}
+
+// waitIdle waits until the lock actor's inline mailbox is idle: no goroutine runs the actor.
+func (c *core) waitIdle() {
+	c.t.Helper()
+	deadline := time.Now().Add(c.timeout)
+	for c.mailbox.status.Load() != mailboxIdle || c.mailbox.userN.Load() > 0 {
+		if time.Now().After(deadline) {
+			c.t.Fatalf("the lock actor was not idle within %v", c.timeout)
+		}
+		runtime.Gosched()
+	}
 }
 
 // acquire sends an acquisition of owner with a fixed lease of a minute; wait queues it.
