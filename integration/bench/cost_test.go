@@ -44,6 +44,10 @@ type costCase struct {
 	// allocations (not wall time) for three idle timeouts, so that reaping idle actors is paid by
 	// the slice that caused it.
 	freshNames bool
+	// cancellable gives lockwarden's calls a context that can end (as a request's does), rather than
+	// context.Background(): the caller then does not make its Redis calls itself (see
+	// actors.Ticket.OpenCarry), and the Redis call of each Lock and Unlock goes on another goroutine.
+	cancellable bool
 }
 
 // costIdleTimeout is the idle timeout of the coordinator of the fresh-names case: short, so that the
@@ -60,7 +64,9 @@ const costIdleTimeout = 50 * time.Millisecond
 // and the ratios of lockwarden to the floor. Issue 16's targets: at 32 workers ops/s/floor >= 1.0,
 // redis-cpu/floor <= 1.2, client-cpu/floor <= 1.5 and lw-allocs/op <= 50; at 1 worker p50/floor <= 1.2.
 //
-// Cases: workers=1 and workers=32 (each worker on its own lock name, one handle each), and
+// Cases: workers=1 and workers=32 (each worker on its own lock name, one handle each), workers=1 with
+// a context that can end for lockwarden's calls (cancellable-ctx: the Redis calls then go on another
+// goroutine than the caller's), and
 // workers=32/fresh-names, where every lockwarden pair is on a lock name never used before (a request
 // id as the lock name), with a 50 ms idle timeout and each slice measured for three idle timeouts
 // after its last pair.
@@ -68,6 +74,7 @@ func BenchmarkLockCost(b *testing.B) {
 	floorSrv, lwSrv := redistest.Start(b), redistest.Start(b)
 	for _, cc := range []costCase{
 		{name: "workers=1", workers: 1, slice: 300, total: 6000},
+		{name: "workers=1/cancellable-ctx", workers: 1, slice: 300, total: 6000, cancellable: true},
 		{name: "workers=32", workers: 32, slice: 2000, total: 40000},
 		{name: "workers=32/fresh-names", workers: 32, slice: 2000, total: 20000, freshNames: true},
 	} {
@@ -91,7 +98,12 @@ func runLockCost(b *testing.B, floorSrv, lwSrv *redistest.Server, cc costCase) {
 	for g := range handles {
 		handles[g] = c.Mutex(prefix + strconv.Itoa(g))
 	}
+	lctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
 	lwOp := func(ctx context.Context, g, i int) error {
+		if cc.cancellable {
+			ctx = lctx
+		}
 		m := handles[g]
 		if cc.freshNames {
 			m = c.Mutex(prefix + strconv.Itoa(g) + ":" + strconv.Itoa(i))
