@@ -44,6 +44,8 @@ type lockActor struct {
 	// subs is the set of channels the bridge forwards to us; recent is when each channel of a fair lock
 	// was last wanted by a waiter (see keepRecentChannels).
 	subs   map[string]struct{}
+	// want is syncSubscriptions' set of the channels wanted, kept to be reused.
+	want map[string]struct{}
 	recent map[string]time.Time
 	// routed counts the commands received from the guardian since the actor was bound to its name;
 	// binding names that binding (see Guardian).

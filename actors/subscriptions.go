@@ -12,10 +12,22 @@ func (a *lockActor) syncSubscriptions() {
 	if len(a.queue) == 0 && len(a.subs) == 0 {
 		return // the common uncontended case: nothing to do
 	}
-	want := make(map[string]struct{}, len(a.queue))
+	// Run after every message: it must not cost a map entry per waiter. The waiters of a plain or
+	// read-write lock share one channel, and a fair lock's waiters of one owner follow each other:
+	// a channel equal to the one before it is not added again.
+	if a.want == nil {
+		a.want = make(map[string]struct{})
+	}
+	want := a.want
+	clear(want)
+	last, found := "", false
 	for _, m := range a.queue {
-		if !m.Ticket.Abandoned() {
-			want[a.proto.channel(m)] = struct{}{}
+		if m.Ticket.Abandoned() {
+			continue
+		}
+		if ch := a.proto.channel(m); !found || ch != last {
+			want[ch] = struct{}{}
+			last, found = ch, true
 		}
 	}
 	a.proto.keepChannels(a, want)
