@@ -3,6 +3,7 @@ package bench
 import (
 	"context"
 	"fmt"
+	"github.com/redis/go-redis/v9"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -149,4 +150,71 @@ func BenchmarkWatchdogRenewals(b *testing.B) {
 			b.ReportMetric(us(f.cpu)/float64(f.renewals)/base, "cpu/per-hold")
 		}
 	})
+}
+
+// renewalFloorKeys is how many holds BenchmarkRenewalFloor renews per round, renewalFloorPerCall of
+// them in each script call.
+const renewalFloorKeys, renewalFloorPerCall = 10000, 100
+
+// BenchmarkRenewalFloor measures what renewing one hold inside a script costs redis-server, with the
+// per-call costs spread over 100 holds per call, so that what remains is the cost per hold: an empty
+// loop over the keys (the floor of passing them), the ownership check and expiry every renewal needs
+// (HEXISTS then PEXPIRE, what Redisson's renewal script does per hold), and lockwarden's renew_many.lua.
+// It reports the Redis CPU per hold of each, and of the per-hold script of BenchmarkWatchdogRenewals'
+// baseline (one call and round trip per hold), against which issue 16 set its target (a tenth of it).
+//
+//	go test -run '^$' -bench RenewalFloor -benchtime 1x -count 2 ./integration/bench/
+func BenchmarkRenewalFloor(b *testing.B) {
+	srv := redistest.Start(b)
+	client := newAddrClient(b, srv.Addr())
+	ctx := context.Background()
+	const owner = "0123456789abcdef0123456789abcdef:17"
+	keys := make([]string, renewalFloorKeys)
+	pipe := client.Pipeline()
+	for i := range keys {
+		keys[i] = fmt.Sprintf("bench:renewalfloor:%d", i)
+		pipe.HSet(ctx, keys[i], owner, 1)
+		pipe.PExpire(ctx, keys[i], time.Hour)
+	}
+	if _, err := pipe.Exec(ctx); err != nil {
+		b.Fatalf("setup: %v", err)
+	}
+	b.Cleanup(func() { _ = client.Del(context.Background(), keys...).Err() })
+	lease := time.Hour.Milliseconds()
+	manyArgs := []any{lease, renewalFloorPerCall, 0}
+	for range renewalFloorPerCall {
+		manyArgs = append(manyArgs, owner)
+	}
+	cases := []struct {
+		name   string
+		script *redis.Script
+		args   []any
+		perKey bool // one call per hold instead of renewalFloorPerCall
+	}{
+		{"empty-loop", redis.NewScript(`for i = 1, #KEYS do end return 1`), []any{lease, owner}, false},
+		{"hexists+pexpire", redis.NewScript(`for i = 1, #KEYS do
+    if redis.call('hexists', KEYS[i], ARGV[2]) == 1 then redis.call('pexpire', KEYS[i], ARGV[1]) end
+end
+return 1`), []any{lease, owner}, false},
+		{"renew_many", redisops.Scripts()["renew_many"], manyArgs, false},
+		{"script-per-hold", redisops.Scripts()["renew"], []any{lease, owner}, true},
+	}
+	for _, c := range cases {
+		b.Run(c.name, func(b *testing.B) {
+			if err := c.script.Load(ctx, client).Err(); err != nil {
+				b.Fatalf("SCRIPT LOAD: %v", err)
+			}
+			step := renewalFloorPerCall
+			if c.perKey {
+				step = 1
+			}
+			cpu0 := redisCPU(b, srv)
+			for i := 0; i < renewalFloorKeys; i += step {
+				if err := c.script.EvalSha(ctx, client, keys[i:i+step], c.args...).Err(); err != nil {
+					b.Fatalf("%s: %v", c.name, err)
+				}
+			}
+			b.ReportMetric(us(redisCPU(b, srv)-cpu0)/renewalFloorKeys, "redis-us/hold")
+		})
+	}
 }
