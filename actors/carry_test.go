@@ -33,6 +33,9 @@ func TestCoreCallerCarriesItsCall(t *testing.T) {
 		t.Fatalf("before the caller ran the call: calls %q, answered %v", calls, !pending(tk))
 	}
 	run()
+	if pending(tk) {
+		t.Fatal("the carried acquisition's answer was not settled on the caller's goroutine")
+	}
 	granted(t, c.outcome(tk, "carried acquisition"), "carried acquisition", 1)
 
 	c.waitIdle()
@@ -47,6 +50,9 @@ func TestCoreCallerCarriesItsCall(t *testing.T) {
 		t.Fatalf("before the caller ran the release: calls %q, answered %v", calls, !pending(tk))
 	}
 	run()
+	if pending(tk) {
+		t.Fatal("the carried release's answer was not settled on the caller's goroutine")
+	}
 	if o := c.outcome(tk, "carried release"); o.Err != nil || o.HoldCount != 0 {
 		t.Fatalf("carried release: %+v", o)
 	}
@@ -98,5 +104,40 @@ func TestCoreActorRunsHandedCallItMustWaitFor(t *testing.T) {
 	case <-inbox: // the call's own answer, which finds it settled
 	case <-time.After(10 * time.Second):
 		t.Fatal("the call run by the actor sent no answer")
+	}
+}
+
+// TestCoreCarriedAnswerSettlesInlineOnlyWhenLight: the answer of a call that a caller ran on its own
+// goroutine is settled there only when its settlement waits on nothing (the caller's Lock or Unlock
+// returns only after it): not with a stashed message to replay, nor with waiters to try after a
+// release that did not hand the lock off; a grant to the next local waiter is fine. The answer of a
+// call run on a goroutine of the actor's is always settled where it came.
+func TestCoreCarriedAnswerSettlesInlineOnlyWhenLight(t *testing.T) {
+	a, _ := newHandDriven(t, familyPlain, nil)
+	a.proto = newModelLock()
+	s := a.solo()
+	b := &s.batch
+	done := batchDone{b}
+	if !a.inlineSafe(done) {
+		t.Fatal("the answer of a call run on the actor's goroutine is not settled where it came")
+	}
+	b.carrier = NewTicket()
+	if !a.inlineSafe(done) {
+		t.Fatal("a carried answer with nothing else to do is not settled on the caller's goroutine")
+	}
+	a.stash = append(a.stash, &Acquire{Name: a.name, Kind: KindPlain, Owner: "b", Ticket: NewTicket()})
+	if a.inlineSafe(done) {
+		t.Fatal("a carried answer with a stashed message is settled on the caller's goroutine")
+	}
+	a.stash = nil
+	a.queue = append(a.queue, &Acquire{Name: a.name, Kind: KindPlain, Owner: "w", Wait: true, Ticket: NewTicket()})
+	s.rel = &Release{Name: a.name, Kind: KindPlain, Owner: "a", Ticket: b.carrier}
+	s.released.HandedOff = true
+	if !a.inlineSafe(done) {
+		t.Fatal("a carried release that handed the lock to the next waiter is not settled on the caller's goroutine")
+	}
+	s.released.HandedOff = false
+	if a.inlineSafe(done) {
+		t.Fatal("a carried release that left waiters to try is settled on the caller's goroutine")
 	}
 }

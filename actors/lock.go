@@ -43,9 +43,9 @@ type lockActor struct {
 	handoffs int
 	// subs is the set of channels the bridge forwards to us; recent is when each channel of a fair lock
 	// was last wanted by a waiter (see keepRecentChannels).
-	subs   map[string]struct{}
+	subs map[string]struct{}
 	// want is syncSubscriptions' set of the channels wanted, kept to be reused.
-	want map[string]struct{}
+	want   map[string]struct{}
 	recent map[string]time.Time
 	// routed counts the commands received from the guardian since the actor was bound to its name;
 	// binding names that binding (see Guardian).
@@ -131,6 +131,7 @@ func (a *lockActor) recycle() {
 	a.expiryAt, a.keepAliveAt = time.Time{}, time.Time{}
 	a.renewTicks, a.renewSoon = 0, false
 	a.routed = 0
+	a.want = nil
 	a.backoff.Reset()
 	a.name, a.key, a.proto = "", "", nil
 }
@@ -180,6 +181,27 @@ func (a *lockActor) dispatch(ctx actor.Context, msg any) {
 	a.handle(ctx, msg)
 }
 
+// settlesAtOnce reports whether the answer of the batch b may be settled on the goroutine that ran it.
+// A goroutine of the actor's may settle anything: it has nothing else to do. A caller that ran its
+// own call (b.carrier) settles it only when the settlement is its own answer and nothing else: no
+// stashed message to replay (any of them may make a call the actor waits for), and no queue to try,
+// unless the answer is a release that handed the lock to the next local waiter, which grants it
+// without a call. Otherwise the answer goes to a goroutine of the dispatcher, and the caller waits
+// for its outcome as any caller does.
+func (a *lockActor) settlesAtOnce(b *readBatch) bool {
+	if b.carrier == nil {
+		return true
+	}
+	if len(a.stash) > 0 {
+		return false
+	}
+	if len(a.queue) == 0 {
+		return true
+	}
+	s := a.soloCall
+	return s != nil && b == &s.batch && s.rel != nil && s.err == nil && s.released.HandedOff
+}
+
 // inlineSafe reports whether msg, posted while the actor is idle, may run on the goroutine that
 // posted it (see inlineMailbox): its handling waits on nothing. That is the answer of a call
 // (batchDone), whose goroutine is free; and, with no message waiting and nothing to retry, an
@@ -188,9 +210,13 @@ func (a *lockActor) dispatch(ctx actor.Context, msg any) {
 // reentrant lock (a solo call, or the stash while one is in flight), and a read on a read-write lock
 // with no waiter queued (a read batch; a queued writer may make the actor leave its intent in Redis).
 // It is called only while the actor is not running elsewhere.
+//
+// An answer comes back on the goroutine that ran the call; when that is a caller's (Ticket.OpenCarry),
+// the caller's Lock or Unlock returns only once the turn is over, so the answer runs there only when
+// its settlement waits on nothing (settlesAtOnce).
 func (a *lockActor) inlineSafe(msg any) bool {
-	if _, ok := msg.(batchDone); ok {
-		return true
+	if m, ok := msg.(batchDone); ok {
+		return a.settlesAtOnce(m.batch)
 	}
 	if a.proto == nil || len(a.stash) > 0 || a.headWanted {
 		return false

@@ -14,7 +14,9 @@ import (
 // whose handling never waits on anything (inlineSafe) runs on the posting goroutine at once, rather
 // than on a goroutine of the dispatcher. That is a caller's Acquire or Release on a reentrant lock
 // whose call goes to Redis without the actor waiting (the caller waits for the answer anyway), and
-// the answer of a call (batchDone) on the goroutine that made the call, which has nothing else to do.
+// the answer of a call (batchDone) on the goroutine that made the call: a goroutine of the actor's,
+// which has nothing else to do, or the caller that ran its own call, when the settlement waits on
+// nothing (settlesAtOnce).
 // Each saves the handoff to another goroutine, which on a machine with idle CPUs costs the wake-up of
 // one. Any other message, or one that finds the actor busy, goes through the dispatcher; a turn that
 // runs inline stops before the first message that is not safe, or after the dispatcher's throughput of

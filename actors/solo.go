@@ -93,7 +93,10 @@ func (s *soloCall) settle(sent time.Time) {
 	a.settleRelease(m, h, lease, nextCmd, requestID, sent, rel, err)
 }
 
+// clear drops the call's state, and the command and ticket its batch refers to, so that an idle
+// (or pooled) actor keeps nothing of its last caller.
 func (s *soloCall) clear() {
 	a, batch := s.a, s.batch
+	batch.settle[0].cmd, batch.carrier = nil, nil
 	*s = soloCall{a: a, batch: batch}
 }

@@ -70,7 +70,9 @@ const (
 // must then call CloseCarry once the post has returned, and run the function it returns, if any. A call
 // run so costs no handoff to another goroutine and back; the caller waits for the Redis answer anyway.
 // Only a caller that cannot give up (a context that never ends) opens it: while it runs the call it
-// does not watch for the end of its wait.
+// does not watch for the end of its wait. A caller that opens it must close it as soon as its post has
+// returned: a call handed over and never run stalls the lock actor, which takes no other message for
+// its name until the call is answered (or it must wait for it, and runs it itself).
 func (t *Ticket) OpenCarry() { t.carry.Store(carryOpen) }
 
 // CloseCarry ends the post that OpenCarry began, and returns the Redis call the actor handed over

@@ -382,7 +382,9 @@ func outcomeError(o actors.Outcome) error {
 // force unlock, and on a second Unlock. It never touches a hold of another owner. It returns
 // [ErrKindMismatch], and releases nothing, when the owner (an id given with [WithOwner]) holds the
 // name as another kind of lock, or is acquiring it as another kind. If ctx ends before
-// the answer arrives, it returns ctx.Err(), and the release may still take effect.
+// the answer arrives, it returns ctx.Err(), and the release may still take effect. With a ctx that can
+// never end (context.Background()), an Unlock that finds the lock actor idle makes its Redis call on
+// the calling goroutine, as Lock does, and sees Close only once that call has returned.
 //
 // A release that fails on a Redis error (a cut connection, a restarting server) returns an
 // [*UnlockError] wrapping it: whether it took effect is unknown, and the Unlock counts as done all the

@@ -68,7 +68,8 @@ func TestCallerRunsItsOwnCall(t *testing.T) {
 	self := goroutineID()
 	ctx := context.Background()
 	// The actor may still be finishing the turn of the previous answer on another goroutine when the
-	// next call comes: that call then goes the usual way. Most of the cycles find it idle.
+	// next call comes (after the warm-up, or on a loaded machine): that call then goes the usual way.
+	// The answer of a carried call is settled on the caller's goroutine, so most cycles find it idle.
 	carried := 0
 	for range 20 {
 		if err := m.Lock(ctx); err != nil {
@@ -85,8 +86,8 @@ func TestCallerRunsItsOwnCall(t *testing.T) {
 			carried++
 		}
 	}
-	if carried == 0 {
-		t.Fatalf("with a context that never ends, no Lock+Unlock of 20 made its script calls on the caller's goroutine")
+	if carried < 15 {
+		t.Fatalf("with a context that never ends, %d Lock+Unlock of 20 made their script calls on the caller's goroutine, want most", carried)
 	}
 
 	cancellable, cancel := context.WithCancel(ctx)
