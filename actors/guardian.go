@@ -50,7 +50,11 @@ type recycle struct{}
 func NewGuardianProps(env *Env) *actor.Props {
 	return actor.PropsFromProducer(func() actor.Actor {
 		return &recovering{actor: &Guardian{env: env, children: make(map[string]*child)}, f: env.Failures, name: "guardian"}
-	}, actor.WithDispatcher(actor.NewSynchronizedDispatcher(300)))
+	}, actor.WithDispatcher(actor.NewSynchronizedDispatcher(300)),
+		// Every message of the guardian may run on the posting goroutine: it routes and spawns, and
+		// never waits. Its synchronized dispatcher runs it there anyway; the inline mailbox does so
+		// without protoactor's default mailbox's allocation for each message it schedules.
+		actor.WithMailbox(newInlineMailbox(func(any) bool { return true })))
 }
 
 // Receive implements actor.Actor.

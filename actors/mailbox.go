@@ -33,6 +33,8 @@ type inlineMailbox struct {
 
 	invoker    actor.MessageInvoker
 	dispatcher actor.Dispatcher
+	// processFn is process, bound once: a method value made at each Schedule would be an allocation.
+	processFn func()
 	// safe reports whether a message may run on the posting goroutine; it is called only while the
 	// mailbox is running on that goroutine, so it may read the actor's state.
 	safe func(msg any) bool
@@ -62,7 +64,7 @@ func (m *inlineMailbox) PostUserMessage(msg any) {
 	if m.systemN.Load() == 0 && !m.suspended.Load() && m.runInline() {
 		return
 	}
-	m.dispatcher.Schedule(m.process)
+	m.dispatcher.Schedule(m.processFn)
 }
 
 // PostSystemMessage implements actor.Mailbox.
@@ -77,6 +79,7 @@ func (m *inlineMailbox) PostSystemMessage(msg any) {
 // RegisterHandlers implements actor.Mailbox.
 func (m *inlineMailbox) RegisterHandlers(invoker actor.MessageInvoker, dispatcher actor.Dispatcher) {
 	m.invoker, m.dispatcher = invoker, dispatcher
+	m.processFn = m.process
 }
 
 // Start implements actor.Mailbox.
@@ -87,7 +90,7 @@ func (m *inlineMailbox) UserMessageCount() int { return int(m.userN.Load()) }
 
 func (m *inlineMailbox) schedule() {
 	if m.status.CompareAndSwap(mailboxIdle, mailboxRunning) {
-		m.dispatcher.Schedule(m.process)
+		m.dispatcher.Schedule(m.processFn)
 	}
 }
 
