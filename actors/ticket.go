@@ -66,7 +66,8 @@ const (
 
 // OpenCarry tells the lock actor that the caller is about to post the ticket's command on its own
 // goroutine, and will run the command's Redis call itself if the actor hands it over while the post
-// is under way (the actor runs on the posting goroutine when it is idle: see inlineMailbox). The caller
+// is under way (the actor runs on the posting goroutine when it is idle: see inlineMailbox; it may also
+// take the command on another goroutine before the post has returned). The caller
 // must then call CloseCarry once the post has returned, and run the function it returns, if any. A call
 // run so costs no handoff to another goroutine and back; the caller waits for the Redis answer anyway.
 // Only a caller that cannot give up (a context that never ends) opens it: while it runs the call it

@@ -352,8 +352,11 @@ func (c *Coordinator) do(ctx context.Context, cmd actors.Routed, ticket *actors.
 func (c *Coordinator) ask(ctx context.Context, pid *actor.PID, msg any, ticket *actors.Ticket) (actors.Outcome, error) {
 	if ctx.Done() == nil {
 		// A caller that cannot give up runs the Redis call of its command itself, when the lock
-		// actor, idle, takes the command on this goroutine and hands the call over: no other
-		// goroutine is woken to run the call, nor this one to read the answer.
+		// actor takes the command while the post is under way (on this goroutine, when the guardian
+		// and the actor are idle) and hands the call over: no other goroutine is woken to run the
+		// call, nor this one to read the answer. The post may also route commands that other
+		// goroutines posted meanwhile (the guardian runs on the posting goroutine): the call waits
+		// for those, a few microseconds each.
 		ticket.OpenCarry()
 		c.system.Root.Send(pid, msg)
 		if run := ticket.CloseCarry(); run != nil {
