@@ -132,13 +132,7 @@ func (a *lockActor) startCall(s *soloCall, cmd any) {
 	s.proto = a.proto
 	b := &s.batch
 	b.settle[0].cmd, b.next, b.err = cmd, 0, nil
-	b.carrier = nil
-	switch m := cmd.(type) {
-	case *Acquire:
-		b.carrier = m.Ticket
-	case *Release:
-		b.carrier = m.Ticket
-	}
+	b.carrier = commandTicket(cmd)
 	a.batch = b
 	a.send()
 }

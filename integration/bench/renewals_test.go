@@ -160,8 +160,9 @@ const renewalFloorKeys, renewalFloorPerCall = 10000, 100
 // per-call costs spread over 100 holds per call, so that what remains is the cost per hold: an empty
 // loop over the keys (the floor of passing them), the ownership check and expiry every renewal needs
 // (HEXISTS then PEXPIRE, what Redisson's renewal script does per hold), and lockwarden's renew_many.lua.
-// It reports the Redis CPU per hold of each, and of the per-hold script of BenchmarkWatchdogRenewals'
-// baseline (one call and round trip per hold), against which issue 16 set its target (a tenth of it).
+// It reports the Redis CPU per hold of each, and of renew.lua called once per hold (one call and
+// round trip each, from one goroutine: BenchmarkWatchdogRenewals' baseline calls it so from 64, which
+// costs Redis less per call), the kind of call against which issue 16 set its target (a tenth of it).
 //
 //	go test -run '^$' -bench RenewalFloor -benchtime 1x -count 2 ./integration/bench/
 func BenchmarkRenewalFloor(b *testing.B) {
