@@ -80,6 +80,9 @@ func BenchmarkLockCost(b *testing.B) {
 	} {
 		b.Run(cc.name, func(b *testing.B) {
 			checkLeaks(b)
+			if cc.workers == 1 {
+				placeApart(b, floorSrv, lwSrv)
+			}
 			runLockCost(b, floorSrv, lwSrv, cc)
 		})
 	}

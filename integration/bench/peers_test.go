@@ -41,6 +41,9 @@ func BenchmarkPeers(b *testing.B) {
 	for _, workers := range []int{1, 32} {
 		b.Run("workers="+strconv.Itoa(workers), func(b *testing.B) {
 			checkLeaks(b)
+			if workers == 1 {
+				placeApart(b, servers[:]...)
+			}
 			runPeers(b, servers, workers)
 		})
 	}

@@ -1,0 +1,211 @@
+//go:build unix
+
+package bench
+
+import (
+	"context"
+	"errors"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/lockwarden/lockwarden/coordinator"
+	"github.com/lockwarden/lockwarden/integration/redistest"
+	"github.com/lockwarden/lockwarden/redisops"
+)
+
+// redissonLockScript is the acquire of Redisson's RLock (3.x), as redisson-protocol.md describes it:
+// take the hash when it is free or already O's, add one to O's count and set the lease; else answer
+// the lock's PTTL.
+var redissonLockScript = redis.NewScript(`
+if ((redis.call('exists', KEYS[1]) == 0) or (redis.call('hexists', KEYS[1], ARGV[2]) == 1)) then
+    redis.call('hincrby', KEYS[1], ARGV[2], 1)
+    redis.call('pexpire', KEYS[1], ARGV[1])
+    return nil
+end
+return redis.call('pttl', KEYS[1])`)
+
+// redissonUnlockScript is the release of Redisson's RLock (3.20 and later), with its unlock latch
+// redisson_unlock_latch:{N}:<request id> read first and written last, so that a retried release
+// answers what the first run did.
+var redissonUnlockScript = redis.NewScript(`
+local val = redis.call('get', KEYS[3])
+if val ~= false then
+    return tonumber(val)
+end
+if (redis.call('hexists', KEYS[1], ARGV[3]) == 0) then
+    return nil
+end
+local counter = redis.call('hincrby', KEYS[1], ARGV[3], -1)
+if (counter > 0) then
+    redis.call('pexpire', KEYS[1], ARGV[2])
+    redis.call('set', KEYS[3], 0, 'px', ARGV[4])
+    return 0
+end
+redis.call('del', KEYS[1])
+redis.call('publish', KEYS[2], ARGV[1])
+redis.call('set', KEYS[3], 1, 'px', ARGV[4])
+return 1`)
+
+// protocolSide is one side of BenchmarkProtocolFloor.
+type protocolSide struct {
+	name string
+	srv  *redistest.Server
+	op   cycle
+	rt   *rtCounter
+	cost costSide
+}
+
+// BenchmarkProtocolFloor measures what the lock protocol alone costs, with no client of any library
+// around it, against the floor (SET NX PX and a compare-and-delete script) and against lockwarden's
+// Mutex, in slices that alternate between the sides (the order rotating), each side on a redis-server
+// of its own, at 1 and 32 goroutines, each goroutine on its own lock name:
+//
+//   - floor: SET NX PX, then the compare-and-delete script;
+//   - redisson-scripts: Redisson's RLock acquire and release scripts (3 and 6 Redis calls, a latch key
+//     per release), called directly with EVALSHA;
+//   - lockwarden-scripts: lockwarden's acquire.lua and release.lua (fencing token, kind and type checks,
+//     retry-safe release), called directly through redisops with the hold counts known, as the lock
+//     actor calls them;
+//   - lockwarden: Mutex.Lock and Mutex.Unlock.
+//
+// It reports, for each side, p50 and ops/s over the floor's, and the client and Redis CPU per pair;
+// the Redis CPU includes the expiry of the keys the pairs leave (latches, token counters), waited for
+// after the last slice. A script side's p50 is the least that any client of that protocol can reach
+// on this machine: it has no actor, queue or batcher, only go-redis.
+//
+//	go test -run '^$' -bench ProtocolFloor -benchtime 1x -count 2 ./integration/bench/
+func BenchmarkProtocolFloor(b *testing.B) {
+	var servers [4]*redistest.Server
+	for i := range servers {
+		servers[i] = redistest.Start(b)
+	}
+	for _, workers := range []int{1, 32} {
+		b.Run("workers="+strconv.Itoa(workers), func(b *testing.B) {
+			checkLeaks(b)
+			if workers == 1 {
+				placeApart(b, servers[:]...)
+			}
+			runProtocolFloor(b, servers, workers)
+		})
+	}
+}
+
+func runProtocolFloor(b *testing.B, servers [4]*redistest.Server, workers int) {
+	run := strconv.FormatInt(time.Now().UnixNano(), 36)
+	key := func(side string, g int) string { return "bench:protocol:" + side + ":" + run + ":" + strconv.Itoa(g) }
+	lease := strconv.Itoa(baselineLease)
+	latchExpiry := strconv.FormatInt(redisops.DefaultLatchExpiry.Milliseconds(), 10)
+
+	floorOp, floorRT := baselineCycle(b, servers[0], "bench:protocol:floor:"+run+":")
+
+	rsClient, rsRT := newClient(b, servers[1])
+	redissonOp := func(ctx context.Context, g, i int) error {
+		name := key("redisson", g)
+		owner := "owner-" + run + ":" + strconv.Itoa(g)
+		err := redissonLockScript.Run(ctx, rsClient, []string{name}, lease, owner).Err()
+		if !errors.Is(err, redis.Nil) {
+			if err == nil {
+				err = errors.New("redisson lock script: not taken")
+			}
+			return err
+		}
+		keys := []string{name, "redisson_lock__channel:{" + name + "}",
+			"redisson_unlock_latch:{" + name + "}:" + run + ":" + strconv.Itoa(g) + ":" + strconv.Itoa(i)}
+		n, err := redissonUnlockScript.Run(ctx, rsClient, keys, "0", lease, owner, latchExpiry).Int64()
+		if err == nil && n != 1 {
+			err = errors.New("redisson unlock script: not released")
+		}
+		return err
+	}
+
+	lsClient, lsRT := newClient(b, servers[2])
+	ops := redisops.New(lsClient)
+	scriptsOp := func(ctx context.Context, g, i int) error {
+		name := key("lockwarden-scripts", g)
+		owner := "owner-" + run + ":" + strconv.Itoa(g)
+		got, err := ops.Acquire(ctx, name, owner, baselineLease*time.Millisecond, 0)
+		if err != nil {
+			return err
+		}
+		if !got.OK {
+			return redisops.ErrNotHeld
+		}
+		_, err = ops.ReleaseHeld(ctx, name, owner, run+":"+strconv.Itoa(g)+":"+strconv.Itoa(i),
+			baselineLease*time.Millisecond, 1, nil)
+		return err
+	}
+
+	lwClient, lwRT := newClient(b, servers[3])
+	c := newCoordinator(b, lwClient)
+	handles := make([]*coordinator.Mutex, workers)
+	for g := range handles {
+		handles[g] = c.Mutex(key("lockwarden", g))
+	}
+	lwOp := func(ctx context.Context, g, _ int) error {
+		if err := handles[g].Lock(ctx); err != nil {
+			return err
+		}
+		return handles[g].Unlock(ctx)
+	}
+
+	sides := []*protocolSide{
+		{name: "floor", srv: servers[0], op: floorOp, rt: floorRT},
+		{name: "redisson-scripts", srv: servers[1], op: redissonOp, rt: rsRT},
+		{name: "lockwarden-scripts", srv: servers[2], op: scriptsOp, rt: lsRT},
+		{name: "lockwarden", srv: servers[3], op: lwOp, rt: lwRT},
+	}
+	for _, s := range sides {
+		warm(b, workers, s.op)
+	}
+	slice, total := 300, 3000
+	if workers > 1 {
+		slice, total = 2000, 20000
+	}
+	next := 0 // the iteration number of the next slice: every release gets a request id of its own
+	b.ResetTimer()
+	for i := 0; sides[0].cost.ops < max(b.N, total); i++ {
+		for j := range sides {
+			s := sides[(i+j)%len(sides)]
+			got := costSlice(b, s.srv, workers, slice, next, s.op, s.rt, 0)
+			next += slice
+			s.cost.ops += got.ops
+			s.cost.wall += got.wall
+			s.cost.clientCPU += got.clientCPU
+			s.cost.redisCPU += got.redisCPU
+			s.cost.lat = append(s.cost.lat, got.lat...)
+		}
+	}
+	b.StopTimer()
+	// The keys the pairs left to expire (latches, token counters) are each side's cost too: wait until
+	// every server is empty, and count the CPU each spent meanwhile, less what the floor's spent.
+	var cpu0 [len(servers)]time.Duration
+	for i, s := range sides {
+		cpu0[i] = redisCPU(b, s.srv)
+	}
+	for _, s := range sides {
+		waitExpired(b, s.srv)
+	}
+	floorIdle := redisCPU(b, sides[0].srv) - cpu0[0]
+	for i, s := range sides {
+		s.cost.redisCPU += redisCPU(b, s.srv) - cpu0[i] - floorIdle
+	}
+
+	floor := sides[0].cost
+	sortDurations(floor.lat)
+	floorP50 := percentile(floor.lat, 0.5)
+	b.ReportMetric(float64(floor.wall.Nanoseconds())/float64(floor.ops), "ns/op")
+	b.ReportMetric(us(floorP50), "p50-us-floor")
+	for _, s := range sides {
+		sortDurations(s.cost.lat)
+		if s.name != "floor" {
+			b.ReportMetric(float64(percentile(s.cost.lat, 0.5))/float64(floorP50), "p50/floor-"+s.name)
+			b.ReportMetric(s.cost.rate()/floor.rate(), "ops/s/floor-"+s.name)
+			b.ReportMetric(s.cost.perOp(s.cost.redisCPU)/floor.perOp(floor.redisCPU), "redis-cpu/floor-"+s.name)
+		}
+		b.ReportMetric(s.cost.perOp(s.cost.clientCPU), "client-cpu-us/op-"+s.name)
+		b.ReportMetric(s.cost.perOp(s.cost.redisCPU), "redis-cpu-us/op-"+s.name)
+	}
+}
