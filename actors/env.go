@@ -47,7 +47,9 @@ type Env struct {
 	// Dispatcher runs the lock actors' mailboxes, and the pipelines of their read batches (which keep
 	// a worker for a Redis round trip); nil means protoactor's default and a goroutine per batch.
 	Dispatcher actor.Dispatcher
-	// NewRequestID returns a release request id that is unique for the coordinator's lifetime.
+	// NewRequestID returns a release request id that is unique for the coordinator's lifetime, and
+	// ends in a decimal number higher than that of every id it returned before: the release script
+	// sequences an owner's releases by it (see redisops.Ops.ReleaseHeld).
 	NewRequestID func() string
 	// Held records the kinds of lock each owner holds on each name, so that a command of another kind
 	// than the owner's holds is refused; nil checks nothing.

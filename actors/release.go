@@ -108,6 +108,11 @@ func (a *lockActor) settleRelease(m *Release, h *hold, lease time.Duration, next
 		}
 		h.watchdog = false
 		h.retryID = requestID
+		if errors.Is(err, redisops.ErrStaleRelease) {
+			// A later release of this owner has run (a request sequenced after this one): this one
+			// never will, and the next Unlock sends a new one.
+			h.retryID = ""
+		}
 		m.Ticket.deliver(Outcome{Reason: messages.ReasonRedis, Err: &UnlockError{Expires: h.expires, Err: err}})
 		return
 	}

@@ -16,6 +16,12 @@ import (
 // or its lease ran out. It is the one translation of a script's "not owner" answer.
 var ErrNotHeld = errors.New("lockwarden: lock not held by this owner")
 
+// ErrStaleRelease is returned by [Ops.ReleaseHeld] when a release of the owner with a higher sequence
+// number has already run: the call is a late copy of an older release (sent again after its reply was
+// lost, and delivered after the owner went on), and changed nothing. A caller that sequences its
+// releases never sees it otherwise.
+var ErrStaleRelease = errors.New("lockwarden: a later release of this owner has already run")
+
 // ErrWrongType is returned when a key of the lock holds another type of data than the lock keeps there:
 // most likely another lock's internal key, taken as a lock name (a lock named
 // "redisson_lock_token:{X}" is X's token counter), or data of the application. The script then changed
@@ -242,17 +248,38 @@ func (o *Ops) Release(ctx context.Context, name, owner, requestID string, lease 
 }
 
 // ReleaseHeld is [Ops.Release] for a caller that knows held, the owner's hold count before this call
-// (as the lock actor does for an owner id of its own), or [UnknownHoldCount]. With a known count, a
-// release that leaves holds is retry-safe without writing a latch: a retry finds the count already
-// one below held and answers that. Only the last release (held 1) stores its answer in a latch,
-// because only the latch tells its retry, which finds the owner's hold gone, from a release of a hold
-// that was lost before the call ran, which answers [ErrNotHeld]. A count in Redis other than held or
-// held-1 (holds the caller did not know of) is released as with an unknown count, and so is a
-// release with a handoff (next). held must be the count with no other acquisition or release of
-// owner under way, as [Ops.Acquire]'s held must be.
+// (as the lock actor does for an owner id of its own), or [UnknownHoldCount]. With a known count the
+// release is retry-safe through the owner's own latch, redisson_unlock_latch:{name}:<owner>, which
+// each release of the owner overwrites with its answer (kept for [DefaultLatchExpiry]), rather than
+// through a latch per request: a busy owner then creates no key per release. For that, requestID must
+// end in a sequence number (decimal digits) that is higher for every release of owner on name than
+// for the one before, as the coordinator's request ids ("<id>:r<n>") are; a retry (the same id) gets
+// the first run's answer, and a late copy of an older release, which finds a higher number stored,
+// changes nothing and returns [ErrStaleRelease]. A requestID without such a number is released as
+// with an unknown count. Whatever the owner's count in Redis, one hold is released; held only tells
+// which latch the call uses, and must be the count with no other acquisition or release of owner
+// under way, as [Ops.Acquire]'s held must be.
 func (o *Ops) ReleaseHeld(ctx context.Context, name, owner, requestID string, lease time.Duration, held int64, next *Handoff) (Released, error) {
 	n := NamesOf(name)
 	return o.ReleaseHeldNamed(ctx, &n, owner, requestID, lease, held, next)
+}
+
+// requestSeq returns the decimal digits that requestID ends in (without leading zeros, so that Lua
+// reads them as the number they are), or "" when it ends in none or in more than 15 (beyond what a Lua
+// number holds exactly).
+func requestSeq(requestID string) string {
+	i := len(requestID)
+	for i > 0 && requestID[i-1] >= '0' && requestID[i-1] <= '9' {
+		i--
+	}
+	digits := strings.TrimLeft(requestID[i:], "0")
+	if i == len(requestID) || len(digits) > 15 {
+		return ""
+	}
+	if digits == "" {
+		return "0"
+	}
+	return digits
 }
 
 // ReleaseHeldNamed is [Ops.ReleaseHeld] on the lock of the names n.
@@ -265,10 +292,18 @@ func (o *Ops) ReleaseHeldNamed(ctx context.Context, n *Names, owner, requestID s
 			onlyIfAlone = "1"
 		}
 	}
+	latch, seq := n.latchKey(requestID), ""
+	if held != UnknownHoldCount {
+		if seq = requestSeq(requestID); seq != "" {
+			latch = n.latchKey(owner)
+		} else {
+			held = UnknownHoldCount
+		}
+	}
 	reply, syncErr := o.runScript(ctx, o.undoHandoff(name, next), releaseScript,
-		[]string{name, n.Channel, n.latchKey(requestID), n.Token},
+		[]string{name, n.Channel, latch, n.Token},
 		millis(lease), owner, UnlockMessage, o.latchArg, o.publishArg,
-		nextOwner, nextLease, onlyIfAlone, o.tokenArg(), held)
+		nextOwner, nextLease, onlyIfAlone, o.tokenArg(), held, seq)
 	vals, err := reply.Int64Slice()
 	if err != nil {
 		return Released{}, fmt.Errorf("lockwarden: release %q: %w", name, typed(err))
@@ -276,8 +311,11 @@ func (o *Ops) ReleaseHeldNamed(ctx context.Context, n *Names, owner, requestID s
 	if len(vals) != 2 {
 		return Released{}, fmt.Errorf("lockwarden: release %q: unexpected reply %v", name, vals)
 	}
-	if vals[0] < 0 {
+	switch vals[0] {
+	case -1:
 		return Released{}, ErrNotHeld
+	case -2:
+		return Released{}, ErrStaleRelease
 	}
 	if syncErr != nil {
 		return Released{Remaining: vals[0], NotSynced: syncErr}, nil

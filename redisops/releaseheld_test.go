@@ -36,8 +36,8 @@ func checkNoKey(t *testing.T, c *redis.Client, key string) {
 }
 
 // TestReleaseHeldRetry: with the hold count known, a release that runs twice (go-redis sends it again
-// after a lost reply) answers the same both times and drops one hold, and only the last release keeps
-// a latch.
+// after a lost reply) answers the same both times and drops one hold; the answer is kept in the
+// owner's latch, which each release overwrites, and no latch of the request is written.
 func TestReleaseHeldRetry(t *testing.T) {
 	t.Parallel()
 	ops, c := setup(t)
@@ -50,15 +50,16 @@ func TestReleaseHeldRetry(t *testing.T) {
 			}
 		}
 		for held := int64(3); held > 1; held-- {
-			req := "req" + string(rune('0'+held))
+			req := "req" + strconv.FormatInt(10-held, 10)
 			for i := range 2 {
 				if got, want := releaseHeld(t, ops, name, "A", req, held, nil), (redisops.Released{Remaining: held - 1}); got != want {
 					t.Errorf("release of %d holds, attempt %d: got %+v, want %+v", held, i+1, got, want)
 				}
 			}
-			checkHash(t, c, redisops.LockKey(name), map[string]string{"A": string(rune('0' + held - 1))})
+			checkHash(t, c, redisops.LockKey(name), map[string]string{"A": strconv.FormatInt(held-1, 10)})
 			checkPTTL(t, c, redisops.LockKey(name), lease)
 			checkNoKey(t, c, redisops.UnlockLatchKey(name, req))
+			checkPTTL(t, c, redisops.UnlockLatchKey(name, "A"), redisops.DefaultLatchExpiry)
 		}
 	})
 
@@ -67,12 +68,13 @@ func TestReleaseHeldRetry(t *testing.T) {
 		ps := subscribe(t, c, redisops.ChannelName(name))
 		mustAcquire(t, ops, name, "A", lease)
 		for i := range 2 {
-			if got := releaseHeld(t, ops, name, "A", "req", 1, nil); got != (redisops.Released{}) {
+			if got := releaseHeld(t, ops, name, "A", "req1", 1, nil); got != (redisops.Released{}) {
 				t.Errorf("attempt %d: got %+v, want %+v", i+1, got, redisops.Released{})
 			}
 		}
 		checkGone(t, c, redisops.LockKey(name))
-		checkPTTL(t, c, redisops.UnlockLatchKey(name, "req"), redisops.DefaultLatchExpiry)
+		checkPTTL(t, c, redisops.UnlockLatchKey(name, "A"), redisops.DefaultLatchExpiry)
+		checkNoKey(t, c, redisops.UnlockLatchKey(name, "req1"))
 		if msg := nextMessage(t, ps); msg != redisops.UnlockMessage {
 			t.Errorf("message: got %q, want %q", msg, redisops.UnlockMessage)
 		}
@@ -82,9 +84,9 @@ func TestReleaseHeldRetry(t *testing.T) {
 	t.Run("last hold, after re-acquisition by another owner", func(t *testing.T) {
 		name := t.Name()
 		mustAcquire(t, ops, name, "A", lease)
-		releaseHeld(t, ops, name, "A", "req", 1, nil)
+		releaseHeld(t, ops, name, "A", "req1", 1, nil)
 		mustAcquire(t, ops, name, "B", lease)
-		if got := releaseHeld(t, ops, name, "A", "req", 1, nil); got != (redisops.Released{}) {
+		if got := releaseHeld(t, ops, name, "A", "req1", 1, nil); got != (redisops.Released{}) {
 			t.Errorf("retry: got %+v, want %+v", got, redisops.Released{})
 		}
 		checkHash(t, c, redisops.LockKey(name), map[string]string{"B": "1"})
@@ -94,11 +96,11 @@ func TestReleaseHeldRetry(t *testing.T) {
 		name := t.Name()
 		prev := mustAcquire(t, ops, name, "A", lease)
 		next := &redisops.Handoff{Owner: "B", Lease: longLease}
-		got := releaseHeld(t, ops, name, "A", "req", 1, next)
+		got := releaseHeld(t, ops, name, "A", "req1", 1, next)
 		if want := (redisops.Released{HandedOff: true, Token: prev.Token + 1}); got != want {
 			t.Fatalf("handoff: got %+v, want %+v", got, want)
 		}
-		if again := releaseHeld(t, ops, name, "A", "req", 1, next); again != got {
+		if again := releaseHeld(t, ops, name, "A", "req1", 1, next); again != got {
 			t.Errorf("retried handoff: got %+v, want %+v", again, got)
 		}
 		checkHash(t, c, redisops.LockKey(name), map[string]string{"B": "1"})
@@ -107,6 +109,88 @@ func TestReleaseHeldRetry(t *testing.T) {
 			t.Errorf("token counter: got %d (err %v), want %d", tok, err, prev.Token+1)
 		}
 	})
+}
+
+// TestReleaseHeldLateCopy: a copy of a release that reaches Redis late (a retransmission on a
+// connection go-redis gave up, after the retry of the release has run and the owner has gone on)
+// changes nothing: not the hold the owner took since, nor one of its re-entries. Before releases were
+// sequenced, a late copy of a release that left holds found the owner's count back where it expected
+// it after a re-entry, and dropped a hold of the new one.
+func TestReleaseHeldLateCopy(t *testing.T) {
+	t.Parallel()
+	ops, c := setup(t)
+	for _, held := range []int64{1, 2} {
+		t.Run("held="+strconv.FormatInt(held, 10), func(t *testing.T) {
+			name := t.Name()
+			for h := range held {
+				if got, err := ops.Acquire(t.Context(), name, "A", lease, h); err != nil || !got.OK {
+					t.Fatalf("Acquire with %d held: %+v, %v", h, got, err)
+				}
+			}
+			releaseHeld(t, ops, name, "A", "c:r7", held, nil) // the retry, which ran first
+			// The owner takes its hold back (the lock again, or the re-entry).
+			if got, err := ops.Acquire(t.Context(), name, "A", lease, held-1); err != nil || !got.OK {
+				t.Fatalf("Acquire after the release: %+v, %v", got, err)
+			}
+			before := snapshot(t, c)
+			if got := releaseHeld(t, ops, name, "A", "c:r7", held, nil); got != (redisops.Released{Remaining: held - 1}) {
+				t.Errorf("late copy before any other release: got %+v, want the stored answer %+v", got, redisops.Released{Remaining: held - 1})
+			}
+			if after := snapshot(t, c); !maps.Equal(before, after) {
+				t.Errorf("the late copy changed Redis:\nbefore %q\nafter  %q", before, after)
+			}
+			// Once a later release of the owner has run, and the owner has taken its hold back again,
+			// a late copy of the older one is refused.
+			releaseHeld(t, ops, name, "A", "c:r8", held, nil)
+			if got, err := ops.Acquire(t.Context(), name, "A", lease, held-1); err != nil || !got.OK {
+				t.Fatalf("Acquire after the second release: %+v, %v", got, err)
+			}
+			before = snapshot(t, c)
+			if _, err := ops.ReleaseHeld(t.Context(), name, "A", "c:r7", lease, held, nil); !errors.Is(err, redisops.ErrStaleRelease) {
+				t.Errorf("late copy after a later release: got error %v, want %v", err, redisops.ErrStaleRelease)
+			}
+			if after := snapshot(t, c); !maps.Equal(before, after) {
+				t.Errorf("the stale copy changed Redis:\nbefore %q\nafter  %q", before, after)
+			}
+			checkHash(t, c, redisops.LockKey(name), map[string]string{"A": strconv.FormatInt(held, 10)})
+		})
+	}
+}
+
+// TestReleaseHeldLateCopyOfNotHeld: a release that found no hold stores that answer, so that a late
+// copy of it, arriving once the owner holds the lock again, does not release the new hold.
+func TestReleaseHeldLateCopyOfNotHeld(t *testing.T) {
+	t.Parallel()
+	ops, c := setup(t)
+	name := t.Name()
+	mustAcquire(t, ops, name, "A", lease)
+	if ok, err := ops.ForceUnlock(t.Context(), name); !ok || err != nil {
+		t.Fatalf("ForceUnlock: %v, %v", ok, err)
+	}
+	if _, err := ops.ReleaseHeld(t.Context(), name, "A", "c:r3", lease, 1, nil); !errors.Is(err, redisops.ErrNotHeld) {
+		t.Fatalf("release of the lost hold: got error %v, want %v", err, redisops.ErrNotHeld)
+	}
+	mustAcquire(t, ops, name, "A", lease)
+	if _, err := ops.ReleaseHeld(t.Context(), name, "A", "c:r3", lease, 1, nil); !errors.Is(err, redisops.ErrNotHeld) {
+		t.Errorf("late copy: got error %v, want the stored %v", err, redisops.ErrNotHeld)
+	}
+	checkHash(t, c, redisops.LockKey(name), map[string]string{"A": "1"})
+}
+
+// TestReleaseHeldWithoutSequence: a request id that ends in no number is released as with an unknown
+// count, through the request's own latch.
+func TestReleaseHeldWithoutSequence(t *testing.T) {
+	t.Parallel()
+	ops, c := setup(t)
+	name := t.Name()
+	mustAcquire(t, ops, name, "A", lease)
+	for i := range 2 {
+		if got := releaseHeld(t, ops, name, "A", "req", 1, nil); got != (redisops.Released{}) {
+			t.Errorf("attempt %d: got %+v, want %+v", i+1, got, redisops.Released{})
+		}
+	}
+	checkPTTL(t, c, redisops.UnlockLatchKey(name, "req"), redisops.DefaultLatchExpiry)
+	checkNoKey(t, c, redisops.UnlockLatchKey(name, "A"))
 }
 
 // TestReleaseHeldNotHeld: a release of a hold lost before it ran answers ErrNotHeld, and so does its
@@ -132,9 +216,8 @@ func TestReleaseHeldNotHeld(t *testing.T) {
 	}
 }
 
-// TestReleaseHeldUnexpectedCount: a count in Redis other than the caller's (or one below it) is
-// released one hold at a time as with an unknown count, through the latch, so a retry still drops
-// only one hold, also when it finds the count the caller expected.
+// TestReleaseHeldUnexpectedCount: a count in Redis other than the caller's is released one hold at a
+// time, and a retry still drops only one hold, also when it finds the count the caller expected.
 func TestReleaseHeldUnexpectedCount(t *testing.T) {
 	t.Parallel()
 	ops, c := setup(t)
@@ -146,12 +229,12 @@ func TestReleaseHeldUnexpectedCount(t *testing.T) {
 		}
 		left := tt.inRedis - 1
 		for i := range 2 {
-			if got, want := releaseHeld(t, ops, name, "A", "req", tt.held, nil), (redisops.Released{Remaining: left}); got != want {
+			if got, want := releaseHeld(t, ops, name, "A", "req1", tt.held, nil), (redisops.Released{Remaining: left}); got != want {
 				t.Errorf("%d in Redis, %d held, attempt %d: got %+v, want %+v", tt.inRedis, tt.held, i+1, got, want)
 			}
 		}
 		checkHash(t, c, redisops.LockKey(name), map[string]string{"A": string(rune('0' + left))})
-		checkPTTL(t, c, redisops.UnlockLatchKey(name, "req"), redisops.DefaultLatchExpiry)
+		checkPTTL(t, c, redisops.UnlockLatchKey(name, "A"), redisops.DefaultLatchExpiry)
 	}
 }
 
@@ -257,7 +340,7 @@ func TestReleaseHeldRetriedByClient(t *testing.T) {
 		}
 		done := make(chan result, 1)
 		go func() {
-			rel, err := ops.ReleaseHeld(t.Context(), name, "A", "req", lease, held, nil)
+			rel, err := ops.ReleaseHeld(t.Context(), name, "A", "req1", lease, held, nil)
 			done <- result{rel, err}
 		}()
 		// The first attempt timed out and go-redis dialled a new connection to send it again.

@@ -48,9 +48,13 @@ func TestScriptsWithoutSetGet(t *testing.T) {
 		if next != "" {
 			nextLease = lease
 		}
-		return release.Run(ctx, c, []string{name, n.Channel, redisops.UnlockLatchKey(name, id), n.Token},
+		latch, seq := redisops.UnlockLatchKey(name, id), ""
+		if held >= 0 {
+			latch, seq = redisops.UnlockLatchKey(name, owner), strings.TrimPrefix(id, "r")
+		}
+		return release.Run(ctx, c, []string{name, n.Channel, latch, n.Token},
 			lease, owner, redisops.UnlockMessage, int64(redisops.DefaultLatchExpiry/time.Millisecond), "publish",
-			next, nextLease, "0", redisops.TokenArg(ops), held).Int64Slice()
+			next, nextLease, "0", redisops.TokenArg(ops), held, seq).Int64Slice()
 	}
 
 	first := take("a")
@@ -79,7 +83,7 @@ func TestScriptsWithoutSetGet(t *testing.T) {
 		t.Errorf("acquisition after the handoff: got %v, want a token above %d", again, handed[1])
 	}
 
-	if err := c.HSet(ctx, redisops.UnlockLatchKey(name, "r3"), "f", "v").Err(); err != nil {
+	if err := c.HSet(ctx, redisops.UnlockLatchKey(name, "c"), "f", "v").Err(); err != nil {
 		t.Fatal(err)
 	}
 	_, err = give("r3", "c", "", 1)

@@ -123,8 +123,13 @@ func TestScriptsRefuseWrongTypes(t *testing.T) {
 			func(n string) error { _, err := ops.ReleaseHeld(ctx, n, "A", "r1", lease, 1, nil); return err }},
 		{"last release, latch is a hash", func(t *testing.T, n string) {
 			mustAcquire(t, ops, n, "A", lease)
-			shadow(t, redisops.UnlockLatchKey(n, "r1"))
+			shadow(t, redisops.UnlockLatchKey(n, "A"))
 		}, func(n string) error { _, err := ops.ReleaseHeld(ctx, n, "A", "r1", lease, 1, nil); return err }},
+		{"release of a re-entered hold, latch is a hash", func(t *testing.T, n string) {
+			mustAcquire(t, ops, n, "A", lease)
+			mustAcquire(t, ops, n, "A", lease)
+			shadow(t, redisops.UnlockLatchKey(n, "A"))
+		}, func(n string) error { _, err := ops.ReleaseHeld(ctx, n, "A", "r1", lease, 2, nil); return err }},
 		{"last release of an unknown count, latch is a hash", func(t *testing.T, n string) {
 			mustAcquire(t, ops, n, "A", lease)
 			shadow(t, redisops.UnlockLatchKey(n, "r1"))
@@ -132,11 +137,11 @@ func TestScriptsRefuseWrongTypes(t *testing.T) {
 		{"release of an unexpected count, latch is a hash", func(t *testing.T, n string) {
 			mustAcquire(t, ops, n, "A", lease)
 			mustAcquire(t, ops, n, "A", lease)
-			shadow(t, redisops.UnlockLatchKey(n, "r1"))
+			shadow(t, redisops.UnlockLatchKey(n, "A"))
 		}, func(n string) error { _, err := ops.ReleaseHeld(ctx, n, "A", "r1", lease, 1, nil); return err }},
 		{"handoff, latch is a hash", func(t *testing.T, n string) {
 			mustAcquire(t, ops, n, "A", lease)
-			shadow(t, redisops.UnlockLatchKey(n, "r1"))
+			shadow(t, redisops.UnlockLatchKey(n, "A"))
 		}, func(n string) error {
 			_, err := ops.ReleaseHeld(ctx, n, "A", "r1", lease, 1, &redisops.Handoff{Owner: "B", Lease: lease})
 			return err

@@ -71,7 +71,8 @@ type protocolSide struct {
 //     actor calls them;
 //   - lockwarden: Mutex.Lock and Mutex.Unlock.
 //
-// It reports, for each side, p50 and ops/s over the floor's, and the client and Redis CPU per pair;
+// It reports, for each side, p50 and ops/s over the floor's, the client and Redis CPU per pair, and the
+// allocations and round trips per pair;
 // the Redis CPU includes the expiry of the keys the pairs leave (latches, token counters), waited for
 // after the last slice. A script side's p50 is the least that any client of that protocol can reach
 // on this machine: it has no actor, queue or batcher, only go-redis.
@@ -123,7 +124,10 @@ func runProtocolFloor(b *testing.B, servers [4]*redistest.Server, workers int) {
 
 	lsClient, lsRT := newClient(b, servers[2])
 	ops := redisops.New(lsClient)
-	scriptsOp := func(ctx context.Context, g, i int) error {
+	// The release request ids of each worker's owner end in a number that grows with every release,
+	// as ReleaseHeld requires (the warm-up's iteration numbers are negative).
+	releases := make([]int, workers)
+	scriptsOp := func(ctx context.Context, g, _ int) error {
 		name := key("lockwarden-scripts", g)
 		owner := "owner-" + run + ":" + strconv.Itoa(g)
 		got, err := ops.Acquire(ctx, name, owner, baselineLease*time.Millisecond, 0)
@@ -133,7 +137,8 @@ func runProtocolFloor(b *testing.B, servers [4]*redistest.Server, workers int) {
 		if !got.OK {
 			return redisops.ErrNotHeld
 		}
-		_, err = ops.ReleaseHeld(ctx, name, owner, run+":"+strconv.Itoa(g)+":"+strconv.Itoa(i),
+		releases[g]++
+		_, err = ops.ReleaseHeld(ctx, name, owner, run+":"+strconv.Itoa(g)+":r"+strconv.Itoa(releases[g]),
 			baselineLease*time.Millisecond, 1, nil)
 		return err
 	}
@@ -175,6 +180,8 @@ func runProtocolFloor(b *testing.B, servers [4]*redistest.Server, workers int) {
 			s.cost.wall += got.wall
 			s.cost.clientCPU += got.clientCPU
 			s.cost.redisCPU += got.redisCPU
+			s.cost.allocs += got.allocs
+			s.cost.rt += got.rt
 			s.cost.lat = append(s.cost.lat, got.lat...)
 		}
 	}
@@ -207,5 +214,7 @@ func runProtocolFloor(b *testing.B, servers [4]*redistest.Server, workers int) {
 		}
 		b.ReportMetric(s.cost.perOp(s.cost.clientCPU), "client-cpu-us/op-"+s.name)
 		b.ReportMetric(s.cost.perOp(s.cost.redisCPU), "redis-cpu-us/op-"+s.name)
+		b.ReportMetric(float64(s.cost.allocs)/float64(s.cost.ops), "allocs/op-"+s.name)
+		b.ReportMetric(float64(s.cost.rt)/float64(s.cost.ops), "rt/op-"+s.name)
 	}
 }

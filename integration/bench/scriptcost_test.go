@@ -82,7 +82,9 @@ func BenchmarkScriptCost(b *testing.B) {
 				if !got.OK {
 					return redisops.ErrNotHeld
 				}
-				_, err = ops.ReleaseHeld(ctx, key, "owner:"+key, "r:"+key+":"+strconv.Itoa(i), 30*time.Second, release, nil)
+				// Request ids end in a number that grows with every release of the owner (the warm-up's i
+				// is -1), as ReleaseHeld requires to sequence the owner's releases.
+				_, err = ops.ReleaseHeld(ctx, key, "owner:"+key, "r:"+key+":"+strconv.Itoa(i+2), 30*time.Second, release, nil)
 				return err
 			}
 		}
