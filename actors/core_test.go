@@ -32,6 +32,10 @@ type modelLock struct {
 	panicNext atomic.Bool
 	// renewErr, when set, is the answer to every renewal.
 	renewErr error
+	// releaseErrs are the answers to the next releases, one each, before any changes the model (a
+	// release whose reply was lost, or a stale one); requestIDs records every release's request id.
+	releaseErrs []error
+	requestIDs  []string
 
 	mu     sync.Mutex
 	holder string
@@ -127,6 +131,16 @@ func (p *modelLock) release(_ context.Context, k holdKey, _ string, _ time.Durat
 }
 
 func (p *modelLock) releaseHeld(ctx context.Context, k holdKey, requestID string, lease time.Duration, _ int64, next *redisops.Handoff) (redisops.Released, error) {
+	p.mu.Lock()
+	p.requestIDs = append(p.requestIDs, requestID)
+	if len(p.releaseErrs) > 0 {
+		err := p.releaseErrs[0]
+		p.releaseErrs = p.releaseErrs[1:]
+		p.mu.Unlock()
+		p.record("release " + k.owner + " failed")
+		return redisops.Released{}, err
+	}
+	p.mu.Unlock()
 	return p.release(ctx, k, requestID, lease, next)
 }
 
@@ -389,6 +403,41 @@ func TestCoreReentry(t *testing.T) {
 	}
 	if got, want := c.model.callLog(), []string{"acquire a", "acquire a", "release a", "release a"}; !slices.Equal(got, want) {
 		t.Errorf("calls %q, want %q", got, want)
+	}
+}
+
+// TestCoreReleaseRetryID: an Unlock whose release failed with its outcome unknown (a lost reply)
+// sends the same request again when called again, so that the release script answers what the first
+// run did; one refused as stale (a release of the owner sequenced after it has run) sends a new one.
+func TestCoreReleaseRetryID(t *testing.T) {
+	for _, tt := range []struct {
+		name   string
+		err    error
+		sameID bool
+	}{
+		{"lost reply", errors.New("connection reset"), true},
+		{"stale", redisops.ErrStaleRelease, false},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			model := newModelLock()
+			c := newCore(t, model, 30*time.Second)
+			granted(t, c.outcome(c.acquire("a", false, nil), "acquire"), "acquire", 1)
+			model.mu.Lock()
+			model.releaseErrs = []error{tt.err}
+			model.mu.Unlock()
+			if o := c.outcome(c.release("a", nil), "failed release"); o.Reason != messages.ReasonRedis {
+				t.Fatalf("failed release: got %v (err %v), want ReasonRedis", o.Reason, o.Err)
+			}
+			if o := c.outcome(c.release("a", nil), "second release"); o.Reason != messages.ReasonNone || o.HoldCount != 0 {
+				t.Fatalf("second release: got %v (err %v) count %d, want released", o.Reason, o.Err, o.HoldCount)
+			}
+			model.mu.Lock()
+			ids := slices.Clone(model.requestIDs)
+			model.mu.Unlock()
+			if len(ids) != 2 || (ids[0] == ids[1]) != tt.sameID {
+				t.Errorf("request ids %q: want the same id twice = %v", ids, tt.sameID)
+			}
+		})
 	}
 }
 

@@ -33,8 +33,9 @@ func (p plainStrategy) release(ctx context.Context, k holdKey, requestID string,
 	return p.ops.Release(ctx, p.name, k.owner, requestID, lease, next)
 }
 
-// releaseHeld tells the release the owner's hold count, which spares Redis the unlock latch while
-// holds remain (redisops.Ops.ReleaseHeld).
+// releaseHeld tells the release the owner's hold count, and its request id sequences the owner's
+// releases, so that the answer goes to the owner's own latch rather than to a key created per release
+// (redisops.Ops.ReleaseHeld).
 func (p plainStrategy) releaseHeld(ctx context.Context, k holdKey, requestID string, lease time.Duration, held int64, next *redisops.Handoff) (redisops.Released, error) {
 	return p.ops.ReleaseHeldNamed(ctx, p.names, k.owner, requestID, lease, held, next)
 }

@@ -34,9 +34,11 @@ var ErrWrongType = errors.New("lockwarden: a key of the lock holds data of anoth
 // then changed nothing.
 var ErrKindMismatch = errors.New("lockwarden: the owner holds the lock as another kind of lock")
 
-// DefaultLatchExpiry is how long a release answer is kept for retries of the same request. It covers
-// go-redis' own retries of a command whose reply was lost, and keeps the number of latch keys small: a
-// coordinator releasing N locks a second keeps about 10*N of them.
+// DefaultLatchExpiry is how long a release answer is kept for retries of the same request, and for
+// telling late copies of an owner's sequenced releases from new ones ([Ops.ReleaseHeld]). It covers
+// go-redis' own retries of a command whose reply was lost, and keeps the number of latch keys small:
+// one per lock name and owner that released it in the last 10 s, and one per release of an owner id
+// whose count is not known.
 const DefaultLatchExpiry = 10 * time.Second
 
 var (
@@ -248,35 +250,42 @@ func (o *Ops) Release(ctx context.Context, name, owner, requestID string, lease 
 }
 
 // ReleaseHeld is [Ops.Release] for a caller that knows held, the owner's hold count before this call
-// (as the lock actor does for an owner id of its own), or [UnknownHoldCount]. With a known count the
-// release is retry-safe through the owner's own latch, redisson_unlock_latch:{name}:<owner>, which
-// each release of the owner overwrites with its answer (kept for [DefaultLatchExpiry]), rather than
-// through a latch per request: a busy owner then creates no key per release. For that, requestID must
-// end in a sequence number (decimal digits) that is higher for every release of owner on name than
-// for the one before, as the coordinator's request ids ("<id>:r<n>") are; a retry (the same id) gets
-// the first run's answer, and a late copy of an older release, which finds a higher number stored,
-// changes nothing and returns [ErrStaleRelease]. A requestID without such a number is released as
-// with an unknown count. Whatever the owner's count in Redis, one hold is released; held only tells
-// which latch the call uses, and must be the count with no other acquisition or release of owner
-// under way, as [Ops.Acquire]'s held must be.
+// (as the lock actor does for an owner id of its own), or [UnknownHoldCount], and that sequences the
+// owner's releases. A request id of the form "<prefix>:r<n>" (n up to 15 decimal digits, as the
+// coordinator's are) says that this is the owner's release number n on name, and n must be higher for
+// every release of owner on name than for the one before. The release is then retry-safe through the
+// owner's own latch, redisson_unlock_latch:{name}:<owner>, which each release of the owner overwrites
+// with its answer (kept for [DefaultLatchExpiry]), rather than through a latch per request: a busy
+// owner creates no key per release. A retry (the same id) gets the first run's answer, and a late
+// copy of an older release, which finds a higher number stored, changes nothing and returns
+// [ErrStaleRelease]. Once the latch has expired, a late copy of a release that left holds, which finds
+// the owner's count already one below held, changes nothing either. A request id of another form, or
+// held [UnknownHoldCount], is released as by [Ops.Release]. Whatever the owner's count in Redis, one
+// hold is released; held must be the count with no other acquisition or release of owner under way,
+// as [Ops.Acquire]'s held must be.
 func (o *Ops) ReleaseHeld(ctx context.Context, name, owner, requestID string, lease time.Duration, held int64, next *Handoff) (Released, error) {
 	n := NamesOf(name)
 	return o.ReleaseHeldNamed(ctx, &n, owner, requestID, lease, held, next)
 }
 
-// requestSeq returns the decimal digits that requestID ends in (without leading zeros, so that Lua
-// reads them as the number they are), or "" when it ends in none or in more than 15 (beyond what a Lua
-// number holds exactly).
+// requestSeq returns n of a request id of the form "<prefix>:r<n>", n decimal digits, without leading
+// zeros (so that Lua reads it as the number it is); "" for an id of another form, or with an n of more
+// than 15 digits (beyond what a Lua number holds exactly).
 func requestSeq(requestID string) string {
-	i := len(requestID)
-	for i > 0 && requestID[i-1] >= '0' && requestID[i-1] <= '9' {
-		i--
-	}
-	digits := strings.TrimLeft(requestID[i:], "0")
-	if i == len(requestID) || len(digits) > 15 {
+	i := strings.LastIndex(requestID, ":r")
+	if i < 0 || i+2 == len(requestID) {
 		return ""
 	}
-	if digits == "" {
+	for _, c := range requestID[i+2:] {
+		if c < '0' || c > '9' {
+			return ""
+		}
+	}
+	digits := strings.TrimLeft(requestID[i+2:], "0")
+	switch {
+	case len(digits) > 15:
+		return ""
+	case digits == "":
 		return "0"
 	}
 	return digits

@@ -33,8 +33,10 @@
 --   With the count known, O's own latch holds "<sequence>|<remaining>:<token>" of O's last release
 --   (overwritten by each, so that a busy owner creates no key per release). A run that finds its own
 --   sequence there is a retry and answers what is stored; one that finds a higher sequence is a late
---   copy and changes nothing. The caller's count is not trusted beyond that: whatever O's count in
---   Redis, one hold is released.
+--   copy and changes nothing. Once the latch has expired (O released nothing for its life), a run of
+--   a release that leaves holds and finds O's count already one below the caller's is taken for a
+--   late copy too, and answers that count. Otherwise, whatever O's count in Redis, one hold is
+--   released.
 --   With the count unknown (an owner id that other processes may use, whose releases no one
 --   sequences), the latch is the request's own, read first and written with the answer.
 -- A key of another type than the lock keeps there (another lock's key taken as a lock name, or data
@@ -45,6 +47,7 @@ local expected = tonumber(ARGV[10])
 local known = expected >= 0
 local seq = known and tonumber(ARGV[11])
 local latched = redis.call('get', KEYS[3])
+local forgotten = not latched -- with the count known: no release of O in the latch's life
 if latched then
     local answer = latched
     if known then
@@ -52,6 +55,7 @@ if latched then
         local last = bar and tonumber(string.sub(latched, 1, bar - 1))
         if last ~= seq then
             answer = nil
+            forgotten = not last
             if last and last > seq then
                 return {-2, 0}
             end
@@ -67,6 +71,12 @@ end
 local state = redis.call('hmget', KEYS[1], 'mode', ARGV[2])
 if state[2] and state[1] then
     return kindRefusal(ARGV[2])
+end
+if known and forgotten and expected > 1 and state[2] and tonumber(state[2]) == expected - 1 then
+    -- The latch no longer tells (it expired: O released nothing for its life), but O's count is
+    -- already one below the caller's: a copy of this release that comes that late has run before,
+    -- and drops nothing more.
+    return {expected - 1, 0}
 end
 local remaining = state[2] and tonumber(state[2]) - 1 or -1
 local token = 0

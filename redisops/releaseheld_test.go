@@ -50,7 +50,7 @@ func TestReleaseHeldRetry(t *testing.T) {
 			}
 		}
 		for held := int64(3); held > 1; held-- {
-			req := "req" + strconv.FormatInt(10-held, 10)
+			req := "q:r" + strconv.FormatInt(10-held, 10)
 			for i := range 2 {
 				if got, want := releaseHeld(t, ops, name, "A", req, held, nil), (redisops.Released{Remaining: held - 1}); got != want {
 					t.Errorf("release of %d holds, attempt %d: got %+v, want %+v", held, i+1, got, want)
@@ -68,13 +68,13 @@ func TestReleaseHeldRetry(t *testing.T) {
 		ps := subscribe(t, c, redisops.ChannelName(name))
 		mustAcquire(t, ops, name, "A", lease)
 		for i := range 2 {
-			if got := releaseHeld(t, ops, name, "A", "req1", 1, nil); got != (redisops.Released{}) {
+			if got := releaseHeld(t, ops, name, "A", "q:r1", 1, nil); got != (redisops.Released{}) {
 				t.Errorf("attempt %d: got %+v, want %+v", i+1, got, redisops.Released{})
 			}
 		}
 		checkGone(t, c, redisops.LockKey(name))
 		checkPTTL(t, c, redisops.UnlockLatchKey(name, "A"), redisops.DefaultLatchExpiry)
-		checkNoKey(t, c, redisops.UnlockLatchKey(name, "req1"))
+		checkNoKey(t, c, redisops.UnlockLatchKey(name, "q:r1"))
 		if msg := nextMessage(t, ps); msg != redisops.UnlockMessage {
 			t.Errorf("message: got %q, want %q", msg, redisops.UnlockMessage)
 		}
@@ -84,9 +84,9 @@ func TestReleaseHeldRetry(t *testing.T) {
 	t.Run("last hold, after re-acquisition by another owner", func(t *testing.T) {
 		name := t.Name()
 		mustAcquire(t, ops, name, "A", lease)
-		releaseHeld(t, ops, name, "A", "req1", 1, nil)
+		releaseHeld(t, ops, name, "A", "q:r1", 1, nil)
 		mustAcquire(t, ops, name, "B", lease)
-		if got := releaseHeld(t, ops, name, "A", "req1", 1, nil); got != (redisops.Released{}) {
+		if got := releaseHeld(t, ops, name, "A", "q:r1", 1, nil); got != (redisops.Released{}) {
 			t.Errorf("retry: got %+v, want %+v", got, redisops.Released{})
 		}
 		checkHash(t, c, redisops.LockKey(name), map[string]string{"B": "1"})
@@ -96,11 +96,11 @@ func TestReleaseHeldRetry(t *testing.T) {
 		name := t.Name()
 		prev := mustAcquire(t, ops, name, "A", lease)
 		next := &redisops.Handoff{Owner: "B", Lease: longLease}
-		got := releaseHeld(t, ops, name, "A", "req1", 1, next)
+		got := releaseHeld(t, ops, name, "A", "q:r1", 1, next)
 		if want := (redisops.Released{HandedOff: true, Token: prev.Token + 1}); got != want {
 			t.Fatalf("handoff: got %+v, want %+v", got, want)
 		}
-		if again := releaseHeld(t, ops, name, "A", "req1", 1, next); again != got {
+		if again := releaseHeld(t, ops, name, "A", "q:r1", 1, next); again != got {
 			t.Errorf("retried handoff: got %+v, want %+v", again, got)
 		}
 		checkHash(t, c, redisops.LockKey(name), map[string]string{"B": "1"})
@@ -177,20 +177,46 @@ func TestReleaseHeldLateCopyOfNotHeld(t *testing.T) {
 	checkHash(t, c, redisops.LockKey(name), map[string]string{"A": "1"})
 }
 
-// TestReleaseHeldWithoutSequence: a request id that ends in no number is released as with an unknown
-// count, through the request's own latch.
+// TestReleaseHeldWithoutSequence: a request id not of the form "<prefix>:r<n>" (a UUID, say, which
+// may end in digits that are no sequence) is released as with an unknown count, through the request's
+// own latch; so is one whose n has more digits than a Lua number holds exactly.
 func TestReleaseHeldWithoutSequence(t *testing.T) {
 	t.Parallel()
 	ops, c := setup(t)
+	for _, req := range []string{"req", "0b9e3c5a-51f4-4c0e-9d62-3c7d8f2a1165", "q:r", "q:r12x", "q:r1234567890123456"} {
+		name := t.Name() + "/" + req
+		mustAcquire(t, ops, name, "A", lease)
+		for i := range 2 {
+			if got := releaseHeld(t, ops, name, "A", req, 1, nil); got != (redisops.Released{}) {
+				t.Errorf("%s, attempt %d: got %+v, want %+v", req, i+1, got, redisops.Released{})
+			}
+		}
+		checkGone(t, c, redisops.LockKey(name))
+		checkPTTL(t, c, redisops.UnlockLatchKey(name, req), redisops.DefaultLatchExpiry)
+		checkNoKey(t, c, redisops.UnlockLatchKey(name, "A"))
+	}
+}
+
+// TestReleaseHeldLateCopyAfterLatch: once the owner's latch has expired (the owner released nothing
+// for its life), a late copy of a release that left holds finds the owner's count one below what it
+// expected, and drops nothing.
+func TestReleaseHeldLateCopyAfterLatch(t *testing.T) {
+	t.Parallel()
+	ops, c := setup(t)
 	name := t.Name()
-	mustAcquire(t, ops, name, "A", lease)
-	for i := range 2 {
-		if got := releaseHeld(t, ops, name, "A", "req", 1, nil); got != (redisops.Released{}) {
-			t.Errorf("attempt %d: got %+v, want %+v", i+1, got, redisops.Released{})
+	for h := range int64(2) {
+		if got, err := ops.Acquire(t.Context(), name, "A", lease, h); err != nil || !got.OK {
+			t.Fatalf("Acquire with %d held: %+v, %v", h, got, err)
 		}
 	}
-	checkPTTL(t, c, redisops.UnlockLatchKey(name, "req"), redisops.DefaultLatchExpiry)
-	checkNoKey(t, c, redisops.UnlockLatchKey(name, "A"))
+	releaseHeld(t, ops, name, "A", "q:r5", 2, nil)
+	if err := c.Del(t.Context(), redisops.UnlockLatchKey(name, "A")).Err(); err != nil { // as its expiry would
+		t.Fatal(err)
+	}
+	if got := releaseHeld(t, ops, name, "A", "q:r5", 2, nil); got != (redisops.Released{Remaining: 1}) {
+		t.Errorf("late copy: got %+v, want %+v", got, redisops.Released{Remaining: 1})
+	}
+	checkHash(t, c, redisops.LockKey(name), map[string]string{"A": "1"})
 }
 
 // TestReleaseHeldNotHeld: a release of a hold lost before it ran answers ErrNotHeld, and so does its
@@ -229,7 +255,7 @@ func TestReleaseHeldUnexpectedCount(t *testing.T) {
 		}
 		left := tt.inRedis - 1
 		for i := range 2 {
-			if got, want := releaseHeld(t, ops, name, "A", "req1", tt.held, nil), (redisops.Released{Remaining: left}); got != want {
+			if got, want := releaseHeld(t, ops, name, "A", "q:r1", tt.held, nil), (redisops.Released{Remaining: left}); got != want {
 				t.Errorf("%d in Redis, %d held, attempt %d: got %+v, want %+v", tt.inRedis, tt.held, i+1, got, want)
 			}
 		}
@@ -340,7 +366,7 @@ func TestReleaseHeldRetriedByClient(t *testing.T) {
 		}
 		done := make(chan result, 1)
 		go func() {
-			rel, err := ops.ReleaseHeld(t.Context(), name, "A", "req1", lease, held, nil)
+			rel, err := ops.ReleaseHeld(t.Context(), name, "A", "q:r1", lease, held, nil)
 			done <- result{rel, err}
 		}()
 		// The first attempt timed out and go-redis dialled a new connection to send it again.

@@ -124,12 +124,12 @@ func TestScriptsRefuseWrongTypes(t *testing.T) {
 		{"last release, latch is a hash", func(t *testing.T, n string) {
 			mustAcquire(t, ops, n, "A", lease)
 			shadow(t, redisops.UnlockLatchKey(n, "A"))
-		}, func(n string) error { _, err := ops.ReleaseHeld(ctx, n, "A", "r1", lease, 1, nil); return err }},
+		}, func(n string) error { _, err := ops.ReleaseHeld(ctx, n, "A", "w:r1", lease, 1, nil); return err }},
 		{"release of a re-entered hold, latch is a hash", func(t *testing.T, n string) {
 			mustAcquire(t, ops, n, "A", lease)
 			mustAcquire(t, ops, n, "A", lease)
 			shadow(t, redisops.UnlockLatchKey(n, "A"))
-		}, func(n string) error { _, err := ops.ReleaseHeld(ctx, n, "A", "r1", lease, 2, nil); return err }},
+		}, func(n string) error { _, err := ops.ReleaseHeld(ctx, n, "A", "w:r1", lease, 2, nil); return err }},
 		{"last release of an unknown count, latch is a hash", func(t *testing.T, n string) {
 			mustAcquire(t, ops, n, "A", lease)
 			shadow(t, redisops.UnlockLatchKey(n, "r1"))
@@ -138,12 +138,12 @@ func TestScriptsRefuseWrongTypes(t *testing.T) {
 			mustAcquire(t, ops, n, "A", lease)
 			mustAcquire(t, ops, n, "A", lease)
 			shadow(t, redisops.UnlockLatchKey(n, "A"))
-		}, func(n string) error { _, err := ops.ReleaseHeld(ctx, n, "A", "r1", lease, 1, nil); return err }},
+		}, func(n string) error { _, err := ops.ReleaseHeld(ctx, n, "A", "w:r1", lease, 1, nil); return err }},
 		{"handoff, latch is a hash", func(t *testing.T, n string) {
 			mustAcquire(t, ops, n, "A", lease)
 			shadow(t, redisops.UnlockLatchKey(n, "A"))
 		}, func(n string) error {
-			_, err := ops.ReleaseHeld(ctx, n, "A", "r1", lease, 1, &redisops.Handoff{Owner: "B", Lease: lease})
+			_, err := ops.ReleaseHeld(ctx, n, "A", "w:r1", lease, 1, &redisops.Handoff{Owner: "B", Lease: lease})
 			return err
 		}},
 		{"handoff with the count known, counter is a hash", func(t *testing.T, n string) {
@@ -151,7 +151,7 @@ func TestScriptsRefuseWrongTypes(t *testing.T) {
 			c.Del(ctx, redisops.TokenKey(n))
 			shadow(t, redisops.TokenKey(n))
 		}, func(n string) error {
-			_, err := ops.ReleaseHeld(ctx, n, "A", "r1", lease, 1, &redisops.Handoff{Owner: "B", Lease: lease})
+			_, err := ops.ReleaseHeld(ctx, n, "A", "w:r1", lease, 1, &redisops.Handoff{Owner: "B", Lease: lease})
 			return err
 		}},
 		{"fair acquire, counter is a hash", func(t *testing.T, n string) { shadow(t, redisops.TokenKey(n)) },

@@ -84,7 +84,7 @@ func BenchmarkScriptCost(b *testing.B) {
 				}
 				// Request ids end in a number that grows with every release of the owner (the warm-up's i
 				// is -1), as ReleaseHeld requires to sequence the owner's releases.
-				_, err = ops.ReleaseHeld(ctx, key, "owner:"+key, "r:"+key+":"+strconv.Itoa(i+2), 30*time.Second, release, nil)
+				_, err = ops.ReleaseHeld(ctx, key, "owner:"+key, key+":r"+strconv.Itoa(i+2), 30*time.Second, release, nil)
 				return err
 			}
 		}
