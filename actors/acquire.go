@@ -101,7 +101,7 @@ func (a *lockActor) afterFirstAttempt(m *Acquire, reentry, ok bool, ttl time.Dur
 		return
 	}
 	if err != nil {
-		a.armRetry(a.backoff.NextBackOff())
+		a.armRetry(a.nextBackOff())
 	} else {
 		a.armRetry(ttl)
 	}
@@ -226,7 +226,7 @@ func (a *lockActor) settleAttempt(m *Acquire, sent time.Time, res redisops.Acqui
 		}
 		return false, 0, err
 	}
-	a.backoff.Reset()
+	a.resetBackOff()
 	a.noteRedisError(m, nil)
 	if !res.OK {
 		// A fair grant notice whose token is above the watermark was sent after this call ran, so

@@ -310,7 +310,7 @@ func (a *lockActor) refreshPlaces() {
 				a.queue = append(a.queue[:j:j], a.queue[j+1:]...)
 				attempted = true
 			case err != nil && !a.retry.armed():
-				a.armRetry(a.backoff.NextBackOff())
+				a.armRetry(a.nextBackOff())
 			}
 			break
 		}

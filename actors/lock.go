@@ -93,6 +93,10 @@ type lockActor struct {
 	keepAliveAt time.Time
 	leaving     map[*Acquire]scheduler.CancelFunc
 	backoff     backoff.BackOff
+	// backoffUsed is set once nextBackOff has run since the last resetBackOff. A schedule is reset
+	// when it is first used after a reset, so that a reset on the path of every successful call
+	// costs nothing (a reset reads the clock).
+	backoffUsed bool
 	// renewTicks counts the watchdog ticks, to sample their spans.
 	renewTicks uint64
 	// renewSoon is set while a renewal did not count (an error, a late answer, or replicas that did not
@@ -132,9 +136,22 @@ func (a *lockActor) recycle() {
 	a.renewTicks, a.renewSoon = 0, false
 	a.routed = 0
 	a.want = nil
-	a.backoff.Reset()
+	a.resetBackOff()
 	a.name, a.key, a.proto = "", "", nil
 }
+
+// nextBackOff returns the next wait of the retry schedule, which starts over at its first wait after
+// resetBackOff.
+func (a *lockActor) nextBackOff() time.Duration {
+	if !a.backoffUsed {
+		a.backoffUsed = true
+		a.backoff.Reset()
+	}
+	return a.backoff.NextBackOff()
+}
+
+// resetBackOff starts the retry schedule over from its first wait.
+func (a *lockActor) resetBackOff() { a.backoffUsed = false }
 
 // rebind binds a recycled actor to a new name.
 func (a *lockActor) rebind(m *bind) {

@@ -50,7 +50,7 @@ func (a *lockActor) tryQueue() {
 		case isUpgrade(err):
 			a.refuse(m, Outcome{Reason: messages.ReasonUpgrade, Err: err})
 		case err != nil:
-			a.armRetry(a.backoff.NextBackOff())
+			a.armRetry(a.nextBackOff())
 			return
 		case !ok:
 			a.armRetry(ttl)
@@ -101,7 +101,7 @@ func (a *lockActor) attemptReads(run []*Acquire) bool {
 				settled[m] = true
 			case err != nil:
 				all = false
-				a.armRetry(a.backoff.NextBackOff())
+				a.armRetry(a.nextBackOff())
 			default:
 				all = false
 				a.armRetry(ttl)
@@ -235,7 +235,7 @@ func (a *lockActor) tryWaiter(match func(*Acquire) bool) {
 		case ok:
 			a.queue = append(a.queue[:i:i], a.queue[i+1:]...)
 		case err != nil:
-			a.armRetry(a.backoff.NextBackOff())
+			a.armRetry(a.nextBackOff())
 		default:
 			a.armRetry(ttl)
 		}

@@ -182,7 +182,7 @@ func (a *lockActor) keepWriteIntent() {
 	a.intentOwner, a.intentSent = w.Owner, time.Now()
 	if _, err := a.env.Ops.SetWriteIntent(a.redisContext(), a.name, w.Owner, writeIntent); err != nil {
 		a.log().Warn("leaving the write intent failed; retrying", "owner", w.Owner, "err", err)
-		a.intent.setAt(time.Now().Add(a.backoff.NextBackOff()))
+		a.intent.setAt(time.Now().Add(a.nextBackOff()))
 		return
 	}
 	a.intent.setAt(time.Now().Add(writeIntent / 2))

@@ -301,13 +301,17 @@ func (o *Ops) ReleaseHeldNamed(ctx context.Context, n *Names, owner, requestID s
 			onlyIfAlone = "1"
 		}
 	}
-	latch, seq := n.latchKey(requestID), ""
+	seq := ""
 	if held != UnknownHoldCount {
-		if seq = requestSeq(requestID); seq != "" {
-			latch = n.latchKey(owner)
-		} else {
+		if seq = requestSeq(requestID); seq == "" {
 			held = UnknownHoldCount
 		}
+	}
+	var latch string
+	if seq != "" {
+		latch = n.latchKey(owner)
+	} else {
+		latch = n.latchKey(requestID)
 	}
 	reply, syncErr := o.runScript(ctx, o.undoHandoff(name, next), releaseScript,
 		[]string{name, n.Channel, latch, n.Token},

@@ -47,6 +47,7 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/metric"
+	metricnoop "go.opentelemetry.io/otel/metric/noop"
 	"go.opentelemetry.io/otel/trace"
 	"go.opentelemetry.io/otel/trace/noop"
 
@@ -99,8 +100,13 @@ type Telemetry struct {
 	tracer trace.Tracer
 	// quiet reports whether spans would go nowhere: the provider is a no-op one, or the global one
 	// while no SDK has been installed (see tracing).
-	quiet     func() bool
-	lockNames bool
+	quiet func() bool
+	// metricsQuiet reports whether measurements would go nowhere, as quiet does for spans: the meter
+	// provider is a no-op one, or the global one while no SDK is installed (its instruments drop what
+	// they are given until then). Counters and histograms are then not fed; the waiters and holders
+	// gauges are kept all the same, since they report a state that an SDK installed later observes.
+	metricsQuiet func() bool
+	lockNames    bool
 	// sets holds the metric attribute sets of every kind and extra attribute, built once in New and
 	// only read after, so that recording a measurement does not build and sort a set each time.
 	sets [len(kinds)][len(extras)]metric.MeasurementOption
@@ -174,7 +180,8 @@ func New(cfg Config) (*Telemetry, error) {
 		mp = otel.GetMeterProvider()
 	}
 	meter := mp.Meter(ScopeName)
-	t := &Telemetry{tracer: tp.Tracer(ScopeName), lockNames: cfg.LockNames, quiet: quietProvider(cfg.TracerProvider, tp)}
+	t := &Telemetry{tracer: tp.Tracer(ScopeName), lockNames: cfg.LockNames, quiet: quietProvider(cfg.TracerProvider, tp),
+		metricsQuiet: quietMeterProvider(cfg.MeterProvider, mp)}
 	t.prepareSets()
 	var err error
 	seconds := metric.WithExplicitBucketBoundaries(0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300)
@@ -232,6 +239,27 @@ func quietProvider(given, tp trace.TracerProvider) func() bool {
 	default:
 		return func() bool { return false }
 	}
+}
+
+// quietMeterProvider is quietProvider for a meter provider.
+func quietMeterProvider(given, mp metric.MeterProvider) func() bool {
+	switch {
+	case isNoopMeter(mp):
+		return func() bool { return true }
+	case given == nil && reflect.TypeOf(mp).Kind() == reflect.Pointer &&
+		reflect.TypeOf(mp).Elem().PkgPath() == "go.opentelemetry.io/otel/internal/global":
+		return func() bool { return otel.GetMeterProvider() == mp }
+	default:
+		return func() bool { return false }
+	}
+}
+
+func isNoopMeter(mp metric.MeterProvider) bool {
+	switch mp.(type) {
+	case metricnoop.MeterProvider, *metricnoop.MeterProvider:
+		return true
+	}
+	return false
 }
 
 func isNoop(tp trace.TracerProvider) bool {
@@ -471,6 +499,9 @@ func (t *Telemetry) Close() {
 // through the SDK's code in a tight loop, which costs a fraction of a measurement made in the middle
 // of a lock call.
 func (t *Telemetry) add(inst instrument, value float64, set metric.MeasurementOption) {
+	if t.metricsQuiet() {
+		return
+	}
 	t.pendingMu.Lock()
 	t.pending = append(t.pending, measurement{inst: inst, value: value, set: set})
 	var full []measurement

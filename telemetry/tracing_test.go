@@ -5,6 +5,8 @@ import (
 	"testing"
 
 	"go.opentelemetry.io/otel"
+	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
+	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.opentelemetry.io/otel/trace/noop"
@@ -64,5 +66,37 @@ func TestGlobalProviderInstalledLater(t *testing.T) {
 	op.End(nil)
 	if n := len(exp.GetSpans()); n != 1 {
 		t.Fatalf("%d spans exported, want 1", n)
+	}
+}
+
+// TestGlobalMeterProviderInstalledLater: on the global meter provider, measurements made before the
+// application installs an SDK go nowhere (they are not even buffered), and those made after reach it.
+// The measurements are told apart by their lock name: other tests' Telemetry on the global provider
+// flush what they buffered into the same instruments once the SDK is there.
+func TestGlobalMeterProviderInstalledLater(t *testing.T) {
+	tel, err := telemetry.New(telemetry.Config{TracerProvider: noop.NewTracerProvider(), LockNames: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	acquire := func() {
+		_, op := tel.StartAcquire(context.Background(), tel.Describe(t.Name(), messages.LockPlain, "o"))
+		op.EndAcquire(telemetry.OutcomeAcquired, 1, 1, nil)
+	}
+	acquire()
+	reader := sdkmetric.NewManualReader()
+	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
+	t.Cleanup(func() { _ = mp.Shutdown(context.Background()) })
+	otel.SetMeterProvider(mp)
+	acquire()
+	acquire()
+	sum, _ := collect(t, reader)["lockwarden.lock.acquisitions"].(metricdata.Sum[int64])
+	var got int64
+	for _, p := range sum.DataPoints {
+		if v, ok := p.Attributes.Value(telemetry.AttrLockName); ok && v.AsString() == t.Name() {
+			got += p.Value
+		}
+	}
+	if got != 2 {
+		t.Errorf("acquisitions seen by the SDK installed after the first = %d, want 2", got)
 	}
 }
