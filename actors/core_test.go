@@ -441,6 +441,35 @@ func TestCoreReleaseRetryID(t *testing.T) {
 	}
 }
 
+// TestCoreFailedInnerReleaseIsGivenBack: an inner Unlock that fails before it takes effect counts as
+// done for the holder, and the last Unlock gives back what Redis still counts, even when releases
+// succeeded in between (their answers count the hold the failed one left).
+func TestCoreFailedInnerReleaseIsGivenBack(t *testing.T) {
+	model := newModelLock()
+	c := newCore(t, model, 30*time.Second)
+	for i := range 3 {
+		granted(t, c.outcome(c.acquire("a", false, nil), "acquire"), "acquire", int64(i+1))
+	}
+	model.mu.Lock()
+	model.releaseErrs = []error{errors.New("connection refused")} // before it reached Redis
+	model.mu.Unlock()
+	if o := c.outcome(c.release("a", nil), "failed release"); o.Reason != messages.ReasonRedis {
+		t.Fatalf("failed release: got %v (err %v), want ReasonRedis", o.Reason, o.Err)
+	}
+	if o := c.outcome(c.release("a", nil), "second release"); o.Reason != messages.ReasonNone || o.HoldCount != 1 {
+		t.Fatalf("second release: got %v (err %v) count %d, want 1 hold left", o.Reason, o.Err, o.HoldCount)
+	}
+	if o := c.outcome(c.release("a", nil), "last release"); o.Reason != messages.ReasonNone || o.HoldCount != 0 {
+		t.Fatalf("last release: got %v (err %v) count %d, want none left", o.Reason, o.Err, o.HoldCount)
+	}
+	model.mu.Lock()
+	holder, count := model.holder, model.count
+	model.mu.Unlock()
+	if holder != "" {
+		t.Errorf("after the last Unlock the lock is held by %q with count %d, want free", holder, count)
+	}
+}
+
 // TestCoreReleaseOfUnknownHold: a release of an owner the actor knows no hold of asks Redis, which
 // answers "not held", and the caller is told so; no event goes out.
 func TestCoreReleaseOfUnknownHold(t *testing.T) {

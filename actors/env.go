@@ -47,9 +47,10 @@ type Env struct {
 	// Dispatcher runs the lock actors' mailboxes, and the pipelines of their read batches (which keep
 	// a worker for a Redis round trip); nil means protoactor's default and a goroutine per batch.
 	Dispatcher actor.Dispatcher
-	// NewRequestID returns a release request id that is unique for the coordinator's lifetime, and
-	// ends in a decimal number higher than that of every id it returned before: the release script
-	// sequences an owner's releases by it (see redisops.Ops.ReleaseHeld).
+	// NewRequestID returns a release request id that is unique for the coordinator's lifetime. An id
+	// of the form "<prefix>:r<n>", n higher than in every id returned before, sequences the releases
+	// of an owner, which then share the owner's latch (see redisops.Ops.ReleaseHeld); an id of
+	// another form uses a latch of its own.
 	NewRequestID func() string
 	// Held records the kinds of lock each owner holds on each name, so that a command of another kind
 	// than the owner's holds is refused; nil checks nothing.

@@ -127,6 +127,12 @@ func (a *lockActor) settleRelease(m *Release, h *hold, lease time.Duration, next
 	}
 	// The caller is answered before the event goes out: events and metrics are not on its path.
 	if rel.Remaining > 0 {
+		if h != nil && !h.shared {
+			// The holder's count, not Redis': an inner release that failed counted as done, and
+			// Redis may still count its hold, which the last Unlock gives back (releaseStray above).
+			// (An owner id shared across processes counts theirs too: Redis' count is the one.)
+			rel.Remaining = min(h.count-1, rel.Remaining)
+		}
 		m.Ticket.deliver(Outcome{HoldCount: rel.Remaining})
 		if h != nil {
 			h.count = rel.Remaining

@@ -334,6 +334,9 @@ func (t *Telemetry) prepareSets() {
 // measure returns the attributes of a measurement about a lock of kind on name, with at most one extra
 // attribute.
 func (t *Telemetry) measure(name string, kind messages.LockKind, extra ...attribute.KeyValue) metric.MeasurementOption {
+	if t.metricsQuiet() {
+		return nil // add drops the measurement: no set is built for it
+	}
 	if !t.lockNames {
 		if i, j := kindIndex(kind), extraIndex(extra); i >= 0 && j >= 0 {
 			return t.sets[i][j]
@@ -499,7 +502,7 @@ func (t *Telemetry) Close() {
 // through the SDK's code in a tight loop, which costs a fraction of a measurement made in the middle
 // of a lock call.
 func (t *Telemetry) add(inst instrument, value float64, set metric.MeasurementOption) {
-	if t.metricsQuiet() {
+	if set == nil || t.metricsQuiet() { // nil: measure found the metrics quiet
 		return
 	}
 	t.pendingMu.Lock()
