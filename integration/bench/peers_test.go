@@ -14,11 +14,11 @@ import (
 	"github.com/go-redsync/redsync/v4"
 	"github.com/go-redsync/redsync/v4/redis/goredis/v9"
 
-	"github.com/lockwarden/lockwarden/coordinator"
 	"github.com/lockwarden/lockwarden/integration/redistest"
 )
 
-// peer is one library of BenchmarkPeers: its acquire+release cycle and its round-trip counter.
+// peer is one side of BenchmarkPeers or BenchmarkProtocolFloor: its acquire+release cycle on its own
+// server, its round-trip counter, and what its slices measured.
 type peer struct {
 	name string
 	srv  *redistest.Server
@@ -33,8 +33,12 @@ type peer struct {
 // the four (the order rotating), at 1 and 32 goroutines, each goroutine on its own lock name. It
 // reports, for each library, ops/s and p50 over the floor's (ops/s/floor-<name>, p50/floor-<name>),
 // and its client CPU and allocations per pair. The README's comparison table comes from it.
-func BenchmarkPeers(b *testing.B) {
-	servers := [4]*redistest.Server{}
+func BenchmarkPeers(b *testing.B) { runFourSides(b, runPeers) }
+
+// runFourSides starts four redis-servers, one per side, and runs run on them in sub-benchmarks
+// workers=1 (server and benchmark placed apart: see placeApart) and workers=32.
+func runFourSides(b *testing.B, run func(b *testing.B, servers [4]*redistest.Server, workers int)) {
+	var servers [4]*redistest.Server
 	for i := range servers {
 		servers[i] = redistest.Start(b)
 	}
@@ -44,7 +48,7 @@ func BenchmarkPeers(b *testing.B) {
 			if workers == 1 {
 				placeApart(b, servers[:]...)
 			}
-			runPeers(b, servers, workers)
+			run(b, servers, workers)
 		})
 	}
 }
@@ -81,18 +85,7 @@ func runPeers(b *testing.B, servers [4]*redistest.Server, workers int) {
 		return err
 	}
 
-	lwClient, lwRT := newClient(b, servers[3])
-	c := newCoordinator(b, lwClient)
-	handles := make([]*coordinator.Mutex, workers)
-	for g := range handles {
-		handles[g] = c.Mutex("bench:peers:lockwarden:" + run + ":" + strconv.Itoa(g))
-	}
-	lwOp := func(ctx context.Context, g, _ int) error {
-		if err := handles[g].Lock(ctx); err != nil {
-			return err
-		}
-		return handles[g].Unlock(ctx)
-	}
+	lwOp, lwRT := lockwardenCycle(b, servers[3], "bench:peers:lockwarden:"+run+":", workers)
 
 	peers := []*peer{
 		{name: "floor", srv: servers[0], op: floorOp, rt: floorRT},
@@ -100,26 +93,7 @@ func runPeers(b *testing.B, servers [4]*redistest.Server, workers int) {
 		{name: "redsync", srv: servers[2], op: rsOp, rt: rsRT},
 		{name: "lockwarden", srv: servers[3], op: lwOp, rt: lwRT},
 	}
-	for _, p := range peers {
-		warm(b, workers, p.op)
-	}
-	slice, total := 300, 3000
-	if workers > 1 {
-		slice, total = 2000, 20000
-	}
-	b.ResetTimer()
-	for i := 0; peers[0].cost.ops < max(b.N, total); i++ {
-		for j := range peers {
-			p := peers[(i+j)%len(peers)]
-			s := costSlice(b, p.srv, workers, slice, 0, p.op, p.rt, 0)
-			p.cost.ops += s.ops
-			p.cost.wall += s.wall
-			p.cost.clientCPU += s.clientCPU
-			p.cost.allocs += s.allocs
-			p.cost.lat = append(p.cost.lat, s.lat...)
-		}
-	}
-	b.StopTimer()
+	runRotation(b, peers, workers)
 	floor := peers[0].cost
 	sortDurations(floor.lat)
 	floorP50 := percentile(floor.lat, 0.5)
@@ -133,6 +107,37 @@ func runPeers(b *testing.B, servers [4]*redistest.Server, workers int) {
 		b.ReportMetric(p.cost.perOp(p.cost.clientCPU), "client-cpu-us/op-"+p.name)
 		b.ReportMetric(float64(p.cost.allocs)/float64(p.cost.ops), "allocs/op-"+p.name)
 	}
+}
+
+// runRotation warms every peer up, then runs slices of pairs on workers goroutines, each peer in turn
+// (the order rotating from one round to the next), until the first peer has run at least b.N pairs
+// (and at least 3,000 with one worker, 20,000 with more), adding what each slice measured to its
+// peer's cost. The i-th pair of worker g in the whole run is numbered uniquely across the peers.
+func runRotation(b *testing.B, peers []*peer, workers int) {
+	for _, p := range peers {
+		warm(b, workers, p.op)
+	}
+	slice, total := 300, 3000
+	if workers > 1 {
+		slice, total = 2000, 20000
+	}
+	next := 0
+	b.ResetTimer()
+	for i := 0; peers[0].cost.ops < max(b.N, total); i++ {
+		for j := range peers {
+			p := peers[(i+j)%len(peers)]
+			s := costSlice(b, p.srv, workers, slice, next, p.op, p.rt, 0)
+			next += slice
+			p.cost.ops += s.ops
+			p.cost.wall += s.wall
+			p.cost.clientCPU += s.clientCPU
+			p.cost.redisCPU += s.redisCPU
+			p.cost.allocs += s.allocs
+			p.cost.rt += s.rt
+			p.cost.lat = append(p.cost.lat, s.lat...)
+		}
+	}
+	b.StopTimer()
 }
 
 // sortDurations sorts ds in place.

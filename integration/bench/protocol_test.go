@@ -11,7 +11,6 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/lockwarden/lockwarden/coordinator"
 	"github.com/lockwarden/lockwarden/integration/redistest"
 	"github.com/lockwarden/lockwarden/redisops"
 )
@@ -49,15 +48,6 @@ redis.call('publish', KEYS[2], ARGV[1])
 redis.call('set', KEYS[3], 1, 'px', ARGV[4])
 return 1`)
 
-// protocolSide is one side of BenchmarkProtocolFloor.
-type protocolSide struct {
-	name string
-	srv  *redistest.Server
-	op   cycle
-	rt   *rtCounter
-	cost costSide
-}
-
 // BenchmarkProtocolFloor measures what the lock protocol alone costs, with no client of any library
 // around it, against the floor (SET NX PX and a compare-and-delete script) and against lockwarden's
 // Mutex, in slices that alternate between the sides (the order rotating), each side on a redis-server
@@ -78,21 +68,7 @@ type protocolSide struct {
 // on this machine: it has no actor, queue or batcher, only go-redis.
 //
 //	go test -run '^$' -bench ProtocolFloor -benchtime 1x -count 2 ./integration/bench/
-func BenchmarkProtocolFloor(b *testing.B) {
-	var servers [4]*redistest.Server
-	for i := range servers {
-		servers[i] = redistest.Start(b)
-	}
-	for _, workers := range []int{1, 32} {
-		b.Run("workers="+strconv.Itoa(workers), func(b *testing.B) {
-			checkLeaks(b)
-			if workers == 1 {
-				placeApart(b, servers[:]...)
-			}
-			runProtocolFloor(b, servers, workers)
-		})
-	}
-}
+func BenchmarkProtocolFloor(b *testing.B) { runFourSides(b, runProtocolFloor) }
 
 func runProtocolFloor(b *testing.B, servers [4]*redistest.Server, workers int) {
 	run := strconv.FormatInt(time.Now().UnixNano(), 36)
@@ -143,49 +119,15 @@ func runProtocolFloor(b *testing.B, servers [4]*redistest.Server, workers int) {
 		return err
 	}
 
-	lwClient, lwRT := newClient(b, servers[3])
-	c := newCoordinator(b, lwClient)
-	handles := make([]*coordinator.Mutex, workers)
-	for g := range handles {
-		handles[g] = c.Mutex(key("lockwarden", g))
-	}
-	lwOp := func(ctx context.Context, g, _ int) error {
-		if err := handles[g].Lock(ctx); err != nil {
-			return err
-		}
-		return handles[g].Unlock(ctx)
-	}
+	lwOp, lwRT := lockwardenCycle(b, servers[3], "bench:protocol:lockwarden:"+run+":", workers)
 
-	sides := []*protocolSide{
+	sides := []*peer{
 		{name: "floor", srv: servers[0], op: floorOp, rt: floorRT},
 		{name: "redisson-scripts", srv: servers[1], op: redissonOp, rt: rsRT},
 		{name: "lockwarden-scripts", srv: servers[2], op: scriptsOp, rt: lsRT},
 		{name: "lockwarden", srv: servers[3], op: lwOp, rt: lwRT},
 	}
-	for _, s := range sides {
-		warm(b, workers, s.op)
-	}
-	slice, total := 300, 3000
-	if workers > 1 {
-		slice, total = 2000, 20000
-	}
-	next := 0 // the iteration number of the next slice: every release gets a request id of its own
-	b.ResetTimer()
-	for i := 0; sides[0].cost.ops < max(b.N, total); i++ {
-		for j := range sides {
-			s := sides[(i+j)%len(sides)]
-			got := costSlice(b, s.srv, workers, slice, next, s.op, s.rt, 0)
-			next += slice
-			s.cost.ops += got.ops
-			s.cost.wall += got.wall
-			s.cost.clientCPU += got.clientCPU
-			s.cost.redisCPU += got.redisCPU
-			s.cost.allocs += got.allocs
-			s.cost.rt += got.rt
-			s.cost.lat = append(s.cost.lat, got.lat...)
-		}
-	}
-	b.StopTimer()
+	runRotation(b, sides, workers)
 	// The keys the pairs left to expire (latches, token counters) are each side's cost too: wait until
 	// every server is empty, and count the CPU each spent meanwhile, less what the floor's spent.
 	var cpu0 [len(servers)]time.Duration
