@@ -112,11 +112,12 @@ func (a *lockActor) batchAcquire(m *Acquire, then func(ok bool, ttl time.Duratio
 }
 
 // batchRelease adds the release of one read hold of m's owner, with request id requestID, to the
-// batch; then runs with Redis' answer.
-func (a *lockActor) batchRelease(m *Release, requestID string, then func(sent time.Time, rel redisops.Released, err error)) {
+// batch (held: the owner's count as the actor knows it, or redisops.UnknownHoldCount for an owner id
+// shared across processes, whose releases are not sequenced); then runs with Redis' answer.
+func (a *lockActor) batchRelease(m *Release, requestID string, held int64, then func(sent time.Time, rel redisops.Released, err error)) {
 	b := a.pendingBatch()
 	b.keys[holdKey{m.Owner, m.Kind}] = struct{}{}
-	reply := b.calls.ReadRelease(a.name, m.Owner, requestID)
+	reply := b.calls.ReadRelease(a.name, m.Owner, requestID, held)
 	b.settle = append(b.settle, batchCall{m, func(sent time.Time) {
 		rel, err := reply()
 		releaseEvent(m.Span, sent, err)

@@ -58,15 +58,15 @@ func (a *lockActor) onRelease(m *Release) {
 		// latch answers what it did rather than a second release taking another hold away.
 		requestID, next, nextCmd = h.retryID, nil, nil
 	}
-	if joinable() {
-		a.batchRelease(m, requestID, func(sent time.Time, rel redisops.Released, err error) {
-			a.settleRelease(m, h, lease, nil, requestID, sent, rel, err)
-		})
-		return
-	}
 	held := int64(redisops.UnknownHoldCount)
 	if h != nil && !h.shared {
 		held = h.count // as Redis counts it, unless re-entries' replies were lost (releaseStray)
+	}
+	if joinable() {
+		a.batchRelease(m, requestID, held, func(sent time.Time, rel redisops.Released, err error) {
+			a.settleRelease(m, h, lease, nil, requestID, sent, rel, err)
+		})
+		return
 	}
 	if a.callsAsync() {
 		a.releaseAsync(m, h, requestID, lease, held, next, nextCmd)

@@ -53,8 +53,11 @@ func (p rwStrategy) release(ctx context.Context, k holdKey, requestID string, le
 	return p.ops.ReadRelease(ctx, p.name, k.owner, requestID, lease)
 }
 
-func (p rwStrategy) releaseHeld(ctx context.Context, k holdKey, requestID string, lease time.Duration, _ int64, next *redisops.Handoff) (redisops.Released, error) {
-	return p.release(ctx, k, requestID, lease, next)
+func (p rwStrategy) releaseHeld(ctx context.Context, k holdKey, requestID string, lease time.Duration, held int64, next *redisops.Handoff) (redisops.Released, error) {
+	if k.kind == KindWrite {
+		return p.release(ctx, k, requestID, lease, next)
+	}
+	return p.ops.ReadReleaseHeld(ctx, p.name, k.owner, requestID, lease, held)
 }
 
 func (p rwStrategy) renew(ctx context.Context, k holdKey, lease time.Duration) error {

@@ -80,9 +80,9 @@ func (b *Batch) ReadAcquire(name, owner string, lease time.Duration, held int64)
 	return func() (Acquired, error) { return readAcquireReply(name, b.cmds[i]) }
 }
 
-// ReadRelease adds an [Ops.ReadRelease] call. The returned function gives its answer after Exec.
-func (b *Batch) ReadRelease(name, owner, requestID string) func() (Released, error) {
-	i := b.add(b.o.readReleaseCall(name, owner, requestID))
+// ReadRelease adds an [Ops.ReadReleaseHeld] call. The returned function gives its answer after Exec.
+func (b *Batch) ReadRelease(name, owner, requestID string, held int64) func() (Released, error) {
+	i := b.add(b.o.readReleaseCall(name, owner, requestID, held))
 	return func() (Released, error) { return readReleaseReply(name, b.cmds[i]) }
 }
 

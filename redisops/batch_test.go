@@ -28,8 +28,8 @@ func TestBatchRunsCallsInOrder(t *testing.T) {
 	b := ops.NewBatch()
 	bAcq := b.ReadAcquire(name, "b", midLease, 0)
 	aAgain := b.ReadAcquire(name, "a", midLease, 1)
-	aRel := b.ReadRelease(name, "a", "batch-1")
-	ghost := b.ReadRelease(name, "ghost", "batch-2")
+	aRel := b.ReadRelease(name, "a", "batch-1", redisops.UnknownHoldCount)
+	ghost := b.ReadRelease(name, "ghost", "batch-2", redisops.UnknownHoldCount)
 	if b.Len() != 4 {
 		t.Fatalf("Len = %d, want 4", b.Len())
 	}
@@ -70,7 +70,7 @@ func TestBatchReloadsFlushedScripts(t *testing.T) {
 	}
 	b := ops.NewBatch()
 	acq := b.ReadAcquire(name, "b", time.Second, 0)
-	rel := b.ReadRelease(name, "a", "noscript-1")
+	rel := b.ReadRelease(name, "a", "noscript-1", redisops.UnknownHoldCount)
 	b.Exec(ctx)
 	if got, err := acq(); err != nil || !got.OK {
 		t.Errorf("read acquire after SCRIPT FLUSH = %+v, %v; want OK", got, err)

@@ -7,9 +7,10 @@
 //   - unlock notices are published on redisson_lock__channel:{N} ("0" = unlocked);
 //   - every acquisition issues a fencing token on the counter redisson_lock_token:{N}, which expires
 //     unless it is kept forever as Redisson's RFencedLock keeps it ([Ops.SetTokenExpiry]);
-//   - releases are retry-safe: an owner whose releases the caller sequences ([Ops.ReleaseHeld]) keeps
-//     the answer of its last release in its own latch redisson_unlock_latch:{N}:<owner>, overwritten
-//     by each; an owner whose count the caller does not know uses the latch of the request,
+//   - releases are retry-safe: an owner whose releases the caller sequences ([Ops.ReleaseHeld],
+//     [Ops.ReadReleaseHeld]) keeps the answer of its last release in its own latch
+//     redisson_unlock_latch:{N}:<owner>, overwritten by each; an owner whose count the caller does not
+//     know, and the fair and write releases, use the latch of the request,
 //     redisson_unlock_latch:{N}:<request id>, as Redisson does.
 //
 // The fair lock adds Redisson's queue LIST and timeout ZSET, and a HASH of its own,

@@ -241,15 +241,31 @@ func (o *Ops) ClearWriteIntent(ctx context.Context, name, owner string) (bool, e
 // requestID makes the call retry-safe like [Ops.Release]. It returns [ErrNotHeld] when owner holds no
 // read hold.
 func (o *Ops) ReadRelease(ctx context.Context, name, owner, requestID string, lease time.Duration) (Released, error) {
-	return readReleaseReply(name, o.run(ctx, o.readReleaseCall(name, owner, requestID)))
+	return o.ReadReleaseHeld(ctx, name, owner, requestID, lease, UnknownHoldCount)
 }
 
-// readReleaseCall is the script call of [Ops.ReadRelease], shared with [Batch.ReadRelease].
-func (o *Ops) readReleaseCall(name, owner, requestID string) call {
+// ReadReleaseHeld is [Ops.ReadRelease] for a caller that sequences owner's releases, as
+// [Ops.ReleaseHeld] describes: with held other than [UnknownHoldCount] and a request id of the form
+// "<prefix>:r<n>", the answer goes to the owner's own latch redisson_unlock_latch:{name}:<owner>,
+// overwritten by each release rather than created per request, and a late copy of an older release
+// changes nothing and returns [ErrStaleRelease]. held is not otherwise used: a read release drops the
+// owner's latest hold whatever its count.
+func (o *Ops) ReadReleaseHeld(ctx context.Context, name, owner, requestID string, lease time.Duration, held int64) (Released, error) {
+	return readReleaseReply(name, o.run(ctx, o.readReleaseCall(name, owner, requestID, held)))
+}
+
+// readReleaseCall is the script call of [Ops.ReadReleaseHeld], shared with [Batch.ReadRelease].
+func (o *Ops) readReleaseCall(name, owner, requestID string, held int64) call {
+	latch, seq := UnlockLatchKey(name, requestID), ""
+	if held != UnknownHoldCount {
+		if seq = requestSeq(requestID); seq != "" {
+			latch = UnlockLatchKey(name, owner)
+		}
+	}
 	return call{
 		script: rwReadReleaseScript,
-		keys:   []string{LockKey(name), RWChannelName(name), UnlockLatchKey(name, requestID), readTimeoutPrefix(name, owner)},
-		args:   []any{owner, UnlockMessage, millis(o.latchExpiry), o.publish, allReadersPrefix(name)},
+		keys:   []string{LockKey(name), RWChannelName(name), latch, readTimeoutPrefix(name, owner)},
+		args:   []any{owner, UnlockMessage, millis(o.latchExpiry), o.publish, allReadersPrefix(name), seq},
 	}
 }
 
@@ -259,7 +275,10 @@ func readReleaseReply(name string, cmd *redis.Cmd) (Released, error) {
 	if err != nil {
 		return Released{}, fmt.Errorf("lockwarden: read release %q: %w", name, typed(err))
 	}
-	if n < 0 {
+	switch {
+	case n == -2:
+		return Released{}, ErrStaleRelease
+	case n < 0:
 		return Released{}, ErrNotHeld
 	}
 	return Released{Remaining: n}, nil
@@ -281,7 +300,10 @@ func (o *Ops) WriteRelease(ctx context.Context, name, owner, requestID string, l
 	if err != nil {
 		return Released{}, fmt.Errorf("lockwarden: write release %q: %w", name, typed(err))
 	}
-	if n < 0 {
+	switch {
+	case n == -2:
+		return Released{}, ErrStaleRelease
+	case n < 0:
 		return Released{}, ErrNotHeld
 	}
 	return Released{Remaining: n}, nil

@@ -1,7 +1,9 @@
 -- rw_read_release.lua: retry-safe release of one read hold of the read-write lock N by owner O.
 -- KEYS[1]  the lock hash N (field mode = read|write, field R -> read count of reader R)
 -- KEYS[2]  the channel redisson_rwlock:{N}
--- KEYS[3]  the unlock latch redisson_unlock_latch:{N}:<request id>
+-- KEYS[3]  the unlock latch: with ARGV[6] set, O's own latch redisson_unlock_latch:{N}:<O>, holding
+--          "<sequence>|<remaining>:0" of O's last sequenced release (see release.lua); otherwise the
+--          latch of this request, redisson_unlock_latch:{N}:<request id>
 -- KEYS[4]  O's read timeout key prefix {N}:O:rwlock_timeout (hold k has the key <prefix>:<k>)
 -- ARGV[1]  owner id O
 -- ARGV[2]  message published when the lock becomes free ("0")
@@ -11,6 +13,8 @@
 --          <prefix>R:rwlock_timeout:<k>. The other readers' keys cannot be listed in KEYS since only
 --          the hash knows who they are; they are built here, as Redisson does, and share the hash tag
 --          {N}, so they live in the lock's Redis Cluster slot.
+-- ARGV[6]  this release's sequence number when O's releases are sequenced (a decimal integer, higher
+--          for every release of O on N than for the one before), or "" when they are not
 -- Drops O's latest read hold and its timeout key. While a writer holds the lock (O itself, after a
 -- downgrade) the hash's expiry stands. Otherwise the hash's expiry becomes the longest remaining timeout
 -- key's, and when that is more than 50 ms sooner than before the message is published too (a waiting
@@ -31,8 +35,13 @@
 -- or had already run out, or a hash left with no holder, takes the walk. A hash whose expiry is longer
 -- than every hold (Redisson's write unlock keeps the write lease after a downgrade) keeps it until a walk:
 -- the lock is then freed late, never early.
--- Returns O's read count left (0 = O holds no read hold any more), or -1 when O holds no read hold.
--- A retried call with the same request id returns the stored answer instead of releasing twice.
+-- Returns O's read count left (0 = O holds no read hold any more), -1 when O holds no read hold, or
+-- -2 when a sequenced release of O with a higher number has already run (this call is a late copy of an
+-- older one, and changes nothing).
+-- A retried call with the same request id returns the stored answer instead of releasing twice. A
+-- sequenced release reads O's latch first and writes it last (overwriting it, so that a busy owner
+-- creates no key per release); one that finds no hold stores that answer too, so that a late copy of
+-- it does not release a hold O took since.
 -- A key of another type than the lock keeps there (another lock's key taken as a lock name, or data
 -- of the application) is refused before anything changes: the script touches only its own data. No
 -- key's type is read: the first command on each key refuses one of another type before it writes
@@ -44,9 +53,25 @@
 local function answer(latched)
     return tonumber(string.sub(latched, 1, string.find(latched, ':', 1, true) - 1))
 end
+local seq = ARGV[6] ~= '' and tonumber(ARGV[6])
+if seq then
+    local last = redis.call('get', KEYS[3])
+    local bar = last and string.find(last, '|', 1, true)
+    local lastSeq = bar and tonumber(string.sub(last, 1, bar - 1))
+    if lastSeq == seq then
+        return answer(string.sub(last, bar + 1))
+    end
+    if lastSeq and lastSeq > seq then
+        return -2
+    end
+end
 local state = redis.call('hmget', KEYS[1], 'mode', ARGV[1])
 local mode, held = state[1], state[2]
 if not mode or not held then
+    if seq then
+        redis.call('set', KEYS[3], ARGV[6] .. '|-1:0', 'px', ARGV[3])
+        return -1
+    end
     local latched = redis.call('get', KEYS[3])
     if latched then
         return answer(latched)
@@ -57,18 +82,21 @@ held = tonumber(held)
 local remaining = held - 1
 local holdKey = KEYS[4] .. ':' .. held
 local released = redis.call('pttl', holdKey)
-local stored = string.format('%d:0', remaining)
-local latched = redis.pcall('set', KEYS[3], stored, 'px', ARGV[3], 'nx', 'get')
-if type(latched) == 'table' and latched.err then
-    if string.sub(latched.err, 1, 9) == 'WRONGTYPE' then
-        return latched
+local stored
+if not seq then
+    stored = string.format('%d:0', remaining)
+    local latched = redis.pcall('set', KEYS[3], stored, 'px', ARGV[3], 'nx', 'get')
+    if type(latched) == 'table' and latched.err then
+        if string.sub(latched.err, 1, 9) == 'WRONGTYPE' then
+            return latched
+        end
+        -- Before Redis 7 SET takes NX and GET only apart: the latch is read here and written last.
+        stored = nil
+        latched = redis.call('get', KEYS[3])
     end
-    -- Before Redis 7 SET takes NX and GET only apart: the latch is read here and written last.
-    stored = nil
-    latched = redis.call('get', KEYS[3])
-end
-if latched then
-    return answer(latched)
+    if latched then
+        return answer(latched)
+    end
 end
 -- unstore deletes the latch this run stored, before a refusal.
 local function unstore()
@@ -175,7 +203,9 @@ end
 -- The latch stored above holds this answer unless the walk freed the lock under holds of O's that had
 -- all run out.
 local final = string.format('%d:0', remaining)
-if final ~= stored then
+if seq then
+    redis.call('set', KEYS[3], ARGV[6] .. '|' .. final, 'px', ARGV[3])
+elseif final ~= stored then
     redis.call('set', KEYS[3], final, 'px', ARGV[3])
 end
 return remaining

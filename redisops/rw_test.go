@@ -2,6 +2,7 @@ package redisops_test
 
 import (
 	"errors"
+	"maps"
 	"strconv"
 	"strings"
 	"testing"
@@ -798,6 +799,74 @@ func TestWriteRelease(t *testing.T) {
 		if msg := nextMessage(t, ps); msg != redisops.ReadUnlockMessage {
 			t.Errorf("message: got %q, want %q", msg, redisops.ReadUnlockMessage)
 		}
+	})
+}
+
+// TestReadReleaseSequenced: a read release whose owner's releases are sequenced (a known count and a
+// request id "<prefix>:r<n>") keeps its answer in the owner's latch, overwritten by each release, and
+// creates no latch of the request; a retry answers what the first run did, and a late copy of an older
+// release, or of one that found no hold, changes nothing once the owner took its holds back.
+func TestReadReleaseSequenced(t *testing.T) {
+	t.Parallel()
+	ops, c := setup(t)
+	release := func(name, req string) (redisops.Released, error) {
+		return ops.ReadReleaseHeld(t.Context(), name, "A", req, lease, 1)
+	}
+
+	t.Run("retry", func(t *testing.T) {
+		name := t.Name()
+		mustRead(t, ops, name, "A", lease)
+		mustRead(t, ops, name, "A", lease)
+		for i := range 2 {
+			if got, err := release(name, "q:r1"); err != nil || got != (redisops.Released{Remaining: 1}) {
+				t.Fatalf("attempt %d = %+v, %v; want Remaining 1", i+1, got, err)
+			}
+		}
+		checkHash(t, c, redisops.LockKey(name), map[string]string{"mode": "read", "A": "1"})
+		checkPTTL(t, c, redisops.UnlockLatchKey(name, "A"), redisops.DefaultLatchExpiry)
+		checkNoKey(t, c, redisops.UnlockLatchKey(name, "q:r1"))
+	})
+
+	t.Run("late copy", func(t *testing.T) {
+		name := t.Name()
+		mustRead(t, ops, name, "A", lease)
+		if got, err := release(name, "q:r1"); err != nil || got != (redisops.Released{}) {
+			t.Fatalf("release = %+v, %v; want Remaining 0", got, err)
+		}
+		mustRead(t, ops, name, "A", lease)
+		if got, err := release(name, "q:r2"); err != nil || got != (redisops.Released{}) {
+			t.Fatalf("second release = %+v, %v; want Remaining 0", got, err)
+		}
+		mustRead(t, ops, name, "A", lease)
+		before := snapshot(t, c)
+		if _, err := release(name, "q:r1"); !errors.Is(err, redisops.ErrStaleRelease) {
+			t.Errorf("late copy: got error %v, want %v", err, redisops.ErrStaleRelease)
+		}
+		if after := snapshot(t, c); !maps.Equal(before, after) {
+			t.Errorf("the late copy changed Redis:\nbefore %q\nafter  %q", before, after)
+		}
+	})
+
+	t.Run("late copy of a release that found no hold", func(t *testing.T) {
+		name := t.Name()
+		if _, err := release(name, "q:r3"); !errors.Is(err, redisops.ErrNotHeld) {
+			t.Fatalf("release of no hold: got error %v, want %v", err, redisops.ErrNotHeld)
+		}
+		mustRead(t, ops, name, "A", lease)
+		if _, err := release(name, "q:r3"); !errors.Is(err, redisops.ErrNotHeld) {
+			t.Errorf("late copy: got error %v, want the stored %v", err, redisops.ErrNotHeld)
+		}
+		checkHash(t, c, redisops.LockKey(name), map[string]string{"mode": "read", "A": "1"})
+	})
+
+	t.Run("unknown count", func(t *testing.T) {
+		name := t.Name()
+		mustRead(t, ops, name, "A", lease)
+		if got, err := ops.ReadReleaseHeld(t.Context(), name, "A", "q:r4", lease, redisops.UnknownHoldCount); err != nil || got != (redisops.Released{}) {
+			t.Fatalf("release = %+v, %v; want Remaining 0", got, err)
+		}
+		checkPTTL(t, c, redisops.UnlockLatchKey(name, "q:r4"), redisops.DefaultLatchExpiry)
+		checkNoKey(t, c, redisops.UnlockLatchKey(name, "A"))
 	})
 }
 

@@ -200,6 +200,12 @@ func TestScriptsRefuseWrongTypes(t *testing.T) {
 			}
 			shadow(t, redisops.UnlockLatchKey(n, "r1"))
 		}, func(n string) error { _, err := ops.ReadRelease(ctx, n, "A", "r1", lease); return err }},
+		{"sequenced read release, latch is a hash", func(t *testing.T, n string) {
+			if _, err := ops.ReadAcquire(ctx, n, "A", lease, 0); err != nil {
+				t.Fatal(err)
+			}
+			shadow(t, redisops.UnlockLatchKey(n, "A"))
+		}, func(n string) error { _, err := ops.ReadReleaseHeld(ctx, n, "A", "w:r1", lease, 1); return err }},
 		{"read release, lock is a string", func(t *testing.T, n string) { c.Set(ctx, n, "v", 0) },
 			func(n string) error { _, err := ops.ReadRelease(ctx, n, "A", "r1", lease); return err }},
 		{"read release, hold key is a hash", func(t *testing.T, n string) {
@@ -209,6 +215,13 @@ func TestScriptsRefuseWrongTypes(t *testing.T) {
 			c.Del(ctx, redisops.ReadTimeoutKey(n, "A", 1))
 			shadow(t, redisops.ReadTimeoutKey(n, "A", 1))
 		}, func(n string) error { _, err := ops.ReadRelease(ctx, n, "A", "r1", lease); return err }},
+		{"sequenced read release, hold key is a hash", func(t *testing.T, n string) {
+			if _, err := ops.ReadAcquire(ctx, n, "A", lease, 0); err != nil {
+				t.Fatal(err)
+			}
+			c.Del(ctx, redisops.ReadTimeoutKey(n, "A", 1))
+			shadow(t, redisops.ReadTimeoutKey(n, "A", 1))
+		}, func(n string) error { _, err := ops.ReadReleaseHeld(ctx, n, "A", "w:r1", lease, 1); return err }},
 		{"raise token, counter is a hash", func(t *testing.T, n string) { shadow(t, redisops.TokenKey(n)) },
 			func(n string) error { _, err := ops.RaiseToken(ctx, n, 5); return err }},
 	}
