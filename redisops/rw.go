@@ -300,10 +300,7 @@ func (o *Ops) WriteRelease(ctx context.Context, name, owner, requestID string, l
 	if err != nil {
 		return Released{}, fmt.Errorf("lockwarden: write release %q: %w", name, typed(err))
 	}
-	switch {
-	case n == -2:
-		return Released{}, ErrStaleRelease
-	case n < 0:
+	if n < 0 {
 		return Released{}, ErrNotHeld
 	}
 	return Released{Remaining: n}, nil

@@ -45,11 +45,12 @@
 -- A key of another type than the lock keeps there (another lock's key taken as a lock name, or data
 -- of the application) is refused before anything changes: the script touches only its own data. No
 -- key's type is read: the first command on each key refuses one of another type before it writes
--- (HMGET on the lock, SET ... NX GET or GET on the latch, GETDEL on the hold's key; older servers read
+-- (HMGET on the lock, GET or SET ... NX GET on the latch, GETDEL on the hold's key; older servers read
 -- the hold key's type first), and a latch stored before a hold key of another type is found is deleted
 -- again before the refusal.
--- The answer is stored in the latch before the release with SET ... NX GET (Redis 7+), which also reads
--- an earlier run's answer, so the latch costs one command (older servers GET it first and SET it last).
+-- A sequenced release GETs O's latch first and SETs it last. An unsequenced one stores its answer in
+-- the request's latch before the release, with SET ... NX GET (Redis 7+), which also reads an earlier
+-- run's answer, so the latch costs one command (older servers GET it first and SET it last).
 local function answer(latched)
     return tonumber(string.sub(latched, 1, string.find(latched, ':', 1, true) - 1))
 end
@@ -200,8 +201,8 @@ if walk then
         remaining = 0
     end
 end
--- The latch stored above holds this answer unless the walk freed the lock under holds of O's that had
--- all run out.
+-- A sequenced release stores its answer now. An unsequenced one stored it above, and that holds this
+-- answer unless the walk freed the lock under holds of O's that had all run out.
 local final = string.format('%d:0', remaining)
 if seq then
     redis.call('set', KEYS[3], ARGV[6] .. '|' .. final, 'px', ARGV[3])
