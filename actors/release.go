@@ -60,7 +60,7 @@ func (a *lockActor) onRelease(m *Release) {
 	}
 	held := int64(redisops.UnknownHoldCount)
 	if h != nil && !h.shared {
-		held = h.count // as Redis counts it, unless re-entries' replies were lost (releaseStray)
+		held = h.count // the holder's; Redis may count more (lost re-entry replies, failed inner releases: releaseStray)
 	}
 	if joinable() {
 		a.batchRelease(m, requestID, held, func(sent time.Time, rel redisops.Released, err error) {

@@ -16,10 +16,10 @@ import (
 // or its lease ran out. It is the one translation of a script's "not owner" answer.
 var ErrNotHeld = errors.New("lockwarden: lock not held by this owner")
 
-// ErrStaleRelease is returned by [Ops.ReleaseHeld] when a release of the owner with a higher sequence
-// number has already run: the call is a late copy of an older release (sent again after its reply was
-// lost, and delivered after the owner went on), and changed nothing. A caller that sequences its
-// releases never sees it otherwise.
+// ErrStaleRelease is returned by [Ops.ReleaseHeld] and [Ops.ReadReleaseHeld] when a release of the
+// owner with a higher sequence number has already run: the call is a late copy of an older release
+// (sent again after its reply was lost, and delivered after the owner went on), and changed nothing. A
+// caller that sequences its releases never sees it otherwise.
 var ErrStaleRelease = errors.New("lockwarden: a later release of this owner has already run")
 
 // ErrWrongType is returned when a key of the lock holds another type of data than the lock keeps there:
