@@ -228,27 +228,25 @@ func New(cfg Config) (*Telemetry, error) {
 // for the global provider (given is nil), as long as the application has not installed one, since the
 // global provider's tracers forward to the one installed later.
 func quietProvider(given, tp trace.TracerProvider) func() bool {
-	switch {
-	case isNoop(tp):
-		return func() bool { return true }
-	case given == nil && reflect.TypeOf(tp).Kind() == reflect.Pointer &&
-		reflect.TypeOf(tp).Elem().PkgPath() == "go.opentelemetry.io/otel/internal/global":
-		// The built-in global provider, no SDK installed yet: its tracers go nowhere until
-		// otel.SetTracerProvider replaces it, and then they forward to the new one.
-		return func() bool { return otel.GetTracerProvider() == tp }
-	default:
-		return func() bool { return false }
-	}
+	return quietCheck(given == nil, tp, isNoop(tp), otel.GetTracerProvider)
 }
 
-// quietMeterProvider is quietProvider for a meter provider.
+// quietMeterProvider is quietProvider for a meter provider and its measurements.
 func quietMeterProvider(given, mp metric.MeterProvider) func() bool {
+	return quietCheck(given == nil, mp, isNoopMeter(mp), otel.GetMeterProvider)
+}
+
+// quietCheck returns the check of whether what the provider p records goes nowhere: always when it is a
+// no-op one (noop); when it is the built-in global provider (defaulted: none was given), as long as
+// current, the global provider now, is still p: its instruments go nowhere until the application
+// installs an SDK, and then they forward to it. Otherwise never.
+func quietCheck[P comparable](defaulted bool, p P, noop bool, current func() P) func() bool {
 	switch {
-	case isNoopMeter(mp):
+	case noop:
 		return func() bool { return true }
-	case given == nil && reflect.TypeOf(mp).Kind() == reflect.Pointer &&
-		reflect.TypeOf(mp).Elem().PkgPath() == "go.opentelemetry.io/otel/internal/global":
-		return func() bool { return otel.GetMeterProvider() == mp }
+	case defaulted && reflect.TypeOf(p).Kind() == reflect.Pointer &&
+		reflect.TypeOf(p).Elem().PkgPath() == "go.opentelemetry.io/otel/internal/global":
+		return func() bool { return current() == p }
 	default:
 		return func() bool { return false }
 	}
