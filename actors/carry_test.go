@@ -5,6 +5,30 @@ import (
 	"time"
 )
 
+// carried posts a command (what, with post) on a ticket whose carry is open, once the actor is idle,
+// and checks that its call is handed to the caller and not made (the model has seen callsBefore calls)
+// before the caller runs it, and that running it settles the answer on the caller's goroutine. It
+// returns the ticket.
+func (c *core) carried(t *testing.T, what string, callsBefore int, post func(*Ticket)) *Ticket {
+	t.Helper()
+	c.waitIdle()
+	tk := NewTicket()
+	tk.OpenCarry()
+	post(tk)
+	run := tk.CloseCarry()
+	if run == nil {
+		t.Fatalf("the %s's call was not handed to its caller", what)
+	}
+	if calls := c.model.callLog(); len(calls) != callsBefore || !pending(tk) {
+		t.Fatalf("before the caller ran the %s: calls %q, answered %v", what, calls, !pending(tk))
+	}
+	run()
+	if pending(tk) {
+		t.Fatalf("the carried %s's answer was not settled on the caller's goroutine", what)
+	}
+	return tk
+}
+
 // TestCoreCallerCarriesItsCall: a caller that opened its ticket's carry and posts to an idle lock
 // actor gets the Redis call of its command handed over, and runs it on its own goroutine: the call is
 // not made before the caller runs it, and once it has run, the answer is there, settled on the same
@@ -21,38 +45,10 @@ func TestCoreCallerCarriesItsCall(t *testing.T) {
 	model.calls = nil
 	model.mu.Unlock()
 
-	c.waitIdle()
-	tk := NewTicket()
-	tk.OpenCarry()
-	c.acquire("a", false, tk)
-	run := tk.CloseCarry()
-	if run == nil {
-		t.Fatal("the acquisition's call was not handed to its caller")
-	}
-	if calls := model.callLog(); len(calls) != 0 || !pending(tk) {
-		t.Fatalf("before the caller ran the call: calls %q, answered %v", calls, !pending(tk))
-	}
-	run()
-	if pending(tk) {
-		t.Fatal("the carried acquisition's answer was not settled on the caller's goroutine")
-	}
+	tk := c.carried(t, "acquisition", 0, func(tk *Ticket) { c.acquire("a", false, tk) })
 	granted(t, c.outcome(tk, "carried acquisition"), "carried acquisition", 1)
 
-	c.waitIdle()
-	tk = NewTicket()
-	tk.OpenCarry()
-	c.release("a", tk)
-	run = tk.CloseCarry()
-	if run == nil {
-		t.Fatal("the release's call was not handed to its caller")
-	}
-	if calls := model.callLog(); len(calls) != 1 || !pending(tk) {
-		t.Fatalf("before the caller ran the release: calls %q, answered %v", calls, !pending(tk))
-	}
-	run()
-	if pending(tk) {
-		t.Fatal("the carried release's answer was not settled on the caller's goroutine")
-	}
+	tk = c.carried(t, "release", 1, func(tk *Ticket) { c.release("a", tk) })
 	if o := c.outcome(tk, "carried release"); o.Err != nil || o.HoldCount != 0 {
 		t.Fatalf("carried release: %+v", o)
 	}
