@@ -20,6 +20,10 @@ const (
 	KindFair  = messages.KindFair
 	KindRead  = messages.KindRead
 	KindWrite = messages.KindWrite
+
+	KindSemaphore       = messages.KindSemaphore
+	KindPermitSemaphore = messages.KindPermitSemaphore
+	KindLatch           = messages.KindLatch
 )
 
 // Routed is a command for the actor of one lock name and kind; the guardian routes it by both.

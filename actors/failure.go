@@ -155,6 +155,10 @@ func commandTicket(msg any) *Ticket {
 		return m.Ticket
 	case *GroupRelease:
 		return m.Ticket
+	case *Take:
+		return m.Ticket
+	case *Operate:
+		return m.Ticket
 	}
 	return nil
 }

@@ -12,12 +12,18 @@ const (
 	familyPlain family = iota
 	familyFair
 	familyRW
+	familySemaphore
+	familyPermits
+	familyLatch
 )
 
-// familyEntry registers one family: the kinds it serves and how to make its strategy for a name.
+// familyEntry registers one family: the kinds it serves and how to make its strategy for a name. A
+// primitive family (a semaphore, a permit semaphore, a count-down latch) is served by a primitive
+// actor (see primitive.go), whose strategy newPrimitiveStrategy makes, rather than by a lock actor.
 type familyEntry struct {
 	kinds       []Kind
 	newStrategy func(name string, ops *redisops.Ops) strategy
+	primitive   bool
 }
 
 // families is the registration of every family of locks, indexed by family. A new family needs its
@@ -26,6 +32,10 @@ var families = [...]familyEntry{
 	familyPlain: {kinds: []Kind{KindPlain}, newStrategy: newPlainStrategy},
 	familyFair:  {kinds: []Kind{KindFair}, newStrategy: newFairStrategy},
 	familyRW:    {kinds: []Kind{KindRead, KindWrite}, newStrategy: newRWStrategy},
+
+	familySemaphore: {kinds: []Kind{KindSemaphore}, primitive: true},
+	familyPermits:   {kinds: []Kind{KindPermitSemaphore}, primitive: true},
+	familyLatch:     {kinds: []Kind{KindLatch}, primitive: true},
 }
 
 // familyOf is the family that serves the kind k; an unknown kind is served as a plain lock.
@@ -45,10 +55,13 @@ func newStrategy(f family, name string, ops *redisops.Ops) strategy {
 	return families[f].newStrategy(name, ops)
 }
 
-// KnownKind reports whether k is the kind of a registered family: a command of another kind is bad
-// input.
+// KnownKind reports whether k is the kind of a registered family of locks: a lock command of another
+// kind (a primitive's among them) is bad input.
 func KnownKind(k Kind) bool {
 	for _, e := range families {
+		if e.primitive {
+			continue
+		}
 		for _, kind := range e.kinds {
 			if kind == k {
 				return true

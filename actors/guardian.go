@@ -33,6 +33,8 @@ type child struct {
 	pid     *actor.PID
 	routed  uint64
 	binding uint64
+	// primitive marks a primitive actor: stopped when idle, never pooled.
+	primitive bool
 }
 
 // bind gives a pooled lock actor its new name; the guardian sends it before the first command for the
@@ -72,7 +74,11 @@ func (g *Guardian) Receive(ctx actor.Context) {
 		c := g.children[key]
 		if c == nil {
 			g.bindings++
-			c = &child{pid: g.bind(ctx, name, key, fam, g.bindings), binding: g.bindings}
+			if families[fam].primitive {
+				c = &child{pid: g.spawnPrimitive(ctx, name, key, m.LockKind(), g.bindings), binding: g.bindings, primitive: true}
+			} else {
+				c = &child{pid: g.bind(ctx, name, key, fam, g.bindings), binding: g.bindings}
+			}
 			g.children[key] = c
 		}
 		c.routed++
@@ -82,7 +88,7 @@ func (g *Guardian) Receive(ctx actor.Context) {
 		// this name, it has received, and it was idle after the last one.
 		if c := g.children[m.key]; c != nil && c.pid.Equal(m.pid) && c.binding == m.binding && c.routed == m.routed {
 			delete(g.children, m.key)
-			if len(g.pool) < MaxPooledActors {
+			if !c.primitive && len(g.pool) < MaxPooledActors {
 				ctx.Send(c.pid, recycle{})
 				g.pool = append(g.pool, c.pid)
 			} else {
@@ -111,6 +117,20 @@ func (g *Guardian) bind(ctx actor.Context, name, key string, fam family, binding
 	opts = append(opts, actor.WithMailbox(newInlineMailbox(a.inlineSafe)))
 	return ctx.Spawn(actor.PropsFromProducer(func() actor.Actor {
 		return &recovering{actor: a, f: env.Failures, name: "lock actor", lock: name}
+	}, opts...))
+}
+
+// spawnPrimitive spawns the actor of a semaphore, permit semaphore or count-down latch name. Its Redis
+// calls wait in turn, so it runs on the coordinator's dispatcher, never on the sender's goroutine.
+func (g *Guardian) spawnPrimitive(ctx actor.Context, name, key string, k Kind, binding uint64) *actor.PID {
+	env := g.env
+	var opts []actor.PropsOption
+	if env.Dispatcher != nil {
+		opts = append(opts, actor.WithDispatcher(env.Dispatcher))
+	}
+	a := newPrimitiveActor(name, key, k, env, binding)
+	return ctx.Spawn(actor.PropsFromProducer(func() actor.Actor {
+		return &recovering{actor: a, f: env.Failures, name: k.String() + " actor", lock: name}
 	}, opts...))
 }
 

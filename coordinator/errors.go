@@ -38,6 +38,15 @@ var (
 	// ErrInvalidWait is returned when a wait is zero, negative or above [MaxDuration]: the error of
 	// [Wait] (returned by TryLock).
 	ErrInvalidWait = errors.New("lockwarden: wait must be positive and at most a year")
+
+	// ErrInvalidPermits is returned for a number of permits that is not positive (or a delta of 0).
+	ErrInvalidPermits = errors.New("lockwarden: permits must be positive")
+
+	// ErrInvalidCount is returned for a count-down latch count that is not positive.
+	ErrInvalidCount = errors.New("lockwarden: count must be positive")
+
+	// ErrInvalidPermitID is returned for a permit id that is not 32 hexadecimal characters.
+	ErrInvalidPermitID = errors.New("lockwarden: invalid permit id")
 	// ErrUpgrade is returned when the owner of read holds of a read-write lock asks for its write lock.
 	// Redisson would wait forever for the owner's own read holds; lockwarden refuses at once. Release
 	// the read holds first. (The other way, a writer taking read holds, is allowed: a downgrade.)

@@ -18,9 +18,17 @@ const (
 	KindRead
 	// KindWrite is the write side of a read-write lock.
 	KindWrite
+	// KindSemaphore is the semaphore (Redisson's RSemaphore).
+	KindSemaphore
+	// KindPermitSemaphore is the semaphore of permits with ids and expiry (Redisson's
+	// RPermitExpirableSemaphore).
+	KindPermitSemaphore
+	// KindLatch is the count-down latch (Redisson's RCountDownLatch).
+	KindLatch
 )
 
-// String returns the kind's name: "plain", "fair", "read", "write", or "unknown".
+// String returns the kind's name: "plain", "fair", "read", "write", "semaphore", "permit-semaphore",
+// "latch", or "unknown".
 func (k Kind) String() string {
 	switch k {
 	case KindPlain:
@@ -31,6 +39,12 @@ func (k Kind) String() string {
 		return "read"
 	case KindWrite:
 		return "write"
+	case KindSemaphore:
+		return "semaphore"
+	case KindPermitSemaphore:
+		return "permit-semaphore"
+	case KindLatch:
+		return "latch"
 	default:
 		return "unknown"
 	}
@@ -46,6 +60,12 @@ func (k Kind) LockKind() LockKind {
 		return LockRead
 	case KindWrite:
 		return LockWrite
+	case KindSemaphore:
+		return LockSemaphore
+	case KindPermitSemaphore:
+		return LockPermitSemaphore
+	case KindLatch:
+		return LockLatch
 	default:
 		return LockPlain
 	}

@@ -98,6 +98,12 @@ const (
 	// LockMultiLock and LockRedLock name groups, in telemetry.
 	LockMultiLock LockKind = "multilock"
 	LockRedLock   LockKind = "redlock"
+	// LockSemaphore, LockPermitSemaphore and LockLatch name a semaphore, a permit semaphore and a
+	// count-down latch. In their events a hold is one taking of permits: HoldCount is how many
+	// permits it took (a permit semaphore's events have one per permit, Owner its permit id).
+	LockSemaphore       LockKind = "semaphore"
+	LockPermitSemaphore LockKind = "permit-semaphore"
+	LockLatch           LockKind = "latch"
 )
 
 // Event is one change in a lock's life, as seen by the coordinator where it happened. Fields that do

@@ -73,6 +73,9 @@ func Scripts() map[string]*redis.Script {
 	}
 	maps.Copy(all, FairScripts())
 	maps.Copy(all, RWScripts())
+	maps.Copy(all, SemaphoreScripts())
+	maps.Copy(all, PermitsScripts())
+	maps.Copy(all, LatchScripts())
 	return all
 }
 

@@ -1,0 +1,497 @@
+package actors
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+	"github.com/asynkron/protoactor-go/scheduler"
+	"github.com/cenkalti/backoff/v4"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/lockwarden/lockwarden/messages"
+	"github.com/lockwarden/lockwarden/redisops"
+)
+
+// Take asks for permits of a semaphore or of a permit semaphore, or, on a count-down latch, waits until
+// its count is zero. It is answered once the permits are taken (or the count is zero), or, without
+// Wait, after one attempt.
+type Take struct {
+	Name string
+	Kind Kind
+	// Owner names the taker in events (a handle's owner id).
+	Owner string
+	// Permits is how many permits to take (semaphores; at least 1).
+	Permits int64
+	// Lease is a permit semaphore's fixed lease per permit; 0 takes watchdog permits, renewed for as
+	// long as the coordinator lives.
+	Lease time.Duration
+	// Wait queues the command until it succeeds or its ticket is abandoned.
+	Wait bool
+	// Started is when the caller asked; events measure the wait from it.
+	Started time.Time
+	// Span is the caller's span (nil when none).
+	Span   trace.Span
+	Ticket *Ticket
+
+	queued   bool
+	attempts int
+	// sent is when the latest attempt was sent.
+	sent time.Time
+	// requestID is the retry latch id of a semaphore's attempt that failed on an error (see
+	// semaphoreStrategy.try).
+	requestID string
+	// ids are the permit ids of a permit semaphore's take, chosen at its first attempt and kept for
+	// the next, so that a retried attempt is recognised in Redis.
+	ids []string
+}
+
+// PrimitiveOp is an operation of [Operate].
+type PrimitiveOp uint8
+
+// The operations of Operate. Each applies to the kinds its comment names.
+const (
+	// OpTrySet sets the permits (semaphores) or the count (latch) to N if none is set; OK reports
+	// whether it was. A semaphore's TTL, when positive, is the expiry of its permit count.
+	OpTrySet PrimitiveOp = iota + 1
+	// OpSet sets a permit semaphore's permits to N, counting those taken.
+	OpSet
+	// OpAdd adds N (which may be negative) to the available permits; Value is the new count
+	// (semaphore only).
+	OpAdd
+	// OpRelease gives back N permits (semaphore; Value is the new count), or the permit ID (permit
+	// semaphore).
+	OpRelease
+	// OpAvailable reads the available permits (semaphores) or the count (latch) into Value.
+	OpAvailable
+	// OpAcquired reads how many permits of a permit semaphore are taken into Value.
+	OpAcquired
+	// OpDrain takes every available permit of a semaphore; Value is how many.
+	OpDrain
+	// OpCountDown counts a latch down by one; Value is the count left.
+	OpCountDown
+	// OpDelete deletes a latch; OK reports whether there was one.
+	OpDelete
+)
+
+// Operate runs one operation on a semaphore, a permit semaphore or a count-down latch that waits for
+// nothing but Redis' answer.
+type Operate struct {
+	Name string
+	Kind Kind
+	Op   PrimitiveOp
+	N    int64
+	TTL  time.Duration
+	// ID is the permit of OpRelease on a permit semaphore.
+	ID string
+	// Owner names the caller in events.
+	Owner  string
+	Ticket *Ticket
+}
+
+// LockName implements Routed.
+func (m *Take) LockName() string { return m.Name }
+
+// LockKind implements Routed.
+func (m *Take) LockKind() Kind { return m.Kind }
+
+func (m *Take) routeKey() string { return RouteKey(m.Kind, m.Name) }
+
+// LockName implements Routed.
+func (m *Operate) LockName() string { return m.Name }
+
+// LockKind implements Routed.
+func (m *Operate) LockKind() Kind { return m.Kind }
+
+func (m *Operate) routeKey() string { return RouteKey(m.Kind, m.Name) }
+
+// Permit is one permit of a permit semaphore, taken by [Take].
+type Permit struct {
+	// ID is the permit's id: 32 lower-case hex characters, as Redisson shows them.
+	ID string
+	// Done is closed when the permit ends: released, its lease ran out, or a renewal found it gone.
+	Done <-chan struct{}
+	// Expires is when a permit with a fixed lease runs out; zero for a watchdog permit.
+	Expires time.Time
+}
+
+// primitiveStrategy is everything in which a semaphore, a permit semaphore and a latch differ; the
+// primitive actor's core (queue, subscription, retries, events, permits and their watchdog) asks it.
+type primitiveStrategy interface {
+	lockKind() messages.LockKind
+	// channel is the pub/sub channel of the name's notices.
+	channel() string
+	// try makes one attempt for t. When it fails, retryAt is when at the latest to try again (zero:
+	// a notice or the actor's own poll will tell).
+	try(ctx context.Context, a *primitiveActor, t *Take) (ok bool, retryAt time.Time, err error)
+	// granted is the outcome of t's successful attempt; it may register permits.
+	granted(a *primitiveActor, t *Take) Outcome
+	// giveBack undoes the successful take t whose caller had left.
+	giveBack(ctx context.Context, a *primitiveActor, t *Take) error
+	// wakes reports whether a notice with payload may let a waiter in.
+	wakes(payload string) bool
+	// servesAll reports whether one waiter's success is every waiter's (a latch at zero).
+	servesAll() bool
+	// operate runs m.
+	operate(ctx context.Context, a *primitiveActor, m *Operate) Outcome
+}
+
+// primitiveActor serialises everything about one semaphore, permit semaphore or count-down latch name in
+// one coordinator: its local waiters (FIFO, only the head tries Redis), the channel subscription that
+// wakes them, and a permit semaphore's permits taken here, with their watchdog. Its Redis calls are
+// made in turn, the actor waiting for each, as a fair lock's are.
+type primitiveActor struct {
+	name, key string
+	kind      Kind
+	strat     primitiveStrategy
+	env       *Env
+	self      *actor.PID
+	parent    *actor.PID
+	root      *actor.RootContext
+	sched     *scheduler.TimerScheduler
+
+	queue []*Take
+	// subscribed is set while the actor is subscribed to the channel.
+	subscribed bool
+	// permits are a permit semaphore's permits taken through this actor, by id.
+	permits map[string]*permitHold
+
+	retry, watchdog, expiry, idle oneShot
+	// renewSoon is set while the watchdog's latest renewal failed: the next comes sooner.
+	renewSoon bool
+	backoff   backoff.BackOff
+	failing   bool
+
+	routed, binding uint64
+}
+
+// permitHold is one permit of a permit semaphore taken through the actor.
+type permitHold struct {
+	id, owner string
+	done      chan struct{}
+	// watchdog marks a permit renewed by the watchdog; validUntil is when it lapses unless renewed
+	// (a fixed-lease permit's expiry, less the clock-drift margin).
+	watchdog   bool
+	validUntil time.Time
+	taken      time.Time
+}
+
+type (
+	primitiveRetryTick    struct{ gen uint64 }
+	primitiveWatchdogTick struct{ gen uint64 }
+	primitiveExpiryTick   struct{ gen uint64 }
+	primitiveIdleTick     struct{ gen uint64 }
+)
+
+func newPrimitiveActor(name, key string, k Kind, env *Env, binding uint64) *primitiveActor {
+	a := &primitiveActor{name: name, key: key, kind: k, env: env, binding: binding,
+		permits: make(map[string]*permitHold), backoff: env.NewBackOff()}
+	a.strat = newPrimitiveStrategy(k, name, env.Ops)
+	return a
+}
+
+// boundName is the name the actor serves, for the reports of a recovered panic.
+func (a *primitiveActor) boundName() string { return a.name }
+
+func (a *primitiveActor) log() *slog.Logger { return a.env.Logger.With("name", a.name, "kind", a.kind.String()) }
+
+// Receive implements actor.Actor.
+func (a *primitiveActor) Receive(ctx actor.Context) {
+	switch m := ctx.Message().(type) {
+	case *actor.Started:
+		a.self, a.parent, a.root = ctx.Self(), ctx.Parent(), ctx.ActorSystem().Root
+		a.sched = scheduler.NewTimerScheduler(ctx)
+	case *Take:
+		a.routed++
+		a.onTake(m)
+	case *Operate:
+		a.routed++
+		a.onOperate(m)
+	case *Abandon:
+		a.routed++
+		a.onAbandon(m)
+	case *messages.Subscribed:
+		if a.subscribed && m.Channel == a.strat.channel() {
+			a.tryQueue()
+		}
+	case *messages.Notice:
+		if a.subscribed && m.Channel == a.strat.channel() && a.strat.wakes(m.Payload) {
+			a.tryQueue()
+		}
+	case primitiveRetryTick:
+		if a.retry.current(m.gen) {
+			a.tryQueue()
+		}
+	case primitiveWatchdogTick:
+		if a.watchdog.current(m.gen) {
+			a.renewPermits()
+		}
+	case primitiveExpiryTick:
+		if a.expiry.current(m.gen) {
+			a.expirePermits(time.Now())
+		}
+	case primitiveIdleTick:
+		if a.idle.current(m.gen) && a.isIdle() {
+			ctx.Send(a.parent, &idle{key: a.key, pid: a.self, routed: a.routed, binding: a.binding})
+		}
+	case *actor.Stopping:
+		a.shutdown()
+		return
+	default:
+		return
+	}
+	a.afterMessage()
+}
+
+func (a *primitiveActor) isIdle() bool { return len(a.queue) == 0 && len(a.permits) == 0 }
+
+// afterMessage keeps the subscription and the timers in line with the state.
+func (a *primitiveActor) afterMessage() {
+	want := len(a.queue) > 0
+	if want != a.subscribed {
+		a.subscribed = want
+		if want {
+			a.root.Send(a.env.Bridge, &messages.Subscribe{Channel: a.strat.channel(), Subscriber: a.self})
+		} else {
+			a.root.Send(a.env.Bridge, &messages.Unsubscribe{Channel: a.strat.channel(), Subscriber: a.self})
+		}
+	}
+	if len(a.queue) == 0 {
+		a.retry.stop()
+	} else if !a.retry.armed() {
+		// Nobody may publish what the waiters wait for while the bridge is cut off: poll now and
+		// then, as the lock actors do.
+		a.armRetry(a.env.WatchdogTimeout / 3)
+	}
+	a.armPermitTimers()
+	if a.isIdle() {
+		if !a.idle.armed() {
+			a.idle.arm(a.sched, a.self, a.env.IdleTimeout, func(g uint64) any { return primitiveIdleTick{g} })
+		}
+	} else {
+		a.idle.stop()
+	}
+}
+
+func (a *primitiveActor) armRetry(d time.Duration) {
+	a.retry.arm(a.sched, a.self, max(d, 0), func(g uint64) any { return primitiveRetryTick{g} })
+}
+
+// redisContext bounds a Redis call by the coordinator's lifetime.
+func (a *primitiveActor) redisContext() context.Context { return a.env.Context }
+
+// onTake makes the first attempt of m, or queues it behind the waiters already there.
+func (a *primitiveActor) onTake(m *Take) {
+	if m.Ticket.Abandoned() {
+		return
+	}
+	if m.Started.IsZero() {
+		m.Started = time.Now()
+	}
+	if len(a.queue) > 0 && m.Wait {
+		a.enqueue(m)
+		return
+	}
+	ok, retryAt, err := a.attempt(m)
+	switch {
+	case ok:
+		a.grant(m)
+	case !m.Wait && err != nil:
+		m.Ticket.deliver(Outcome{Reason: messages.ReasonRedis, Err: err, Attempts: m.attempts})
+	case !m.Wait:
+		m.Ticket.deliver(Outcome{Reason: messages.ReasonNotObtained, Attempts: m.attempts})
+	default:
+		a.enqueue(m)
+		a.scheduleRetry(retryAt, err)
+	}
+}
+
+// attempt makes one Redis attempt for m.
+func (a *primitiveActor) attempt(m *Take) (bool, time.Time, error) {
+	m.attempts++
+	m.sent = time.Now()
+	ok, retryAt, err := a.strat.try(a.redisContext(), a, m)
+	if err != nil {
+		m.Ticket.noteError(err)
+		if !a.failing {
+			a.log().Warn("attempt failed", "err", err)
+		}
+		a.failing = true
+		return false, time.Time{}, err
+	}
+	m.Ticket.noteError(nil)
+	a.failing = false
+	a.backoffReset()
+	return ok, retryAt, nil
+}
+
+func (a *primitiveActor) backoffReset() { a.backoff.Reset() }
+
+// scheduleRetry arms the retry for a failed attempt: at retryAt when Redis named a time, after the
+// backoff when Redis failed.
+func (a *primitiveActor) scheduleRetry(retryAt time.Time, err error) {
+	switch {
+	case err != nil:
+		a.armRetry(a.backoff.NextBackOff())
+	case !retryAt.IsZero():
+		a.armRetry(time.Until(retryAt))
+	}
+}
+
+func (a *primitiveActor) enqueue(m *Take) {
+	if !m.queued {
+		m.queued = true
+		a.emitWait(messages.EventWaitStarted, m, "")
+	}
+	a.queue = append(a.queue, m)
+}
+
+// tryQueue lets in as many waiters as Redis allows, in order: the head tries, and the next tries once
+// it got in. Waiters whose caller left are dropped on the way.
+func (a *primitiveActor) tryQueue() {
+	for len(a.queue) > 0 {
+		head := a.queue[0]
+		if head.Ticket.Abandoned() {
+			a.queue = a.queue[1:]
+			continue
+		}
+		ok, retryAt, err := a.attempt(head)
+		if !ok {
+			a.scheduleRetry(retryAt, err)
+			return
+		}
+		a.queue = a.queue[1:]
+		a.grant(head)
+		if a.strat.servesAll() {
+			for _, m := range a.queue {
+				if !m.Ticket.Abandoned() {
+					a.grant(m)
+				}
+			}
+			a.queue = nil
+		}
+	}
+}
+
+// grant answers the successful take m, or gives back what it took when its caller had left.
+func (a *primitiveActor) grant(m *Take) {
+	o := a.strat.granted(a, m)
+	o.Attempts = m.attempts
+	if !m.Ticket.deliver(o) {
+		ctx, cancel := a.env.stopContext()
+		defer cancel()
+		if err := a.strat.giveBack(ctx, a, m); err != nil {
+			a.log().Warn("giving back what a caller that left obtained failed", "owner", m.Owner, "err", err)
+		}
+		if m.queued {
+			a.emitWait(messages.EventWaitTimedOut, m, "")
+		}
+		return
+	}
+	if a.strat.lockKind() != messages.LockLatch {
+		a.emit(messages.Event{Type: messages.EventAcquired, Owner: m.Owner, HoldCount: m.Permits,
+			Queued: m.queued, Wait: time.Since(m.Started)})
+	}
+}
+
+// onAbandon takes the waiter whose caller left out of the queue.
+func (a *primitiveActor) onAbandon(m *Abandon) {
+	for i, w := range a.queue {
+		if w.Ticket == m.Ticket {
+			a.queue = append(a.queue[:i:i], a.queue[i+1:]...)
+			if w.queued {
+				a.emitWait(messages.EventWaitTimedOut, w, "")
+			}
+			break
+		}
+	}
+	if m.Ack != nil {
+		m.Ack.deliver(Outcome{})
+	}
+}
+
+// onOperate runs m; an operation that may have freed permits lets the local waiters try at once,
+// rather than after the notice that Redis publishes.
+func (a *primitiveActor) onOperate(m *Operate) {
+	if m.Ticket.Abandoned() {
+		return
+	}
+	o := a.strat.operate(a.redisContext(), a, m)
+	m.Ticket.deliver(o)
+	if o.Reason == messages.ReasonNone && len(a.queue) > 0 {
+		switch m.Op {
+		case OpTrySet, OpSet, OpAdd, OpRelease, OpCountDown:
+			a.tryQueue()
+		}
+	}
+}
+
+// emit publishes ev about the actor's name.
+func (a *primitiveActor) emit(ev messages.Event) {
+	if a.env.Events == nil {
+		return
+	}
+	ev.Name, ev.Kind, ev.Time, ev.Coordinator = a.name, a.strat.lockKind(), time.Now(), a.env.CoordinatorID
+	a.env.Events.Publish(ev)
+}
+
+func (a *primitiveActor) emitWait(typ messages.EventType, m *Take, reason string) {
+	ev := messages.Event{Type: typ, Owner: m.Owner, HoldCount: m.Permits, Reason: reason}
+	if typ == messages.EventWaitTimedOut {
+		ev.Wait = time.Since(m.Started)
+	}
+	a.emit(ev)
+}
+
+// shutdown runs when the coordinator closes: waiters are answered ReasonClosed, and the permits taken
+// here are given back on a best-effort basis.
+func (a *primitiveActor) shutdown() {
+	if a.subscribed {
+		a.root.Send(a.env.Bridge, &messages.Unsubscribe{Channel: a.strat.channel(), Subscriber: a.self})
+		a.subscribed = false
+	}
+	for _, s := range []*oneShot{&a.retry, &a.watchdog, &a.expiry, &a.idle} {
+		s.stop()
+	}
+	for _, m := range a.queue {
+		m.Ticket.deliver(Outcome{Reason: messages.ReasonClosed})
+		if m.queued {
+			a.emitWait(messages.EventWaitTimedOut, m, messages.ReasonClosed.String())
+		}
+	}
+	a.queue = nil
+	if len(a.permits) == 0 {
+		return
+	}
+	ctx, cancel := a.env.stopContext()
+	defer cancel()
+	for id, p := range a.permits {
+		if _, err := a.env.Ops.PermitsRelease(ctx, a.name, id, time.Now()); err != nil {
+			a.log().Warn("release at close failed; the permit comes back when its lease runs out", "permit", id, "err", err)
+		}
+		a.endPermit(p, messages.EventReleased, messages.ReleaseClosed)
+	}
+}
+
+// recovered answers the caller of the command whose handling panicked.
+func (a *primitiveActor) recovered(_ actor.ReceiverContext, msg any, err error) {
+	if t := commandTicket(msg); t != nil {
+		t.deliver(Outcome{Reason: messages.ReasonRedis, Err: err})
+	}
+	if _, stopping := msg.(*actor.Stopping); stopping {
+		for _, m := range a.queue {
+			m.Ticket.deliver(Outcome{Reason: messages.ReasonClosed})
+		}
+		a.queue = nil
+	}
+}
+
+// redisOutcome is the outcome of an operation that failed on err.
+func redisOutcome(err error) Outcome {
+	if errors.Is(err, redisops.ErrNotHeld) {
+		return Outcome{Reason: messages.ReasonNotHeld, Err: err}
+	}
+	return Outcome{Reason: messages.ReasonRedis, Err: err}
+}

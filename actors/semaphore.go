@@ -1,0 +1,229 @@
+package actors
+
+import (
+	"context"
+	"strconv"
+	"time"
+
+	"github.com/lockwarden/lockwarden/messages"
+	"github.com/lockwarden/lockwarden/redisops"
+)
+
+// newPrimitiveStrategy makes the strategy of the primitive kind k for name.
+func newPrimitiveStrategy(k Kind, name string, ops *redisops.Ops) primitiveStrategy {
+	switch k {
+	case KindPermitSemaphore:
+		return &permitStrategy{name: name, ops: ops, ch: redisops.SemaphoreChannel(name)}
+	case KindLatch:
+		return &latchStrategy{name: name, ops: ops, ch: redisops.LatchChannel(name)}
+	default:
+		return &semaphoreStrategy{name: name, ops: ops, ch: redisops.SemaphoreChannel(name)}
+	}
+}
+
+// semaphoreStrategy is Redisson's RSemaphore: a count of available permits, owned by nobody.
+type semaphoreStrategy struct {
+	name string
+	ops  *redisops.Ops
+	ch   string
+}
+
+func (s *semaphoreStrategy) lockKind() messages.LockKind { return messages.LockSemaphore }
+func (s *semaphoreStrategy) channel() string             { return s.ch }
+func (s *semaphoreStrategy) servesAll() bool             { return false }
+
+// wakes: the notice carries the permits available after a release; 0 lets nobody in.
+func (s *semaphoreStrategy) wakes(payload string) bool { return payload != "0" }
+
+func (s *semaphoreStrategy) try(ctx context.Context, a *primitiveActor, t *Take) (bool, time.Time, error) {
+	// An attempt that failed on an error may have taken the permits all the same: the next attempt
+	// runs under the same request id, so that Redis answers what the first did rather than taking
+	// them twice. A definite answer ends the request.
+	if t.requestID == "" {
+		t.requestID = a.env.NewRequestID()
+	}
+	ok, err := s.ops.SemaphoreTryAcquire(ctx, s.name, t.requestID, t.Permits)
+	if err == nil {
+		t.requestID = ""
+	}
+	return ok, time.Time{}, err
+}
+
+func (s *semaphoreStrategy) granted(_ *primitiveActor, t *Take) Outcome {
+	return Outcome{HoldCount: t.Permits}
+}
+
+func (s *semaphoreStrategy) giveBack(ctx context.Context, a *primitiveActor, t *Take) error {
+	_, err := s.ops.SemaphoreRelease(ctx, s.name, a.env.NewRequestID(), t.Permits)
+	return err
+}
+
+func (s *semaphoreStrategy) operate(ctx context.Context, a *primitiveActor, m *Operate) Outcome {
+	var (
+		ok  bool
+		v   int64
+		err error
+	)
+	switch m.Op {
+	case OpTrySet:
+		ok, err = s.ops.SemaphoreTrySetPermits(ctx, s.name, m.N, m.TTL)
+	case OpAdd:
+		v, err = s.ops.SemaphoreAddPermits(ctx, s.name, a.env.NewRequestID(), m.N)
+	case OpRelease:
+		v, err = s.ops.SemaphoreRelease(ctx, s.name, a.env.NewRequestID(), m.N)
+		if err == nil {
+			a.emit(messages.Event{Type: messages.EventReleased, Owner: m.Owner, HoldCount: m.N, Reason: messages.ReleaseUnlocked})
+		}
+	case OpAvailable:
+		v, err = s.ops.SemaphoreAvailable(ctx, s.name)
+	case OpDrain:
+		v, err = s.ops.SemaphoreDrain(ctx, s.name, a.env.NewRequestID())
+	default:
+		return unsupported(m)
+	}
+	if err != nil {
+		return redisOutcome(err)
+	}
+	return Outcome{OK: ok, Value: v}
+}
+
+// unsupported answers an operation that the kind has not.
+func unsupported(m *Operate) Outcome {
+	return Outcome{Reason: messages.ReasonRedis, Err: ErrUnsupportedOp{Op: m.Op, Kind: m.Kind}}
+}
+
+// ErrUnsupportedOp is the error of an [Operate] whose operation the kind has not.
+type ErrUnsupportedOp struct {
+	Op   PrimitiveOp
+	Kind Kind
+}
+
+func (e ErrUnsupportedOp) Error() string {
+	return "lockwarden: operation " + strconv.Itoa(int(e.Op)) + " is not one of a " + e.Kind.String()
+}
+
+// permitStrategy is Redisson's RPermitExpirableSemaphore: permits with ids and expiries. Permits
+// taken without a lease are renewed by the actor's watchdog.
+type permitStrategy struct {
+	name string
+	ops  *redisops.Ops
+	ch   string
+}
+
+func (s *permitStrategy) lockKind() messages.LockKind { return messages.LockPermitSemaphore }
+func (s *permitStrategy) channel() string             { return s.ch }
+func (s *permitStrategy) servesAll() bool             { return false }
+func (s *permitStrategy) wakes(payload string) bool   { return payload != "0" }
+
+func (s *permitStrategy) try(ctx context.Context, a *primitiveActor, t *Take) (bool, time.Time, error) {
+	if t.ids == nil {
+		t.ids = make([]string, t.Permits)
+		for i := range t.ids {
+			t.ids[i] = redisops.NewPermitID()
+		}
+	}
+	lease := t.Lease
+	if lease == 0 {
+		lease = a.env.WatchdogTimeout
+	}
+	r, err := s.ops.PermitsTryAcquire(ctx, s.name, t.ids, t.sent.Add(lease), t.sent)
+	return r.OK, r.NextExpiry, err
+}
+
+func (s *permitStrategy) granted(a *primitiveActor, t *Take) Outcome {
+	ps := make([]Permit, len(t.ids))
+	for i, id := range t.ids {
+		ps[i] = a.addPermit(t, id, t.sent, t.Lease)
+	}
+	return Outcome{HoldCount: t.Permits, Permits: ps}
+}
+
+func (s *permitStrategy) giveBack(ctx context.Context, a *primitiveActor, t *Take) error {
+	var first error
+	for _, id := range t.ids {
+		if p := a.permits[id]; p != nil {
+			delete(a.permits, id)
+			close(p.done)
+		}
+		if _, err := s.ops.PermitsRelease(ctx, s.name, id, time.Now()); err != nil && first == nil {
+			first = err
+		}
+	}
+	return first
+}
+
+func (s *permitStrategy) operate(ctx context.Context, a *primitiveActor, m *Operate) Outcome {
+	var (
+		ok  bool
+		v   int64
+		err error
+	)
+	now := time.Now()
+	switch m.Op {
+	case OpTrySet:
+		ok, err = s.ops.PermitsTrySetPermits(ctx, s.name, m.N)
+	case OpSet:
+		err = s.ops.PermitsSetPermits(ctx, s.name, m.N, now)
+	case OpAdd:
+		err = s.ops.PermitsAddPermits(ctx, s.name, a.env.NewRequestID(), m.N)
+	case OpRelease:
+		return a.releasePermit(ctx, m)
+	case OpAvailable:
+		v, err = s.ops.PermitsAvailable(ctx, s.name, now)
+	case OpAcquired:
+		v, err = s.ops.PermitsAcquiredCount(ctx, s.name, now)
+	default:
+		return unsupported(m)
+	}
+	if err != nil {
+		return redisOutcome(err)
+	}
+	return Outcome{OK: ok, Value: v}
+}
+
+// latchStrategy is Redisson's RCountDownLatch: a waiter gets in once the count is zero.
+type latchStrategy struct {
+	name string
+	ops  *redisops.Ops
+	ch   string
+}
+
+func (s *latchStrategy) lockKind() messages.LockKind { return messages.LockLatch }
+func (s *latchStrategy) channel() string             { return s.ch }
+func (s *latchStrategy) servesAll() bool             { return true }
+
+// wakes: only the zero notice; a new count ("1") lets nobody in.
+func (s *latchStrategy) wakes(payload string) bool { return payload == redisops.LatchZeroMessage }
+
+func (s *latchStrategy) try(ctx context.Context, _ *primitiveActor, _ *Take) (bool, time.Time, error) {
+	n, err := s.ops.LatchCount(ctx, s.name)
+	return err == nil && n <= 0, time.Time{}, err
+}
+
+func (s *latchStrategy) granted(*primitiveActor, *Take) Outcome { return Outcome{} }
+
+func (s *latchStrategy) giveBack(context.Context, *primitiveActor, *Take) error { return nil }
+
+func (s *latchStrategy) operate(ctx context.Context, a *primitiveActor, m *Operate) Outcome {
+	var (
+		ok  bool
+		v   int64
+		err error
+	)
+	switch m.Op {
+	case OpTrySet:
+		ok, err = s.ops.LatchTrySetCount(ctx, s.name, m.N)
+	case OpCountDown:
+		v, err = s.ops.LatchCountDown(ctx, s.name, a.env.NewRequestID())
+	case OpAvailable:
+		v, err = s.ops.LatchCount(ctx, s.name)
+	case OpDelete:
+		ok, err = s.ops.LatchDelete(ctx, s.name)
+	default:
+		return unsupported(m)
+	}
+	if err != nil {
+		return redisOutcome(err)
+	}
+	return Outcome{OK: ok, Value: v}
+}

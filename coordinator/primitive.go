@@ -1,0 +1,137 @@
+package coordinator
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/lockwarden/lockwarden/actors"
+	"github.com/lockwarden/lockwarden/messages"
+	"github.com/lockwarden/lockwarden/telemetry"
+)
+
+// primitive is what the handles of a semaphore, a permit semaphore and a count-down latch share: the
+// coordinator, the name and its kind, and the handle's owner id, which names it in events.
+type primitive struct {
+	c     *Coordinator
+	kind  actors.Kind
+	name  string
+	owner string
+	// err is the construction error (ErrEmptyName).
+	err  error
+	span telemetry.Lock
+}
+
+func (c *Coordinator) primitive(kind actors.Kind, name string) primitive {
+	p := primitive{c: c, kind: kind, name: name, owner: c.newOwner()}
+	if name == "" {
+		p.err = ErrEmptyName
+	}
+	p.span = c.tel.Describe(name, kind.LockKind(), p.owner)
+	return p
+}
+
+// usable returns the error that stops any call: a bad handle, a closed coordinator, an ended ctx.
+func (p *primitive) usable(ctx context.Context) error {
+	if p.err != nil {
+		return p.err
+	}
+	if p.c.isClosed() {
+		return ErrClosed
+	}
+	return ctx.Err()
+}
+
+// take asks the name's actor for permits (or, on a latch, for the count to be zero): one attempt, or
+// with wait until it succeeds or ctx ends. lease is a permit semaphore's fixed lease, 0 for watchdog
+// permits. It reports false with a nil error when one attempt found too few permits.
+func (p *primitive) take(ctx context.Context, permits int64, lease time.Duration, wait bool) (o actors.Outcome, ok bool, err error) {
+	if err := p.usable(ctx); err != nil {
+		if ctx.Err() != nil && err == ctx.Err() {
+			return o, false, errors.Join(ErrNotObtained, err)
+		}
+		return o, false, err
+	}
+	ctx, op := p.c.tel.StartAcquire(ctx, p.span)
+	defer func() { op.EndAcquire(acquireOutcome(ok, err), 0, o.Attempts, err) }()
+	ticket := actors.NewTicket()
+	cmd := &actors.Take{Name: p.name, Kind: p.kind, Owner: p.owner, Permits: permits, Lease: lease, Wait: wait,
+		Started: time.Now(), Span: op.Span(), Ticket: ticket}
+	o, err = p.c.do(ctx, cmd, ticket)
+	if err != nil {
+		if last := ticket.LastError(); last != nil {
+			return o, false, errors.Join(ErrNotObtained, waitFailure{last}, errors.Unwrap(err))
+		}
+		return o, false, errors.Join(ErrNotObtained, errors.Unwrap(err))
+	}
+	switch o.Reason {
+	case messages.ReasonNone:
+		return o, true, nil
+	case messages.ReasonNotObtained:
+		return o, false, nil
+	case messages.ReasonRedis:
+		return o, false, errors.Join(ErrNotObtained, o.Err)
+	default:
+		return o, false, outcomeError(o)
+	}
+}
+
+// tryTake is take for a TryAcquire or TryAwait with opts: one attempt without Wait, else a wait of up
+// to the Wait given, which reports false with no error when it runs out. lease is the Lease given, 0
+// for none.
+func (p *primitive) tryTake(ctx context.Context, permits int64, opts []TryOption) (o actors.Outcome, ok bool, err error) {
+	t := tryOptions{}
+	if err := applyOptions(&t, opts); err != nil {
+		return o, false, err
+	}
+	if p.kind != actors.KindPermitSemaphore && t.lease != 0 {
+		return o, false, fmt.Errorf("%w: Lease applies to a permit semaphore only", ErrInvalidOption)
+	}
+	if !t.waitSet {
+		return p.take(ctx, permits, t.lease, false)
+	}
+	waitCtx, cancel := context.WithTimeout(ctx, t.wait)
+	defer cancel()
+	o, ok, err = p.take(waitCtx, permits, t.lease, true)
+	ok, err = ownWaitRanOut(ctx)(ok, err)
+	return o, ok, err
+}
+
+// operate runs one operation on the name's actor and returns its outcome; a failed outcome is
+// returned as its error.
+func (p *primitive) operate(ctx context.Context, op actors.PrimitiveOp, n int64, ttl time.Duration, id string) (actors.Outcome, error) {
+	if err := p.usable(ctx); err != nil {
+		return actors.Outcome{}, err
+	}
+	ticket := actors.NewTicket()
+	cmd := &actors.Operate{Name: p.name, Kind: p.kind, Op: op, N: n, TTL: ttl, ID: id, Owner: p.owner, Ticket: ticket}
+	o, err := p.c.do(ctx, cmd, ticket)
+	if err != nil {
+		return o, errors.Unwrap(err)
+	}
+	if o.Reason != messages.ReasonNone {
+		return o, outcomeError(o)
+	}
+	return o, nil
+}
+
+// release runs a releasing operation (a semaphore's Release, a permit's, a latch's CountDown) inside
+// a release span.
+func (p *primitive) release(ctx context.Context, op actors.PrimitiveOp, n int64, id string) (actors.Outcome, error) {
+	if err := p.usable(ctx); err != nil {
+		return actors.Outcome{}, err
+	}
+	ctx, span := p.c.tel.StartRelease(ctx, p.span)
+	o, err := p.operate(ctx, op, n, 0, id)
+	span.End(err)
+	return o, err
+}
+
+// checkPermits returns ErrInvalidPermits unless n is positive.
+func checkPermits(n int64) error {
+	if n <= 0 {
+		return fmt.Errorf("%w: %d", ErrInvalidPermits, n)
+	}
+	return nil
+}
