@@ -195,7 +195,9 @@ func newPrimitiveActor(name, key string, k Kind, env *Env, binding uint64) *prim
 // boundName is the name the actor serves, for the reports of a recovered panic.
 func (a *primitiveActor) boundName() string { return a.name }
 
-func (a *primitiveActor) log() *slog.Logger { return a.env.Logger.With("name", a.name, "kind", a.kind.String()) }
+func (a *primitiveActor) log() *slog.Logger {
+	return a.env.Logger.With("name", a.name, "kind", a.kind.String())
+}
 
 // Receive implements actor.Actor.
 func (a *primitiveActor) Receive(ctx actor.Context) {
