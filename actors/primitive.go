@@ -40,6 +40,8 @@ type Take struct {
 	attempts int
 	// sent is when the latest attempt was sent.
 	sent time.Time
+	// ambiguous is set while the latest attempt failed on an error: it may have taken permits.
+	ambiguous bool
 	// requestID is the retry latch id of a semaphore's attempt that failed on an error (see
 	// semaphoreStrategy.try).
 	requestID string
@@ -86,6 +88,9 @@ type Operate struct {
 	TTL  time.Duration
 	// ID is the permit of OpRelease on a permit semaphore.
 	ID string
+	// RequestID names the operation in its retry latch in Redis: an operation sent again under the
+	// same id after an error takes effect once (empty: a fresh id each time).
+	RequestID string
 	// Owner names the caller in events.
 	Owner  string
 	Ticket *Ticket
@@ -153,6 +158,10 @@ type primitiveActor struct {
 	sched     *scheduler.TimerScheduler
 
 	queue []*Take
+	// unsettled are the takes without Wait whose attempt failed on an error: the caller was told, but
+	// the attempt may have taken permits all the same. They are tried again under the same request
+	// id (or permit ids) until Redis answers, and what they took is given back (see settle).
+	unsettled []*Take
 	// subscribed is set while the actor is subscribed to the channel.
 	subscribed bool
 	// permits are a permit semaphore's permits taken through this actor, by id.
@@ -224,6 +233,7 @@ func (a *primitiveActor) Receive(ctx actor.Context) {
 		}
 	case primitiveRetryTick:
 		if a.retry.current(m.gen) {
+			a.settle()
 			a.tryQueue()
 		}
 	case primitiveWatchdogTick:
@@ -247,7 +257,9 @@ func (a *primitiveActor) Receive(ctx actor.Context) {
 	a.afterMessage()
 }
 
-func (a *primitiveActor) isIdle() bool { return len(a.queue) == 0 && len(a.permits) == 0 }
+func (a *primitiveActor) isIdle() bool {
+	return len(a.queue) == 0 && len(a.permits) == 0 && len(a.unsettled) == 0
+}
 
 // afterMessage keeps the subscription and the timers in line with the state.
 func (a *primitiveActor) afterMessage() {
@@ -260,7 +272,7 @@ func (a *primitiveActor) afterMessage() {
 			a.root.Send(a.env.Bridge, &messages.Unsubscribe{Channel: a.strat.channel(), Subscriber: a.self})
 		}
 	}
-	if len(a.queue) == 0 {
+	if len(a.queue) == 0 && len(a.unsettled) == 0 {
 		a.retry.stop()
 	} else if !a.retry.armed() {
 		// Nobody may publish what the waiters wait for while the bridge is cut off: poll now and
@@ -302,6 +314,7 @@ func (a *primitiveActor) onTake(m *Take) {
 		a.grant(m)
 	case !m.Wait && err != nil:
 		m.Ticket.deliver(Outcome{Reason: messages.ReasonRedis, Err: err, Attempts: m.attempts})
+		a.leave(m)
 	case !m.Wait:
 		m.Ticket.deliver(Outcome{Reason: messages.ReasonNotObtained, Attempts: m.attempts})
 	default:
@@ -315,6 +328,7 @@ func (a *primitiveActor) attempt(m *Take) (bool, time.Time, error) {
 	m.attempts++
 	m.sent = time.Now()
 	ok, retryAt, err := a.strat.try(a.redisContext(), a, m)
+	m.ambiguous = err != nil
 	if err != nil {
 		m.Ticket.noteError(err)
 		if !a.failing {
@@ -350,6 +364,44 @@ func (a *primitiveActor) enqueue(m *Take) {
 	a.queue = append(a.queue, m)
 }
 
+// unsettledFor bounds how long an unsettled take is tried again: well within the life of its retry
+// latch in Redis, so that a run after one that took permits finds the latch.
+const unsettledFor = redisops.DefaultLatchExpiry / 2
+
+// leave is for a take whose caller is gone or was answered with an error: if its latest attempt failed
+// on an error, it may have taken permits, and it becomes unsettled until Redis says.
+func (a *primitiveActor) leave(m *Take) {
+	if m.ambiguous {
+		a.unsettled = append(a.unsettled, m)
+		a.scheduleRetry(time.Time{}, errUnsettled)
+	}
+}
+
+// settle tries the unsettled takes again: one that Redis now says took permits (its first run did)
+// gives them back, as for a caller that left; one refused is done with.
+func (a *primitiveActor) settle() {
+	keep := a.unsettled[:0]
+	for _, m := range a.unsettled {
+		ok, _, err := a.attempt(m)
+		switch {
+		case ok:
+			a.grant(m) // its caller was answered: grant gives the permits back
+		case err != nil && time.Since(m.Started) < unsettledFor:
+			keep = append(keep, m)
+		case err != nil:
+			a.log().Warn("an attempt that failed stays unsettled: permits it may have taken are not given back", "owner", m.Owner, "err", err)
+		}
+	}
+	clear(a.unsettled[len(keep):])
+	a.unsettled = keep
+	if len(keep) > 0 {
+		a.scheduleRetry(time.Time{}, errUnsettled)
+	}
+}
+
+// errUnsettled makes scheduleRetry back off for the unsettled takes.
+var errUnsettled = errors.New("unsettled takes")
+
 // tryQueue lets in as many waiters as Redis allows, in order: the head tries, and the next tries once
 // it got in. Waiters whose caller left are dropped on the way.
 func (a *primitiveActor) tryQueue() {
@@ -357,6 +409,7 @@ func (a *primitiveActor) tryQueue() {
 		head := a.queue[0]
 		if head.Ticket.Abandoned() {
 			a.queue = a.queue[1:]
+			a.leave(head)
 			continue
 		}
 		ok, retryAt, err := a.attempt(head)
@@ -406,6 +459,7 @@ func (a *primitiveActor) onAbandon(m *Abandon) {
 			if w.queued {
 				a.emitWait(messages.EventWaitTimedOut, w, "")
 			}
+			a.leave(w)
 			break
 		}
 	}

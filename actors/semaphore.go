@@ -68,16 +68,16 @@ func (s *semaphoreStrategy) operate(ctx context.Context, a *primitiveActor, m *O
 	case OpTrySet:
 		ok, err = s.ops.SemaphoreTrySetPermits(ctx, s.name, m.N, m.TTL)
 	case OpAdd:
-		v, err = s.ops.SemaphoreAddPermits(ctx, s.name, a.env.NewRequestID(), m.N)
+		v, err = s.ops.SemaphoreAddPermits(ctx, s.name, requestID(a, m), m.N)
 	case OpRelease:
-		v, err = s.ops.SemaphoreRelease(ctx, s.name, a.env.NewRequestID(), m.N)
+		v, err = s.ops.SemaphoreRelease(ctx, s.name, requestID(a, m), m.N)
 		if err == nil {
 			a.emit(messages.Event{Type: messages.EventReleased, Owner: m.Owner, HoldCount: m.N, Reason: messages.ReleaseUnlocked})
 		}
 	case OpAvailable:
 		v, err = s.ops.SemaphoreAvailable(ctx, s.name)
 	case OpDrain:
-		v, err = s.ops.SemaphoreDrain(ctx, s.name, a.env.NewRequestID())
+		v, err = s.ops.SemaphoreDrain(ctx, s.name, requestID(a, m))
 	default:
 		return unsupported(m)
 	}
@@ -85,6 +85,14 @@ func (s *semaphoreStrategy) operate(ctx context.Context, a *primitiveActor, m *O
 		return redisOutcome(err)
 	}
 	return Outcome{OK: ok, Value: v}
+}
+
+// requestID is m's request id, or a fresh one.
+func requestID(a *primitiveActor, m *Operate) string {
+	if m.RequestID != "" {
+		return m.RequestID
+	}
+	return a.env.NewRequestID()
 }
 
 // unsupported answers an operation that the kind has not.
@@ -165,7 +173,7 @@ func (s *permitStrategy) operate(ctx context.Context, a *primitiveActor, m *Oper
 	case OpSet:
 		err = s.ops.PermitsSetPermits(ctx, s.name, m.N, now)
 	case OpAdd:
-		err = s.ops.PermitsAddPermits(ctx, s.name, a.env.NewRequestID(), m.N)
+		err = s.ops.PermitsAddPermits(ctx, s.name, requestID(a, m), m.N)
 	case OpRelease:
 		return a.releasePermit(ctx, m)
 	case OpAvailable:
@@ -214,7 +222,7 @@ func (s *latchStrategy) operate(ctx context.Context, a *primitiveActor, m *Opera
 	case OpTrySet:
 		ok, err = s.ops.LatchTrySetCount(ctx, s.name, m.N)
 	case OpCountDown:
-		v, err = s.ops.LatchCountDown(ctx, s.name, a.env.NewRequestID())
+		v, err = s.ops.LatchCountDown(ctx, s.name, requestID(a, m))
 	case OpAvailable:
 		v, err = s.ops.LatchCount(ctx, s.name)
 	case OpDelete:

@@ -152,17 +152,7 @@ func New(client redis.UniversalClient, opts ...Option) (*Coordinator, error) {
 		Held:               &actors.HeldKinds{},
 		Dispatcher:         c.pool,
 		Renewals:           c.renewals,
-		NewRequestID: func() string {
-			// "<id>:r<n>", built in one allocation.
-			var digits [20]byte
-			n := strconv.AppendUint(digits[:0], c.requests.Add(1), 10)
-			var b strings.Builder
-			b.Grow(len(c.id) + 2 + len(n))
-			b.WriteString(c.id)
-			b.WriteString(":r")
-			b.Write(n)
-			return b.String()
-		},
+		NewRequestID:       c.newRequestID,
 	}))
 	c.gateway = system.Root.Spawn(c.gatewayProps())
 	return c, nil
@@ -314,6 +304,19 @@ func (c *Coordinator) isClosed() bool {
 	default:
 		return false
 	}
+}
+
+// newRequestID returns a request id unique for the coordinator's lifetime, "<id>:r<n>", built in one
+// allocation (see actors.Env.NewRequestID).
+func (c *Coordinator) newRequestID() string {
+	var digits [20]byte
+	n := strconv.AppendUint(digits[:0], c.requests.Add(1), 10)
+	var b strings.Builder
+	b.Grow(len(c.id) + 2 + len(n))
+	b.WriteString(c.id)
+	b.WriteString(":r")
+	b.Write(n)
+	return b.String()
 }
 
 func (c *Coordinator) newOwner() string {

@@ -4,10 +4,15 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
+
+	"github.com/cenkalti/backoff/v4"
+	"github.com/redis/go-redis/v9"
 
 	"github.com/lockwarden/lockwarden/actors"
 	"github.com/lockwarden/lockwarden/messages"
+	"github.com/lockwarden/lockwarden/redisops"
 	"github.com/lockwarden/lockwarden/telemetry"
 )
 
@@ -98,22 +103,71 @@ func (p *primitive) tryTake(ctx context.Context, permits int64, opts []TryOption
 	return o, ok, err
 }
 
+// operateRetryFor bounds how long an operation that fails on a connection error is sent again under
+// its request id: well within the life of its retry latch in Redis (redisops.DefaultLatchExpiry), so
+// that every run after one that took effect finds the latch.
+const operateRetryFor = redisops.DefaultLatchExpiry / 2
+
 // operate runs one operation on the name's actor and returns its outcome; a failed outcome is
-// returned as its error.
+// returned as its error. An operation that fails on a connection error (Redis restarting, a cut
+// connection) is sent again under the same request id, with backoff, until it is answered, ctx ends,
+// or operateRetryFor has passed: it takes effect once, however many times it was sent, when it returns
+// nil. When it gives up, the error is the last Redis error, joined with ctx's when ctx ended.
 func (p *primitive) operate(ctx context.Context, op actors.PrimitiveOp, n int64, ttl time.Duration, id string) (actors.Outcome, error) {
 	if err := p.usable(ctx); err != nil {
 		return actors.Outcome{}, err
 	}
-	ticket := actors.NewTicket()
-	cmd := &actors.Operate{Name: p.name, Kind: p.kind, Op: op, N: n, TTL: ttl, ID: id, Owner: p.owner, Ticket: ticket}
-	o, err := p.c.do(ctx, cmd, ticket)
-	if err != nil {
-		return o, errors.Unwrap(err)
+	reqID := p.c.newRequestID()
+	var b backoff.BackOff
+	start := time.Now()
+	for {
+		ticket := actors.NewTicket()
+		cmd := &actors.Operate{Name: p.name, Kind: p.kind, Op: op, N: n, TTL: ttl, ID: id, RequestID: reqID,
+			Owner: p.owner, Ticket: ticket}
+		o, err := p.c.do(ctx, cmd, ticket)
+		if err != nil {
+			return o, errors.Unwrap(err)
+		}
+		if o.Reason == messages.ReasonNone {
+			return o, nil
+		}
+		err = outcomeError(o)
+		if o.Reason != messages.ReasonRedis || !transient(o.Err) || time.Since(start) >= operateRetryFor {
+			return o, err
+		}
+		if b == nil {
+			b = actors.DefaultBackOff()
+		}
+		timer := time.NewTimer(b.NextBackOff())
+		select {
+		case <-timer.C:
+		case <-ctx.Done():
+			timer.Stop()
+			return o, errors.Join(err, ctx.Err())
+		case <-p.c.closed:
+			timer.Stop()
+			return o, errors.Join(err, ErrClosed)
+		}
 	}
-	if o.Reason != messages.ReasonNone {
-		return o, outcomeError(o)
+}
+
+// transient reports whether err, a Redis call's error, may pass if the call is sent again: a
+// connection error, or a reply that says the server cannot serve for now.
+func transient(err error) bool {
+	if err == nil || errors.Is(err, ErrActorFailed) || errors.Is(err, ErrWrongType) {
+		return false
 	}
-	return o, nil
+	var reply redis.Error
+	if !errors.As(err, &reply) {
+		return true // not an answer of the server: the connection failed
+	}
+	msg := reply.Error()
+	for _, prefix := range []string{"LOADING", "BUSY", "MASTERDOWN", "READONLY", "TRYAGAIN", "CLUSTERDOWN"} {
+		if strings.HasPrefix(msg, prefix) {
+			return true
+		}
+	}
+	return false
 }
 
 // release runs a releasing operation (a semaphore's Release, a permit's, a latch's CountDown) inside

@@ -296,7 +296,7 @@ func (o *Ops) PermitsRenew(ctx context.Context, name string, ids []string, expir
 
 // PermitsAvailable returns the available permits of the permit-expirable semaphore name (0 when it has
 // none set), after taking back the permits whose lease ended at now (publishing the new count when
-// above 0), as Redisson's availablePermits does.
+// above 0), as Redisson's availablePermits does. A retry finds nothing more to take back.
 func (o *Ops) PermitsAvailable(ctx context.Context, name string, now time.Time) (int64, error) {
 	n, err := o.do(ctx, permitsAvailableScript, permitsKeys(name), now.UnixMilli(), o.publishArg).Int64()
 	if err != nil {
@@ -307,7 +307,7 @@ func (o *Ops) PermitsAvailable(ctx context.Context, name string, now time.Time) 
 
 // PermitsAcquiredCount returns the number of acquired permits of the permit-expirable semaphore name,
 // after taking back the permits whose lease ended at now (publishing the new count when above 0), as
-// Redisson's acquiredPermits does.
+// Redisson's acquiredPermits does. A retry finds nothing more to take back.
 func (o *Ops) PermitsAcquiredCount(ctx context.Context, name string, now time.Time) (int64, error) {
 	n, err := o.do(ctx, permitsAcquiredScript, permitsKeys(name), now.UnixMilli(), o.publishArg).Int64()
 	if err != nil {

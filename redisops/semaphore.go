@@ -90,9 +90,19 @@ func (o *Ops) retryLatch(name, requestID string) (string, any) {
 	return RetryLatchKey(name, requestID), o.latchArg
 }
 
-// badArgument returns an error of the call what on name that matches [ErrBadArgument].
+// badArgumentError is an argument refused by the call what on name; it matches [ErrBadArgument].
+type badArgumentError struct{ what, name, detail string }
+
+func (e badArgumentError) Error() string {
+	return fmt.Sprintf("lockwarden: %s %q: bad argument: %s", e.what, e.name, e.detail)
+}
+
+func (e badArgumentError) Unwrap() error { return ErrBadArgument }
+
+// badArgument returns the error of the call what on name that refuses an argument: it matches
+// [ErrBadArgument].
 func badArgument(what, name, format string, args ...any) error {
-	return fmt.Errorf("lockwarden: %s %q: %w: %s", what, name, ErrBadArgument, fmt.Sprintf(format, args...))
+	return badArgumentError{what: what, name: name, detail: fmt.Sprintf(format, args...)}
 }
 
 // SemaphoreTrySetPermits sets the permits of the semaphore name to permits if it has none yet
