@@ -126,7 +126,8 @@ func (g *gateway) Recovered(c actor.ReceiverContext, sender *actor.PID, msg any,
 	}
 	switch msg.(type) {
 	case messages.Acquire, *messages.Acquire, messages.Release, *messages.Release,
-		messages.ForceUnlock, *messages.ForceUnlock, messages.Status, *messages.Status:
+		messages.ForceUnlock, *messages.ForceUnlock, messages.Status, *messages.Status,
+		messages.Primitive, *messages.Primitive:
 		g.reply(ctx, sender, &messages.Error{Request: msg, Err: err})
 	}
 }
@@ -142,7 +143,8 @@ func (g *gateway) Receive(ctx actor.Context) {
 	case *actor.Terminated:
 		g.onTerminated(m.Who)
 	case messages.Acquire, *messages.Acquire, messages.Release, *messages.Release,
-		messages.ForceUnlock, *messages.ForceUnlock, messages.Status, *messages.Status:
+		messages.ForceUnlock, *messages.ForceUnlock, messages.Status, *messages.Status,
+		messages.Primitive, *messages.Primitive:
 		if ctx.Sender() == nil {
 			// Sent with Send: nobody would learn the outcome, and a lock taken for nobody would leak.
 			g.c.opts.logger.Warn("lockwarden: gateway message dropped: it has no sender to reply to; send it with Request",
@@ -200,6 +202,14 @@ func (g *gateway) onRequest(ctx actor.Context, msg any) {
 			return
 		}
 		g.onForceUnlock(ctx, *m)
+	case messages.Primitive:
+		g.onPrimitive(ctx, m)
+	case *messages.Primitive:
+		if m == nil {
+			g.reply(ctx, ctx.Sender(), badMessage(m))
+			return
+		}
+		g.onPrimitive(ctx, *m)
 	case messages.Status:
 		g.onStatus(ctx, m)
 	case *messages.Status:

@@ -518,3 +518,90 @@ func TestLatchZeroRacesSubscription(t *testing.T) {
 		}
 	}
 }
+
+// TestPrimitiveMessages drives a semaphore, a permit semaphore and a latch through the actor message
+// API, and checks bad messages get their sentinel errors.
+func TestPrimitiveMessages(t *testing.T) {
+	_, client, c := setup(t)
+	name := "test:prim:msgs:" + t.Name()
+	root := c.ActorSystem().Root
+	ask := func(m *messages.Primitive) any {
+		t.Helper()
+		r, err := root.RequestFuture(c.PID(), m, 10*time.Second).Result()
+		if err != nil {
+			t.Fatalf("RequestFuture(%+v): %v", m, err)
+		}
+		return r
+	}
+	ok := func(m *messages.Primitive) *messages.PrimitiveReply {
+		t.Helper()
+		r, isReply := ask(m).(*messages.PrimitiveReply)
+		if !isReply {
+			t.Fatalf("%+v: reply %v, want a PrimitiveReply", m, ask(m))
+		}
+		return r
+	}
+	sem := name + ":sem"
+	if r := ok(&messages.Primitive{Name: sem, Kind: messages.KindSemaphore, Op: messages.OpTrySet, N: 2}); !r.OK {
+		t.Fatal("TrySet: not set")
+	}
+	if r := ok(&messages.Primitive{Name: sem, Kind: messages.KindSemaphore, Op: messages.OpAcquire, N: 2}); !r.OK {
+		t.Fatal("Acquire(2): not taken")
+	}
+	if r := ok(&messages.Primitive{Name: sem, Kind: messages.KindSemaphore, Op: messages.OpAcquire, N: 1, Wait: 20 * time.Millisecond}); r.OK {
+		t.Fatal("Acquire(1) with no permit left: taken")
+	}
+	ok(&messages.Primitive{Name: sem, Kind: messages.KindSemaphore, Op: messages.OpRelease, N: 2})
+	if r := ok(&messages.Primitive{Name: sem, Kind: messages.KindSemaphore, Op: messages.OpAvailable}); r.Value != 2 {
+		t.Fatalf("Available = %d, want 2", r.Value)
+	}
+
+	ps := name + ":permits"
+	ok(&messages.Primitive{Name: ps, Kind: messages.KindPermitSemaphore, Op: messages.OpTrySet, N: 1})
+	r := ok(&messages.Primitive{Name: ps, Kind: messages.KindPermitSemaphore, Op: messages.OpAcquire, N: 1, Wait: messages.WaitForever})
+	if !r.OK || len(r.PermitIDs) != 1 {
+		t.Fatalf("permit Acquire = %+v", r)
+	}
+	if n := client.ZCard(t.Context(), "{"+ps+"}:timeout").Val(); n != 1 {
+		t.Fatalf("ZCARD = %d, want 1", n)
+	}
+	ok(&messages.Primitive{Name: ps, Kind: messages.KindPermitSemaphore, Op: messages.OpRelease, ID: r.PermitIDs[0]})
+	if n := client.ZCard(t.Context(), "{"+ps+"}:timeout").Val(); n != 0 {
+		t.Fatalf("ZCARD after release = %d, want 0", n)
+	}
+
+	latch := name + ":latch"
+	ok(&messages.Primitive{Name: latch, Kind: messages.KindLatch, Op: messages.OpTrySet, N: 1})
+	awaited := make(chan any, 1)
+	go func() {
+		r, _ := root.RequestFuture(c.PID(), &messages.Primitive{Name: latch, Kind: messages.KindLatch, Op: messages.OpAwait, Wait: messages.WaitForever}, 10*time.Second).Result()
+		awaited <- r
+	}()
+	ok(&messages.Primitive{Name: latch, Kind: messages.KindLatch, Op: messages.OpCountDown})
+	select {
+	case r := <-awaited:
+		if rep, isReply := r.(*messages.PrimitiveReply); !isReply || !rep.OK {
+			t.Fatalf("Await reply %#v", r)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("Await not answered")
+	}
+
+	for _, bad := range []struct {
+		m    *messages.Primitive
+		want error
+	}{
+		{&messages.Primitive{Kind: messages.KindSemaphore, Op: messages.OpAvailable}, coordinator.ErrEmptyName},
+		{&messages.Primitive{Name: sem, Kind: messages.KindPlain, Op: messages.OpAvailable}, coordinator.ErrInvalidKind},
+		{&messages.Primitive{Name: sem, Kind: messages.KindSemaphore, Op: messages.OpCountDown}, coordinator.ErrInvalidMessage},
+		{&messages.Primitive{Name: sem, Kind: messages.KindSemaphore, Op: messages.OpAcquire, N: 0}, coordinator.ErrInvalidPermits},
+		{&messages.Primitive{Name: sem, Kind: messages.KindSemaphore, Op: messages.OpAcquire, N: 1, Wait: -1}, coordinator.ErrInvalidWait},
+		{&messages.Primitive{Name: ps, Kind: messages.KindPermitSemaphore, Op: messages.OpRelease, ID: "zz"}, coordinator.ErrInvalidPermitID},
+		{&messages.Primitive{Name: latch, Kind: messages.KindLatch, Op: messages.OpTrySet, N: -1}, coordinator.ErrInvalidCount},
+	} {
+		e, isErr := ask(bad.m).(*messages.Error)
+		if !isErr || !errors.Is(e, bad.want) {
+			t.Errorf("%+v: reply %#v, want an Error matching %v", bad.m, e, bad.want)
+		}
+	}
+}
