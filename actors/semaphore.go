@@ -13,27 +13,32 @@ import (
 func newPrimitiveStrategy(k Kind, name string, ops *redisops.Ops) primitiveStrategy {
 	switch k {
 	case KindPermitSemaphore:
-		return &permitStrategy{name: name, ops: ops, ch: redisops.SemaphoreChannel(name)}
+		return &permitStrategy{counting{name: name, ops: ops, ch: redisops.SemaphoreChannel(name)}}
 	case KindLatch:
-		return &latchStrategy{name: name, ops: ops, ch: redisops.LatchChannel(name)}
+		return &latchStrategy{counting{name: name, ops: ops, ch: redisops.LatchChannel(name)}}
 	default:
-		return &semaphoreStrategy{name: name, ops: ops, ch: redisops.SemaphoreChannel(name)}
+		return &semaphoreStrategy{counting{name: name, ops: ops, ch: redisops.SemaphoreChannel(name)}}
 	}
 }
 
-// semaphoreStrategy is Redisson's RSemaphore: a count of available permits, owned by nobody.
-type semaphoreStrategy struct {
+// counting is what the strategies share: the name, the Ops and the channel, and a semaphore's
+// behaviour, which the latch overrides.
+type counting struct {
 	name string
 	ops  *redisops.Ops
 	ch   string
 }
 
-func (s *semaphoreStrategy) lockKind() messages.LockKind { return messages.LockSemaphore }
-func (s *semaphoreStrategy) channel() string             { return s.ch }
-func (s *semaphoreStrategy) servesAll() bool             { return false }
+func (s *counting) channel() string { return s.ch }
+func (s *counting) servesAll() bool { return false }
 
 // wakes: the notice carries the permits available after a release; 0 lets nobody in.
-func (s *semaphoreStrategy) wakes(payload string) bool { return payload != "0" }
+func (s *counting) wakes(payload string) bool { return payload != "0" }
+
+// semaphoreStrategy is Redisson's RSemaphore: a count of available permits, owned by nobody.
+type semaphoreStrategy struct{ counting }
+
+func (s *semaphoreStrategy) lockKind() messages.LockKind { return messages.LockSemaphore }
 
 func (s *semaphoreStrategy) try(ctx context.Context, a *primitiveActor, t *Take) (bool, time.Time, error) {
 	// An attempt that failed on an error may have taken the permits all the same: the next attempt
@@ -112,16 +117,9 @@ func (e ErrUnsupportedOp) Error() string {
 
 // permitStrategy is Redisson's RPermitExpirableSemaphore: permits with ids and expiries. Permits
 // taken without a lease are renewed by the actor's watchdog.
-type permitStrategy struct {
-	name string
-	ops  *redisops.Ops
-	ch   string
-}
+type permitStrategy struct{ counting }
 
 func (s *permitStrategy) lockKind() messages.LockKind { return messages.LockPermitSemaphore }
-func (s *permitStrategy) channel() string             { return s.ch }
-func (s *permitStrategy) servesAll() bool             { return false }
-func (s *permitStrategy) wakes(payload string) bool   { return payload != "0" }
 
 func (s *permitStrategy) try(ctx context.Context, a *primitiveActor, t *Take) (bool, time.Time, error) {
 	if t.ids == nil {
@@ -190,14 +188,9 @@ func (s *permitStrategy) operate(ctx context.Context, a *primitiveActor, m *Oper
 }
 
 // latchStrategy is Redisson's RCountDownLatch: a waiter gets in once the count is zero.
-type latchStrategy struct {
-	name string
-	ops  *redisops.Ops
-	ch   string
-}
+type latchStrategy struct{ counting }
 
 func (s *latchStrategy) lockKind() messages.LockKind { return messages.LockLatch }
-func (s *latchStrategy) channel() string             { return s.ch }
 func (s *latchStrategy) servesAll() bool             { return true }
 
 // wakes: only the zero notice; a new count ("1") lets nobody in.
