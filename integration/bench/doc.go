@@ -114,6 +114,12 @@
 //	BenchmarkWatchdogRenewals  10,000 watchdog holds: renewals/s, round trips per renewal and Redis CPU
 //	                         per renewal against a script per hold, in the same run
 //	BenchmarkDistinctNames   a new lock name per Lock+Unlock, with a short idle timeout
+//	BenchmarkSemaphoreCost   one permit's Acquire+Release (Semaphore, and PermitSemaphore with a watchdog
+//	                         permit) against Mutex Lock+Unlock and the floor in rotating slices, at 1 and
+//	                         32 goroutines: ops/s, p50, client and Redis CPU, allocations and round trips
+//	                         per pair (target: p50 and ops/s within 1.2x of the mutex's)
+//	BenchmarkSemaphoreBusy   64 goroutines on 2 coordinators on one 4-permit Semaphore, 1 ms hold: util,
+//	                         the share of the window the 4 permits were held (target >= 0.9), acq/s, rt/acq
 //
 // # Reading the numbers
 //
