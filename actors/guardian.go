@@ -121,7 +121,8 @@ func (g *Guardian) bind(ctx actor.Context, name, key string, fam family, binding
 }
 
 // spawnPrimitive spawns the actor of a semaphore, permit semaphore or count-down latch name. Its Redis
-// calls wait in turn, so it runs on the coordinator's dispatcher, never on the sender's goroutine.
+// calls wait in turn, so it runs on the coordinator's dispatcher, except for the commands of callers
+// that wait for them on their own goroutine (see primitiveActor.inlineSafe).
 func (g *Guardian) spawnPrimitive(ctx actor.Context, name, key string, k Kind, binding uint64) *actor.PID {
 	env := g.env
 	var opts []actor.PropsOption
@@ -129,6 +130,7 @@ func (g *Guardian) spawnPrimitive(ctx actor.Context, name, key string, k Kind, b
 		opts = append(opts, actor.WithDispatcher(env.Dispatcher))
 	}
 	a := newPrimitiveActor(name, key, k, env, binding)
+	opts = append(opts, actor.WithMailbox(newInlineMailbox(a.inlineSafe)))
 	return ctx.Spawn(actor.PropsFromProducer(func() actor.Actor {
 		return &recovering{actor: a, f: env.Failures, name: k.String() + " actor", lock: name}
 	}, opts...))

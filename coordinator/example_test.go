@@ -193,3 +193,129 @@ func ExampleMutex_Err() {
 	// Lock returns it: true
 	// valid handle: <nil>
 }
+
+func ExampleSemaphore() {
+	ctx := context.Background()
+	redisServer, err := devredis.Open(ctx)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer redisServer.Close()
+	c, err := coordinator.New(redisServer.Client())
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer c.Close()
+
+	const name = "example:semaphore:uploads"
+	defer redisServer.Client().Del(ctx, name) // the count stays in Redis otherwise
+	s := c.Semaphore(name)
+	ok, err := s.TrySetPermits(ctx, 2)
+	fmt.Println("permits set:", ok, err)
+	if err := s.Acquire(ctx, 2); err != nil { // waits until 2 permits are available
+		log.Fatal(err)
+	}
+	ok, err = s.TryAcquire(ctx, 1, coordinator.Wait(100*time.Millisecond))
+	fmt.Println("a third permit:", ok, err)
+	if err := s.Release(ctx, 1); err != nil { // publishes the new count, which wakes a waiter
+		log.Fatal(err)
+	}
+	ok, err = s.TryAcquire(ctx, 1)
+	fmt.Println("after a release:", ok, err)
+	if err := s.Release(ctx, 2); err != nil {
+		log.Fatal(err)
+	}
+	n, err := s.AvailablePermits(ctx)
+	fmt.Println("available:", n, err)
+	// Output:
+	// permits set: true <nil>
+	// a third permit: false <nil>
+	// after a release: true <nil>
+	// available: 2 <nil>
+}
+
+func ExamplePermitSemaphore() {
+	ctx := context.Background()
+	redisServer, err := devredis.Open(ctx)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer redisServer.Close()
+	c, err := coordinator.New(redisServer.Client())
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer c.Close()
+
+	const name = "example:permits:exports"
+	defer redisServer.Client().Del(ctx, name, "{"+name+"}:timeout")
+	s := c.PermitSemaphore(name)
+	if _, err := s.TrySetPermits(ctx, 1); err != nil {
+		log.Fatal(err)
+	}
+	// Without a Lease, the watchdog renews the permit until it is released (or the coordinator
+	// closes, or its process dies: it then comes back within one watchdog timeout).
+	p, err := s.Acquire(ctx)
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println("permit id of", len(p.ID()), "hex characters; watchdog permit:", p.Expires().IsZero())
+	other, err := s.TryAcquire(ctx)
+	fmt.Println("another permit:", other, err)
+	if err := s.Release(ctx, p.ID()); err != nil { // by id, as any process may; or p.Release(ctx)
+		log.Fatal(err)
+	}
+	<-p.Done()
+	fmt.Println("released again:", errors.Is(p.Release(ctx), coordinator.ErrNotHeld))
+
+	// With a Lease, the permit is not renewed: it comes back when the lease runs out.
+	leased, err := s.Acquire(ctx, coordinator.Lease(200*time.Millisecond))
+	if err != nil {
+		log.Fatal(err)
+	}
+	select {
+	case <-leased.Done():
+		fmt.Println("lease ran out")
+	case <-time.After(5 * time.Second):
+		fmt.Println("still held?")
+	}
+	// Output:
+	// permit id of 32 hex characters; watchdog permit: true
+	// another permit: <nil> <nil>
+	// released again: true
+	// lease ran out
+}
+
+func ExampleCountDownLatch() {
+	ctx := context.Background()
+	redisServer, err := devredis.Open(ctx)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer redisServer.Close()
+	c, err := coordinator.New(redisServer.Client())
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer c.Close()
+
+	const name = "example:latch:shards"
+	defer redisServer.Client().Del(ctx, name)
+	latch := c.CountDownLatch(name)
+	ok, err := latch.TrySetCount(ctx, 2)
+	fmt.Println("count set:", ok, err)
+	done := make(chan error)
+	go func() { done <- c.CountDownLatch(name).Await(ctx) }() // another process, as well
+	for range 2 {
+		if err := latch.CountDown(ctx); err != nil {
+			log.Fatal(err)
+		}
+	}
+	fmt.Println("awaited:", <-done) // woken by the zero notice
+	n, err := latch.Count(ctx)
+	fmt.Println("count:", n, err)
+	// Output:
+	// count set: true <nil>
+	// awaited: <nil>
+	// count: 0 <nil>
+}
