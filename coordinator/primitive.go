@@ -120,7 +120,7 @@ func (p *primitive) operate(ctx context.Context, op actors.PrimitiveOp, n int64,
 	reqID := p.c.newRequestID()
 	var b backoff.BackOff
 	start := time.Now()
-	for {
+	for resent := false; ; resent = true {
 		ticket := actors.NewTicket()
 		cmd := &actors.Operate{Name: p.name, Kind: p.kind, Op: op, N: n, TTL: ttl, ID: id, RequestID: reqID,
 			Owner: p.owner, Ticket: ticket, Inline: ctx.Done() == nil}
@@ -130,6 +130,11 @@ func (p *primitive) operate(ctx context.Context, op actors.PrimitiveOp, n int64,
 		}
 		if o.Reason == messages.ReasonNone {
 			return o, nil
+		}
+		if resent && op == actors.OpRelease && p.kind == actors.KindPermitSemaphore && o.Reason == messages.ReasonNotHeld {
+			// A permit's release keeps no retry latch (it is idempotent in Redis): the run that failed
+			// on a connection error removed the permit, and this one found it gone.
+			return actors.Outcome{}, nil
 		}
 		err = outcomeError(o)
 		if o.Reason != messages.ReasonRedis || !transient(o.Err) || time.Since(start) >= operateRetryFor {
