@@ -130,7 +130,9 @@ func (s *PermitSemaphore) permits(o actors.Outcome) []*Permit {
 // Redisson client got), and publishes the new count. It returns [ErrNotHeld] when there is no such
 // permit: an unknown id, one released before, or one whose lease ran out (its permit came back
 // already, or comes back now); and [ErrInvalidPermitID] for an id that is not 32 hexadecimal
-// characters. Nothing changes in Redis then.
+// characters. Nothing changes in Redis then. A release that fails on a connection error is sent again
+// (see [Semaphore.Release]); when the resent one finds the permit gone, the release counts as done,
+// since the run that failed most likely removed it.
 func (s *PermitSemaphore) Release(ctx context.Context, id string) error {
 	if err := checkPermitID(id); err != nil {
 		return err
