@@ -628,8 +628,8 @@ func TestPermitsSameAsRedisson(t *testing.T) {
 	same("tryAcquire with reclaim", true)
 
 	// Release of the permit whose lease ended, not yet taken back.
-	rz, _ := c.ZRangeByScore(ctx, redisops.PermitTimeoutKey(rn), &redis.ZRangeBy{Min: "0", Max: strconv.FormatInt(t1.UnixMilli(), 10)}).Result()
-	lz, _ := c.ZRangeByScore(ctx, redisops.PermitTimeoutKey(ln), &redis.ZRangeBy{Min: "0", Max: strconv.FormatInt(t1.UnixMilli(), 10)}).Result()
+	rz, _ := c.ZRangeArgs(ctx, redis.ZRangeArgs{Key: redisops.PermitTimeoutKey(rn), ByScore: true, Start: "0", Stop: strconv.FormatInt(t1.UnixMilli(), 10)}).Result()
+	lz, _ := c.ZRangeArgs(ctx, redis.ZRangeArgs{Key: redisops.PermitTimeoutKey(ln), ByScore: true, Start: "0", Stop: strconv.FormatInt(t1.UnixMilli(), 10)}).Result()
 	if len(rz) != 1 || len(lz) != 1 {
 		t.Fatalf("ended permits: Redisson %d, lockwarden %d; want 1 each", len(rz), len(lz))
 	}

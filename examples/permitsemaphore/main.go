@@ -178,7 +178,7 @@ func run() error {
 		return fmt.Errorf("a second release of %s: %v, want ErrNotHeld", jobPermit, err)
 	}
 	if err := api[1].PermitSemaphore(name).Release(ctx, "job-17"); !errors.Is(err, coordinator.ErrInvalidPermitID) {
-		return fmt.Errorf("Release of a malformed id: %v, want ErrInvalidPermitID", err)
+		return fmt.Errorf("release of a malformed id: %v, want ErrInvalidPermitID", err)
 	}
 	// api-1 learns at its next renewal (every third of the watchdog timeout), which finds the permit
 	// gone.
@@ -214,7 +214,7 @@ func run() error {
 	err = leased.Release(ctx)
 	say("api-1's late Release: %v", err)
 	if !errors.Is(err, coordinator.ErrNotHeld) {
-		return fmt.Errorf("Release of an expired permit: %v, want ErrNotHeld", err)
+		return fmt.Errorf("release of an expired permit: %v, want ErrNotHeld", err)
 	}
 	for _, p := range []*coordinator.Permit{second, third} {
 		if err := p.Release(ctx); err != nil {
