@@ -121,8 +121,9 @@ func (g *Guardian) bind(ctx actor.Context, name, key string, fam family, binding
 }
 
 // spawnPrimitive spawns the actor of a semaphore, permit semaphore or count-down latch name. Its Redis
-// calls wait in turn, so it runs on the coordinator's dispatcher, except for the commands of callers
-// that wait for them on their own goroutine (see primitiveActor.inlineSafe).
+// calls wait in turn, so it runs on the coordinator's dispatcher, never on the sender's goroutine: the
+// sender may be the guardian, which routes every command of the coordinator, and must not wait on
+// Redis.
 func (g *Guardian) spawnPrimitive(ctx actor.Context, name, key string, k Kind, binding uint64) *actor.PID {
 	env := g.env
 	var opts []actor.PropsOption
@@ -130,7 +131,6 @@ func (g *Guardian) spawnPrimitive(ctx actor.Context, name, key string, k Kind, b
 		opts = append(opts, actor.WithDispatcher(env.Dispatcher))
 	}
 	a := newPrimitiveActor(name, key, k, env, binding)
-	opts = append(opts, actor.WithMailbox(newInlineMailbox(a.inlineSafe)))
 	return ctx.Spawn(actor.PropsFromProducer(func() actor.Actor {
 		return &recovering{actor: a, f: env.Failures, name: k.String() + " actor", lock: name}
 	}, opts...))

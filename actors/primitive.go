@@ -35,10 +35,6 @@ type Take struct {
 	// Span is the caller's span (nil when none).
 	Span   trace.Span
 	Ticket *Ticket
-	// Inline tells that the caller waits for the answer on its own goroutine and cannot give up (its
-	// context never ends): the actor, when idle, handles the command on the caller's goroutine, Redis
-	// call included, rather than on a goroutine of the dispatcher (see inlineSafe).
-	Inline bool
 
 	queued   bool
 	attempts int
@@ -98,8 +94,6 @@ type Operate struct {
 	// Owner names the caller in events.
 	Owner  string
 	Ticket *Ticket
-	// Inline is as for Take.
-	Inline bool
 }
 
 // LockName implements Routed.
@@ -205,19 +199,6 @@ func newPrimitiveActor(name, key string, k Kind, env *Env, binding uint64) *prim
 		permits: make(map[string]*permitHold), backoff: env.NewBackOff()}
 	a.strat = newPrimitiveStrategy(k, name, env.Ops)
 	return a
-}
-
-// inlineSafe reports whether msg may run on the goroutine that posts it (see inlineMailbox): a command
-// whose caller waits on that goroutine anyway, and cannot give up. A turn that runs so may also take the
-// Inline commands that other callers posted meanwhile, one Redis call each.
-func (a *primitiveActor) inlineSafe(msg any) bool {
-	switch m := msg.(type) {
-	case *Take:
-		return m.Inline
-	case *Operate:
-		return m.Inline
-	}
-	return false
 }
 
 // boundName is the name the actor serves, for the reports of a recovered panic.

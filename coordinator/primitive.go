@@ -62,7 +62,7 @@ func (p *primitive) take(ctx context.Context, permits int64, lease time.Duration
 	defer func() { op.EndAcquire(acquireOutcome(ok, err), 0, o.Attempts, err) }()
 	ticket := actors.NewTicket()
 	cmd := &actors.Take{Name: p.name, Kind: p.kind, Owner: p.owner, Permits: permits, Lease: lease, Wait: wait,
-		Started: time.Now(), Span: op.Span(), Ticket: ticket, Inline: ctx.Done() == nil}
+		Started: time.Now(), Span: op.Span(), Ticket: ticket}
 	o, err = p.c.do(ctx, cmd, ticket)
 	if err != nil {
 		if last := ticket.LastError(); last != nil {
@@ -123,7 +123,7 @@ func (p *primitive) operate(ctx context.Context, op actors.PrimitiveOp, n int64,
 	for resent := false; ; resent = true {
 		ticket := actors.NewTicket()
 		cmd := &actors.Operate{Name: p.name, Kind: p.kind, Op: op, N: n, TTL: ttl, ID: id, RequestID: reqID,
-			Owner: p.owner, Ticket: ticket, Inline: ctx.Done() == nil}
+			Owner: p.owner, Ticket: ticket}
 		o, err := p.c.do(ctx, cmd, ticket)
 		if err != nil {
 			return o, errors.Unwrap(err)
