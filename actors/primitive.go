@@ -91,6 +91,10 @@ type Operate struct {
 	// RequestID names the operation in its retry latch in Redis: an operation sent again under the
 	// same id after an error takes effect once (empty: a fresh id each time).
 	RequestID string
+	// Resent marks an operation sent again after an error: its first run may have taken effect in
+	// Redis, so a release is not handed off to a local waiter (see handOff) but sent to Redis, whose
+	// retry latch answers for it.
+	Resent bool
 	// Owner names the caller in events.
 	Owner  string
 	Ticket *Ticket
@@ -168,6 +172,8 @@ type primitiveActor struct {
 	permits map[string]*permitHold
 
 	retry, watchdog, expiry, idle oneShot
+	// handoffs counts a semaphore's local handoffs in a row (see handOff).
+	handoffs int
 	// renewSoon is set while the watchdog's latest renewal failed: the next comes sooner.
 	renewSoon bool
 	backoff   backoff.BackOff
@@ -474,14 +480,78 @@ func (a *primitiveActor) onOperate(m *Operate) {
 	if m.Ticket.Abandoned() {
 		return
 	}
+	if m.Op == OpRelease && a.kind == KindSemaphore && !m.Resent && a.handOff(m) {
+		return
+	}
+	// A release that goes to Redis after MaxHandoffs handoffs in a row gives the other processes
+	// their turn: the local waiters then try on its notice, as theirs do, not at once.
+	othersTurn := m.Op == OpRelease && a.maxHandoffs() > 0 && a.handoffs >= a.maxHandoffs()
+	if m.Op == OpRelease {
+		a.handoffs = 0
+	}
 	o := a.strat.operate(a.redisContext(), a, m)
 	m.Ticket.deliver(o)
-	if o.Reason == messages.ReasonNone && len(a.queue) > 0 {
+	if o.Reason == messages.ReasonNone && len(a.queue) > 0 && !othersTurn {
 		switch m.Op {
 		case OpTrySet, OpSet, OpAdd, OpRelease, OpCountDown:
 			a.tryQueue()
 		}
 	}
+}
+
+// maxSemaphoreHandoffs bounds a semaphore's local handoffs in a row, below Env.MaxHandoffs when that is
+// higher. Measured with 64 waiters on 4 permits in 2 coordinators (BenchmarkSemaphoreBusy): with no
+// handoff the permits were busy 0.78-0.84 of the time; with at most 2, 4 and 8 handoffs in a row,
+// 0.905, 0.95 and 0.96, and the fewest acquisitions of a waiter against the most (fairness across the
+// processes) 0.60-0.62, 0.45-0.60 and 0.30-0.51.
+const maxSemaphoreHandoffs = 4
+
+func (a *primitiveActor) maxHandoffs() int { return min(a.env.MaxHandoffs, maxSemaphoreHandoffs) }
+
+// handOff gives the permits that the semaphore release m gives back straight to the local waiters at
+// the head of the queue, in order, with no Redis call: the permits stay taken in Redis, by their new
+// holders. It does so only when those waiters take all of them (a release is never split between
+// handoffs and Redis, so that one sent again after an error is never handed off in part twice), and
+// reports whether it did; m is then answered. After MaxHandoffs handoffs in a row the release goes
+// to Redis, whose notice lets the waiters of every process race for the permits, so that other
+// processes get their turn.
+func (a *primitiveActor) handOff(m *Operate) bool {
+	if a.handoffs >= a.maxHandoffs() {
+		return false
+	}
+	served, need := 0, int64(0)
+	for _, w := range a.queue {
+		if w.Ticket.Abandoned() {
+			served++
+			continue
+		}
+		if w.ambiguous || need+w.Permits > m.N {
+			// A waiter whose latest attempt failed on an error may hold permits from it already:
+			// its next attempt, under the same request id, tells.
+			break
+		}
+		served++
+		need += w.Permits
+		if need == m.N {
+			break
+		}
+	}
+	if need != m.N {
+		return false
+	}
+	heads := a.queue[:served]
+	a.queue = a.queue[served:]
+	for _, w := range heads {
+		if w.Ticket.Abandoned() {
+			a.leave(w)
+			continue
+		}
+		a.handoffs++
+		a.grant(w) // a waiter that left at this very moment gives its permits back to Redis
+	}
+	m.Ticket.deliver(Outcome{})
+	a.emit(messages.Event{Type: messages.EventReleased, Owner: m.Owner, HoldCount: m.N, Reason: messages.ReleaseUnlocked})
+	return true
 }
 
 // emit publishes ev about the actor's name.

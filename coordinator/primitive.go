@@ -123,7 +123,7 @@ func (p *primitive) operate(ctx context.Context, op actors.PrimitiveOp, n int64,
 	for resent := false; ; resent = true {
 		ticket := actors.NewTicket()
 		cmd := &actors.Operate{Name: p.name, Kind: p.kind, Op: op, N: n, TTL: ttl, ID: id, RequestID: reqID,
-			Owner: p.owner, Ticket: ticket}
+			Resent: resent, Owner: p.owner, Ticket: ticket}
 		o, err := p.c.do(ctx, cmd, ticket)
 		if err != nil {
 			return o, errors.Unwrap(err)

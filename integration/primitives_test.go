@@ -15,7 +15,9 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/lockwarden/lockwarden/coordinator"
+	"github.com/lockwarden/lockwarden/integration/redistest"
 	"github.com/lockwarden/lockwarden/messages"
+	"github.com/lockwarden/lockwarden/redisops"
 )
 
 // TestSemaphoreExcludesBeyondPermits runs 24 workers on two coordinators against a 3-permit semaphore:
@@ -603,5 +605,137 @@ func TestPrimitiveMessages(t *testing.T) {
 		if !isErr || !errors.Is(e, bad.want) {
 			t.Errorf("%+v: reply %#v, want an Error matching %v", bad.m, e, bad.want)
 		}
+	}
+}
+
+// scriptCalls is a go-redis hook that counts the calls of the script with the SHA1 sha.
+type scriptCalls struct {
+	sha string
+	n   atomic.Int64
+}
+
+func (h *scriptCalls) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (h *scriptCalls) count(cmd redis.Cmder) {
+	if args := cmd.Args(); len(args) > 1 && args[1] == h.sha {
+		h.n.Add(1)
+	}
+}
+
+func (h *scriptCalls) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		h.count(cmd)
+		return next(ctx, cmd)
+	}
+}
+
+func (h *scriptCalls) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		for _, cmd := range cmds {
+			h.count(cmd)
+		}
+		return next(ctx, cmds)
+	}
+}
+
+// TestSemaphoreLocalHandoff: a release whose permits a waiter of the same coordinator takes goes to
+// that waiter with no Redis call; after MaxHandoffs handoffs in a row the release goes to Redis, and a
+// waiter of another coordinator gets its chance (with no bound, c1's goroutines pass the permit among
+// themselves hundreds of times first).
+func TestSemaphoreLocalHandoff(t *testing.T) {
+	srv := redistest.Start(t)
+	client := srv.Client(t)
+	releases := &scriptCalls{sha: redisops.SemaphoreScripts()["sem_release"].Hash()}
+	client.AddHook(releases)
+	c1 := newCoordinator(t, client, coordinator.WithMaxHandoffs(3))
+	c2 := newCoordinator(t, srv.Client(t))
+	name := "test:sem:handoff:" + t.Name()
+	ctx := t.Context()
+	s := c1.Semaphore(name)
+	if ok, err := s.TrySetPermits(ctx, 1); !ok || err != nil {
+		t.Fatalf("TrySetPermits = %v, %v", ok, err)
+	}
+	if err := s.Acquire(ctx, 1); err != nil {
+		t.Fatal(err)
+	}
+	sub := c1.Subscribe(coordinator.ForLock(name), 0)
+	defer sub.Close()
+	local := make(chan error, 1)
+	go func() { local <- c1.Semaphore(name).Acquire(ctx, 1) }()
+	waitEvent(t, sub, messages.EventWaitStarted)
+	if err := s.Release(ctx, 1); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-local; err != nil {
+		t.Fatal(err)
+	}
+	if n := releases.n.Load(); n != 0 {
+		t.Fatalf("%d release scripts run for a release handed to a local waiter, want 0", n)
+	}
+	if v := client.Get(ctx, name).Val(); v != "0" {
+		t.Fatalf("GET = %q while the permit is held, want 0", v)
+	}
+
+	// c1's goroutines keep passing the permit among themselves; c2's waiter must get it after at most
+	// three handoffs in a row.
+	remote := make(chan error, 1)
+	sub2 := c2.Subscribe(coordinator.ForLock(name), 0)
+	defer sub2.Close()
+	go func() { remote <- c2.Semaphore(name).Acquire(ctx, 1) }()
+	waitEvent(t, sub2, messages.EventWaitStarted)
+	// c1's goroutines all wait before the permit is released: with no bound, they would pass it
+	// among themselves for ever.
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	var handoffs atomic.Int64
+	for range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				wctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+				err := c1.Semaphore(name).Acquire(wctx, 1)
+				cancel()
+				if err != nil {
+					continue
+				}
+				handoffs.Add(1)
+				if err := c1.Semaphore(name).Release(ctx, 1); err != nil {
+					t.Errorf("Release: %v", err)
+				}
+			}
+		}()
+	}
+	for range 4 {
+		waitEvent(t, sub, messages.EventWaitStarted)
+	}
+	if err := c1.Semaphore(name).Release(ctx, 1); err != nil { // the permit the first waiter took
+		t.Fatal(err)
+	}
+	select {
+	case err := <-remote:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatalf("the other coordinator's waiter did not get the permit (%d acquisitions in c1)", handoffs.Load())
+	}
+	// After 3 handoffs the permit goes back to Redis, and the waiters of both coordinators race for
+	// it on its notice: c1 may win a few races in a row, not dozens.
+	if n := handoffs.Load(); n > 60 {
+		t.Fatalf("c1 took the permit %d times before c2 got in, want a handful of rounds of 3 handoffs", n)
+	}
+	close(stop)
+	if err := c2.Semaphore(name).Release(ctx, 1); err != nil {
+		t.Fatal(err)
+	}
+	wg.Wait()
+	if v := client.Get(ctx, name).Val(); v != "1" {
+		t.Fatalf("GET = %q at the end, want 1", v)
 	}
 }
