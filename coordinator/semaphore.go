@@ -96,6 +96,9 @@ func (s *Semaphore) TryAcquire(ctx context.Context, permits int64, opts ...TryOp
 
 // Release gives back permits permits (any process may release permits, as in Redisson: nothing checks
 // that they were acquired) and publishes the new count, which wakes as many waiters as it can serve.
+// When the waiters at the head of this coordinator's queue take exactly that many permits, the permits
+// go to them with no Redis call (they stay taken in Redis), at most min([WithMaxHandoffs], 4) times in
+// a row, after which a release goes to Redis so that other processes get their chance.
 // permits must be positive ([ErrInvalidPermits]). If ctx ends before the answer, the release may
 // still take effect; a release that go-redis retries after a lost reply takes effect once, but
 // calling Release again after an error releases again.
