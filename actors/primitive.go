@@ -318,6 +318,9 @@ func (a *primitiveActor) onTake(m *Take) {
 	switch {
 	case ok:
 		a.grant(m)
+	case isNotSynced(err):
+		// As for locks: the caller learns at once, rather than waiting on.
+		m.Ticket.deliver(Outcome{Reason: messages.ReasonNotSynced, Err: err, Attempts: m.attempts})
 	case !m.Wait && err != nil:
 		m.Ticket.deliver(Outcome{Reason: messages.ReasonRedis, Err: err, Attempts: m.attempts})
 		a.leave(m)
@@ -334,7 +337,8 @@ func (a *primitiveActor) attempt(m *Take) (bool, time.Time, error) {
 	m.attempts++
 	m.sent = time.Now()
 	ok, retryAt, err := a.strat.try(a.redisContext(), a, m)
-	m.ambiguous = err != nil
+	// A grant that replicas did not acknowledge was given back: a definite answer.
+	m.ambiguous = err != nil && !isNotSynced(err)
 	if err != nil {
 		m.Ticket.noteError(err)
 		if !a.failing {
@@ -419,6 +423,11 @@ func (a *primitiveActor) tryQueue() {
 			continue
 		}
 		ok, retryAt, err := a.attempt(head)
+		if isNotSynced(err) {
+			a.queue = a.queue[1:]
+			head.Ticket.deliver(Outcome{Reason: messages.ReasonNotSynced, Err: err, Attempts: head.attempts})
+			continue
+		}
 		if !ok {
 			a.scheduleRetry(retryAt, err)
 			return

@@ -48,7 +48,7 @@ func (s *semaphoreStrategy) try(ctx context.Context, a *primitiveActor, t *Take)
 		t.requestID = a.env.NewRequestID()
 	}
 	ok, err := s.ops.SemaphoreTryAcquire(ctx, s.name, t.requestID, t.Permits)
-	if err == nil {
+	if err == nil || isNotSynced(err) {
 		t.requestID = ""
 	}
 	return ok, time.Time{}, err

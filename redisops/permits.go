@@ -216,7 +216,22 @@ func (o *Ops) PermitsTryAcquire(ctx context.Context, name string, ids []string, 
 	}
 	args[0], args[1], args[2], args[3], args[4] = int64(len(ids)), expiryScore(expiresAt), now.UnixMilli(),
 		nonExpirableArg, o.publishArg
-	vals, err := o.do(ctx, permitsAcquireScript, permitsKeys(name), args...).Int64Slice()
+	var undo *grant
+	if o.syncsGrants(ctx, name) { // else no WAIT follows, and the undo is never needed
+		undo = &grant{granted: grantedFirst, undo: func(ctx context.Context) error {
+			for _, id := range ids {
+				if _, err := o.PermitsRelease(ctx, name, id, time.Now()); err != nil {
+					return err
+				}
+			}
+			return nil
+		}}
+	}
+	reply, syncErr := o.runScript(ctx, undo, permitsAcquireScript, permitsKeys(name), args...)
+	vals, err := reply.Int64Slice()
+	if err == nil {
+		err = syncErr
+	}
 	if err != nil {
 		return PermitsAcquired{}, fmt.Errorf("lockwarden: permits acquire %q: %w", name, typed(err))
 	}

@@ -155,7 +155,19 @@ func (o *Ops) SemaphoreTryAcquire(ctx context.Context, name, requestID string, p
 		return false, badArgument("semaphore acquire", name, "permits %d, want > 0", permits)
 	}
 	latch, latchArg := o.retryLatch(name, requestID)
-	n, err := o.do(ctx, semAcquireScript, []string{name, latch}, permits, latchArg).Int64()
+	var undo *grant
+	if o.syncsGrants(ctx, name) { // else no WAIT follows, and the undo is never needed
+		undo = &grant{granted: func(r *redis.Cmd) bool { n, _ := r.Int64(); return n == 1 },
+			undo: func(ctx context.Context) error {
+				_, err := o.SemaphoreRelease(ctx, name, undoRequestID(), permits)
+				return err
+			}}
+	}
+	reply, syncErr := o.runScript(ctx, undo, semAcquireScript, []string{name, latch}, permits, latchArg)
+	n, err := reply.Int64()
+	if err == nil {
+		err = syncErr
+	}
 	if err != nil {
 		return false, fmt.Errorf("lockwarden: semaphore acquire %q: %w", name, typed(err))
 	}
