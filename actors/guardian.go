@@ -68,19 +68,15 @@ func (g *Guardian) Receive(ctx actor.Context) {
 	case *actor.Stopped:
 		// Every lock actor has stopped: nothing uses the timers any more.
 		g.timers.Stop()
+	case *Locate:
+		// The caller sends the command itself, outside the guardian's turn: counted as routed, so
+		// that the actor is not recycled before it has it.
+		c := g.child(ctx, m.Cmd)
+		c.routed++
+		m.pid = c.pid
+		close(m.done)
 	case Routed:
-		name, fam := m.LockName(), familyOf(m.LockKind())
-		key := m.routeKey()
-		c := g.children[key]
-		if c == nil {
-			g.bindings++
-			if families[fam].primitive {
-				c = &child{pid: g.spawnPrimitive(ctx, name, key, m.LockKind(), g.bindings), binding: g.bindings, primitive: true}
-			} else {
-				c = &child{pid: g.bind(ctx, name, key, fam, g.bindings), binding: g.bindings}
-			}
-			g.children[key] = c
-		}
+		c := g.child(ctx, m)
 		c.routed++
 		ctx.Send(c.pid, m)
 	case *idle:
@@ -97,6 +93,42 @@ func (g *Guardian) Receive(ctx actor.Context) {
 		}
 	}
 }
+
+// child returns the actor of m's name and kind, binding or spawning one when there is none.
+func (g *Guardian) child(ctx actor.Context, m Routed) *child {
+	name, fam := m.LockName(), familyOf(m.LockKind())
+	key := m.routeKey()
+	c := g.children[key]
+	if c == nil {
+		g.bindings++
+		if families[fam].primitive {
+			c = &child{pid: g.spawnPrimitive(ctx, name, key, m.LockKind(), g.bindings), binding: g.bindings, primitive: true}
+		} else {
+			c = &child{pid: g.bind(ctx, name, key, fam, g.bindings), binding: g.bindings}
+		}
+		g.children[key] = c
+	}
+	return c
+}
+
+// Locate asks the guardian for the actor of Cmd's name and kind, which the caller then sends Cmd to
+// itself (see NewLocate). It is answered by Wait. A primitive's caller uses it, so that the actor may
+// run the command on the caller's goroutine once the guardian's turn is over (an actor that the
+// guardian posts to inline would hold up the routing of every command while it waits on Redis).
+type Locate struct {
+	Cmd  Routed
+	pid  *actor.PID
+	done chan struct{}
+}
+
+// NewLocate returns a Locate for cmd.
+func NewLocate(cmd Routed) *Locate { return &Locate{Cmd: cmd, done: make(chan struct{})} }
+
+// Located returns a channel closed once the guardian has answered, and then the actor's PID.
+func (l *Locate) Located() <-chan struct{} { return l.done }
+
+// PID returns the actor's PID once Located is closed.
+func (l *Locate) PID() *actor.PID { return l.pid }
 
 // bind returns an actor for the name: a pooled one, told its new name, or a new one.
 func (g *Guardian) bind(ctx actor.Context, name, key string, fam family, binding uint64) *actor.PID {
@@ -121,9 +153,9 @@ func (g *Guardian) bind(ctx actor.Context, name, key string, fam family, binding
 }
 
 // spawnPrimitive spawns the actor of a semaphore, permit semaphore or count-down latch name. Its Redis
-// calls wait in turn, so it runs on the coordinator's dispatcher, never on the sender's goroutine: the
-// sender may be the guardian, which routes every command of the coordinator, and must not wait on
-// Redis.
+// calls wait in turn, so it runs on the coordinator's dispatcher, except for the commands that their
+// callers send it themselves (see Locate) and wait for on their own goroutine (see
+// primitiveActor.inlineSafe): never inside the guardian's turn.
 func (g *Guardian) spawnPrimitive(ctx actor.Context, name, key string, k Kind, binding uint64) *actor.PID {
 	env := g.env
 	var opts []actor.PropsOption
@@ -131,6 +163,7 @@ func (g *Guardian) spawnPrimitive(ctx actor.Context, name, key string, k Kind, b
 		opts = append(opts, actor.WithDispatcher(env.Dispatcher))
 	}
 	a := newPrimitiveActor(name, key, k, env, binding)
+	opts = append(opts, actor.WithMailbox(newInlineMailbox(a.inlineSafe)))
 	return ctx.Spawn(actor.PropsFromProducer(func() actor.Actor {
 		return &recovering{actor: a, f: env.Failures, name: k.String() + " actor", lock: name}
 	}, opts...))

@@ -35,6 +35,10 @@ type Take struct {
 	// Span is the caller's span (nil when none).
 	Span   trace.Span
 	Ticket *Ticket
+	// Inline tells that the caller sends the command to the actor itself (see Locate), waits for the
+	// answer on its own goroutine and cannot give up (its context never ends): the actor, when idle,
+	// handles it on the caller's goroutine, Redis call included (see inlineSafe).
+	Inline bool
 
 	queued   bool
 	attempts int
@@ -98,6 +102,8 @@ type Operate struct {
 	// Owner names the caller in events.
 	Owner  string
 	Ticket *Ticket
+	// Inline is as for Take.
+	Inline bool
 }
 
 // LockName implements Routed.
@@ -205,6 +211,20 @@ func newPrimitiveActor(name, key string, k Kind, env *Env, binding uint64) *prim
 		permits: make(map[string]*permitHold), backoff: env.NewBackOff()}
 	a.strat = newPrimitiveStrategy(k, name, env.Ops)
 	return a
+}
+
+// inlineSafe reports whether msg may run on the goroutine that posts it (see inlineMailbox): a command
+// that its caller sent itself (never the guardian: see Locate) and waits for on that goroutine anyway,
+// unable to give up. A turn that runs so may also take the Inline commands that other callers posted
+// meanwhile, one Redis call each; anything else (notices, ticks) goes to the dispatcher.
+func (a *primitiveActor) inlineSafe(msg any) bool {
+	switch m := msg.(type) {
+	case *Take:
+		return m.Inline
+	case *Operate:
+		return m.Inline
+	}
+	return false
 }
 
 // boundName is the name the actor serves, for the reports of a recovered panic.

@@ -337,7 +337,28 @@ func (e errAbandoned) Unwrap() error { return e.err }
 // do sends cmd to its lock actor and waits for the outcome on ticket. If ctx ends or the coordinator
 // closes first, it abandons the ticket and returns errAbandoned; abandonment is undone by the actor.
 func (c *Coordinator) do(ctx context.Context, cmd actors.Routed, ticket *actors.Ticket) (actors.Outcome, error) {
-	o, err := c.ask(ctx, c.guardian, cmd, ticket)
+	return c.doAt(ctx, c.guardian, cmd, ticket)
+}
+
+// doLocated is do for a command that the caller sends to the actor itself, once the guardian has told
+// which actor serves it (actors.Locate): a primitive's command that the actor may run on the caller's
+// goroutine, which it must not do inside the guardian's turn.
+func (c *Coordinator) doLocated(ctx context.Context, cmd actors.Routed, ticket *actors.Ticket) (actors.Outcome, error) {
+	loc := actors.NewLocate(cmd)
+	c.system.Root.Send(c.guardian, loc)
+	select {
+	case <-loc.Located():
+	case <-ctx.Done():
+		return actors.Outcome{}, errAbandoned{err: ctx.Err()}
+	case <-c.closed:
+		return actors.Outcome{}, errAbandoned{err: ErrClosed}
+	}
+	return c.doAt(ctx, loc.PID(), cmd, ticket)
+}
+
+// doAt is do with cmd sent to pid: the guardian, which routes it, or the actor that serves it.
+func (c *Coordinator) doAt(ctx context.Context, pid *actor.PID, cmd actors.Routed, ticket *actors.Ticket) (actors.Outcome, error) {
+	o, err := c.ask(ctx, pid, cmd, ticket)
 	if err == nil {
 		return o, nil
 	}

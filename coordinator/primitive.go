@@ -62,8 +62,8 @@ func (p *primitive) take(ctx context.Context, permits int64, lease time.Duration
 	defer func() { op.EndAcquire(acquireOutcome(ok, err), 0, o.Attempts, err) }()
 	ticket := actors.NewTicket()
 	cmd := &actors.Take{Name: p.name, Kind: p.kind, Owner: p.owner, Permits: permits, Lease: lease, Wait: wait,
-		Started: time.Now(), Span: op.Span(), Ticket: ticket}
-	o, err = p.c.do(ctx, cmd, ticket)
+		Started: time.Now(), Span: op.Span(), Ticket: ticket, Inline: ctx.Done() == nil}
+	o, err = p.send(ctx, cmd, cmd.Inline, ticket)
 	if err != nil {
 		if last := ticket.LastError(); last != nil {
 			return o, false, errors.Join(ErrNotObtained, waitFailure{last}, errors.Unwrap(err))
@@ -80,6 +80,15 @@ func (p *primitive) take(ctx context.Context, permits int64, lease time.Duration
 	default:
 		return o, false, outcomeError(o)
 	}
+}
+
+// send sends cmd to the name's actor and waits for its outcome: itself when inline (a caller that
+// cannot give up, whose command the actor may run on this goroutine), else through the guardian.
+func (p *primitive) send(ctx context.Context, cmd actors.Routed, inline bool, ticket *actors.Ticket) (actors.Outcome, error) {
+	if inline {
+		return p.c.doLocated(ctx, cmd, ticket)
+	}
+	return p.c.do(ctx, cmd, ticket)
 }
 
 // tryTake is take for a TryAcquire or TryAwait with opts: one attempt without Wait, else a wait of up
@@ -123,8 +132,8 @@ func (p *primitive) operate(ctx context.Context, op actors.PrimitiveOp, n int64,
 	for resent := false; ; resent = true {
 		ticket := actors.NewTicket()
 		cmd := &actors.Operate{Name: p.name, Kind: p.kind, Op: op, N: n, TTL: ttl, ID: id, RequestID: reqID,
-			Resent: resent, Owner: p.owner, Ticket: ticket}
-		o, err := p.c.do(ctx, cmd, ticket)
+			Resent: resent, Owner: p.owner, Ticket: ticket, Inline: ctx.Done() == nil}
+		o, err := p.send(ctx, cmd, cmd.Inline, ticket)
 		if err != nil {
 			return o, errors.Unwrap(err)
 		}

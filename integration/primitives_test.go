@@ -739,3 +739,76 @@ func TestSemaphoreLocalHandoff(t *testing.T) {
 		t.Fatalf("GET = %q at the end, want 1", v)
 	}
 }
+
+// blockScript is a go-redis hook that holds up the calls of the script with the SHA1 sha until
+// release is closed, and closes entered when the first one arrives.
+type blockScript struct {
+	sha              string
+	entered, release chan struct{}
+	once             sync.Once
+}
+
+func (h *blockScript) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (h *blockScript) hold(cmds ...redis.Cmder) {
+	for _, cmd := range cmds {
+		if args := cmd.Args(); len(args) > 1 && args[1] == h.sha {
+			h.once.Do(func() { close(h.entered) })
+			<-h.release
+		}
+	}
+}
+
+func (h *blockScript) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		h.hold(cmd)
+		return next(ctx, cmd)
+	}
+}
+
+func (h *blockScript) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		h.hold(cmds...)
+		return next(ctx, cmds)
+	}
+}
+
+// TestPrimitiveCallDoesNotHoldUpRouting: a semaphore's Redis call that takes long, made on the
+// caller's goroutine (a ctx that never ends), holds up no other lock of the coordinator: a Mutex on
+// another name locks and unlocks meanwhile.
+func TestPrimitiveCallDoesNotHoldUpRouting(t *testing.T) {
+	srv := redistest.Start(t)
+	client := srv.Client(t)
+	block := &blockScript{sha: redisops.SemaphoreScripts()["sem_acquire"].Hash(),
+		entered: make(chan struct{}), release: make(chan struct{})}
+	client.AddHook(block)
+	c := newCoordinator(t, client)
+	name := "test:prim:routing:" + t.Name()
+	ctx := t.Context()
+	s := c.Semaphore(name)
+	if ok, err := s.TrySetPermits(context.Background(), 1); !ok || err != nil {
+		t.Fatalf("TrySetPermits = %v, %v", ok, err)
+	}
+	for range 3 { // the actor is up and idle: the next command runs on its caller's goroutine
+		if _, err := s.AvailablePermits(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	acquired := make(chan error, 1)
+	go func() { acquired <- s.Acquire(context.Background(), 1) }()
+	waitFor(t, block.entered, 5*time.Second, "the semaphore's acquire call")
+	lctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	m := c.Mutex(name + ":lock")
+	if err := m.Lock(lctx); err != nil {
+		close(block.release)
+		t.Fatalf("Lock while a semaphore call is held up: %v", err)
+	}
+	if err := m.Unlock(lctx); err != nil {
+		t.Fatalf("Unlock: %v", err)
+	}
+	close(block.release)
+	if err := <-acquired; err != nil {
+		t.Fatal(err)
+	}
+}
