@@ -14,12 +14,13 @@ import (
 )
 
 // TestFaultSemaphoreKeepsItsPermits runs 16 workers on two coordinators, each reaching Redis through a
-// proxy, against a 4-permit semaphore, while Redis is paused, the connections are stalled and cut, in
-// turn. The clients retry lost replies (go-redis' default retries, 200 ms timeouts): no permit may be
+// proxy, against a 4-permit semaphore, while Redis is paused, the connections are stalled and cut, and
+// Redis is killed and restarted (with its append-only file fsynced on every write, so that what it
+// acknowledged survives), in turn. The clients retry lost replies (go-redis' default retries, 200 ms timeouts): no permit may be
 // counted twice or lost, so that once the faults end the count is 4 again, and never more than 4
 // workers are inside at once.
 func TestFaultSemaphoreKeepsItsPermits(t *testing.T) {
-	srv := redistest.Start(t)
+	srv := redistest.Start(t, redistest.WithArgs("--appendonly", "yes", "--appendfsync", "always"))
 	name := "test:fault:sem:" + t.Name()
 	var proxies []*redistest.Proxy
 	var coords []*coordinator.Coordinator
@@ -84,12 +85,15 @@ func TestFaultSemaphoreKeepsItsPermits(t *testing.T) {
 		{"stall", func() { proxies[0].Stall(); proxies[1].Stall() }, func() { proxies[0].Unstall(); proxies[1].Unstall() }},
 		{"cut", func() { proxies[0].Disable() }, func() { proxies[0].Enable() }},
 		{"cut other", func() { proxies[1].Disable() }, func() { proxies[1].Enable() }},
+		{"restart", srv.Kill, func() { srv.Restart(t) }},
 	}
 	for round := range 3 {
 		for _, f := range faults {
 			before := acquired.Load()
 			f.do()
-			time.Sleep(time.Duration(400+250*round) * time.Millisecond) // the fault's length, not a wait for an event
+			if f.name != "restart" {
+				time.Sleep(time.Duration(400+250*round) * time.Millisecond) // the fault's length, not a wait for an event
+			}
 			f.undo()
 			// Let the workers make progress before the next fault.
 			deadline := time.Now().Add(10 * time.Second)
