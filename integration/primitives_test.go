@@ -608,32 +608,40 @@ func TestPrimitiveMessages(t *testing.T) {
 	}
 }
 
-// scriptCalls is a go-redis hook that counts the calls of the script with the SHA1 sha.
+// scriptCalls is a go-redis hook that counts the calls of the script with the SHA1 sha; with release
+// set, it also holds each of them up until release is closed, and closes entered when the first one
+// arrives.
 type scriptCalls struct {
-	sha string
-	n   atomic.Int64
+	sha              string
+	n                atomic.Int64
+	entered, release chan struct{}
+	once             sync.Once
 }
 
 func (h *scriptCalls) DialHook(next redis.DialHook) redis.DialHook { return next }
 
-func (h *scriptCalls) count(cmd redis.Cmder) {
-	if args := cmd.Args(); len(args) > 1 && args[1] == h.sha {
-		h.n.Add(1)
+func (h *scriptCalls) see(cmds ...redis.Cmder) {
+	for _, cmd := range cmds {
+		if args := cmd.Args(); len(args) > 1 && args[1] == h.sha {
+			h.n.Add(1)
+			if h.release != nil {
+				h.once.Do(func() { close(h.entered) })
+				<-h.release
+			}
+		}
 	}
 }
 
 func (h *scriptCalls) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 	return func(ctx context.Context, cmd redis.Cmder) error {
-		h.count(cmd)
+		h.see(cmd)
 		return next(ctx, cmd)
 	}
 }
 
 func (h *scriptCalls) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
 	return func(ctx context.Context, cmds []redis.Cmder) error {
-		for _, cmd := range cmds {
-			h.count(cmd)
-		}
+		h.see(cmds...)
 		return next(ctx, cmds)
 	}
 }
@@ -740,46 +748,13 @@ func TestSemaphoreLocalHandoff(t *testing.T) {
 	}
 }
 
-// blockScript is a go-redis hook that holds up the calls of the script with the SHA1 sha until
-// release is closed, and closes entered when the first one arrives.
-type blockScript struct {
-	sha              string
-	entered, release chan struct{}
-	once             sync.Once
-}
-
-func (h *blockScript) DialHook(next redis.DialHook) redis.DialHook { return next }
-
-func (h *blockScript) hold(cmds ...redis.Cmder) {
-	for _, cmd := range cmds {
-		if args := cmd.Args(); len(args) > 1 && args[1] == h.sha {
-			h.once.Do(func() { close(h.entered) })
-			<-h.release
-		}
-	}
-}
-
-func (h *blockScript) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
-	return func(ctx context.Context, cmd redis.Cmder) error {
-		h.hold(cmd)
-		return next(ctx, cmd)
-	}
-}
-
-func (h *blockScript) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
-	return func(ctx context.Context, cmds []redis.Cmder) error {
-		h.hold(cmds...)
-		return next(ctx, cmds)
-	}
-}
-
 // TestPrimitiveCallDoesNotHoldUpRouting: a semaphore's Redis call that takes long, made on the
 // caller's goroutine (a ctx that never ends), holds up no other lock of the coordinator: a Mutex on
 // another name locks and unlocks meanwhile.
 func TestPrimitiveCallDoesNotHoldUpRouting(t *testing.T) {
 	srv := redistest.Start(t)
 	client := srv.Client(t)
-	block := &blockScript{sha: redisops.SemaphoreScripts()["sem_acquire"].Hash(),
+	block := &scriptCalls{sha: redisops.SemaphoreScripts()["sem_acquire"].Hash(),
 		entered: make(chan struct{}), release: make(chan struct{})}
 	client.AddHook(block)
 	c := newCoordinator(t, client)
