@@ -150,6 +150,12 @@ func (b *Bridge) Receive(ctx actor.Context) {
 		b.publishRoute(m.Channel)
 		if first {
 			b.subscribe(m.Channel)
+		} else {
+			// Another actor subscribed the channel before (a semaphore and a permit semaphore of
+			// one name share theirs): its confirmation may have come already, and would not come
+			// again. Confirm now; should the subscription still be on its way, its confirmation
+			// reaches this subscriber too (the route has it), and a second try is harmless.
+			ctx.Send(m.Subscriber, &messages.Subscribed{Channel: m.Channel})
 		}
 		if b.probe != "" && !b.probeTimer.armed() {
 			b.probeTimer.arm(b.sched, b.self, probeInterval, func(g uint64) any { return &probeTick{g} })

@@ -119,12 +119,18 @@ func (a *primitiveActor) releasePermit(ctx context.Context, m *Operate) Outcome 
 	if err != nil {
 		return redisOutcome(err)
 	}
+	// A release sent again after a connection error that finds the permit gone: the run that failed
+	// removed it (see coordinator's PermitSemaphore.Release).
+	resentDone := m.Resent && !rel.Removed
 	if p != nil {
 		typ, reason := messages.EventReleased, messages.ReleaseUnlocked
-		if !rel.Removed || rel.Expired {
+		if (!rel.Removed || rel.Expired) && !resentDone {
 			typ, reason = messages.EventLost, "lease ran out"
 		}
 		a.endPermit(p, typ, reason)
+	}
+	if resentDone {
+		return Outcome{}
 	}
 	if !rel.Removed || rel.Expired {
 		// Unknown, released before, or expired (its count came back all the same).

@@ -45,7 +45,14 @@ type Take struct {
 	// sent is when the latest attempt was sent.
 	sent time.Time
 	// ambiguous is set while the latest attempt failed on an error: it may have taken permits.
+	// firstSent is when the first attempt since the last definite answer was sent: the earliest that
+	// permits an attempt under the same request id (or permit ids) reports may have been taken.
 	ambiguous bool
+	firstSent time.Time
+	// givingBack is when a give-back of what the take obtained first failed (see retryGiveBacks);
+	// giveBackID is the request id under which it is sent again.
+	givingBack time.Time
+	giveBackID string
 	// requestID is the retry latch id of a semaphore's attempt that failed on an error (see
 	// semaphoreStrategy.try).
 	requestID string
@@ -97,8 +104,10 @@ type Operate struct {
 	RequestID string
 	// Resent marks an operation sent again after an error: its first run may have taken effect in
 	// Redis, so a release is not handed off to a local waiter (see handOff) but sent to Redis, whose
-	// retry latch answers for it.
-	Resent bool
+	// retry latch answers for it. NotAfter is when a resent operation is too late to be sent (its
+	// latch may be gone): the actor then answers ErrResendTooLate and sends nothing.
+	Resent   bool
+	NotAfter time.Time
 	// Owner names the caller in events.
 	Owner  string
 	Ticket *Ticket
@@ -143,8 +152,12 @@ type primitiveStrategy interface {
 	try(ctx context.Context, a *primitiveActor, t *Take) (ok bool, retryAt time.Time, err error)
 	// granted is the outcome of t's successful attempt; it may register permits.
 	granted(a *primitiveActor, t *Take) Outcome
-	// giveBack undoes the successful take t whose caller had left.
+	// giveBack undoes the successful take t whose caller had left; sent again after an error, it
+	// takes effect once (t.giveBackID names it).
 	giveBack(ctx context.Context, a *primitiveActor, t *Take) error
+	// forget drops the request id or permit ids of t's attempts that failed, so that its next attempt
+	// runs under new ones.
+	forget(t *Take)
 	// wakes reports whether a notice with payload may let a waiter in.
 	wakes(payload string) bool
 	// servesAll reports whether one waiter's success is every waiter's (a latch at zero).
@@ -172,6 +185,10 @@ type primitiveActor struct {
 	// the attempt may have taken permits all the same. They are tried again under the same request
 	// id (or permit ids) until Redis answers, and what they took is given back (see settle).
 	unsettled []*Take
+	// givebacks are the takes whose give-back failed, sent again (see retryGiveBacks).
+	givebacks []*Take
+	// stopCtx bounds the Redis calls made while the actor stops (see shutdown).
+	stopCtx context.Context
 	// subscribed is set while the actor is subscribed to the channel.
 	subscribed bool
 	// permits are a permit semaphore's permits taken through this actor, by id.
@@ -284,7 +301,7 @@ func (a *primitiveActor) Receive(ctx actor.Context) {
 }
 
 func (a *primitiveActor) isIdle() bool {
-	return len(a.queue) == 0 && len(a.permits) == 0 && len(a.unsettled) == 0
+	return len(a.queue) == 0 && len(a.permits) == 0 && len(a.unsettled) == 0 && len(a.givebacks) == 0
 }
 
 // afterMessage keeps the subscription and the timers in line with the state.
@@ -298,7 +315,7 @@ func (a *primitiveActor) afterMessage() {
 			a.root.Send(a.env.Bridge, &messages.Unsubscribe{Channel: a.strat.channel(), Subscriber: a.self})
 		}
 	}
-	if len(a.queue) == 0 && len(a.unsettled) == 0 {
+	if len(a.queue) == 0 && len(a.unsettled) == 0 && len(a.givebacks) == 0 {
 		a.retry.stop()
 	} else if !a.retry.armed() {
 		// Nobody may publish what the waiters wait for while the bridge is cut off: poll now and
@@ -319,8 +336,14 @@ func (a *primitiveActor) armRetry(d time.Duration) {
 	a.retry.arm(a.sched, a.self, max(d, 0), func(g uint64) any { return primitiveRetryTick{g} })
 }
 
-// redisContext bounds a Redis call by the coordinator's lifetime.
-func (a *primitiveActor) redisContext() context.Context { return a.env.Context }
+// redisContext bounds a Redis call by the coordinator's lifetime, or, while the actor stops, by the
+// stop's deadline.
+func (a *primitiveActor) redisContext() context.Context {
+	if a.stopCtx != nil {
+		return a.stopCtx
+	}
+	return a.env.Context
+}
 
 // onTake makes the first attempt of m, or queues it behind the waiters already there.
 func (a *primitiveActor) onTake(m *Take) {
@@ -356,6 +379,17 @@ func (a *primitiveActor) onTake(m *Take) {
 func (a *primitiveActor) attempt(m *Take) (bool, time.Time, error) {
 	m.attempts++
 	m.sent = time.Now()
+	if !m.ambiguous {
+		m.firstSent = m.sent
+	} else if m.sent.Sub(m.firstSent) >= unsettledFor {
+		// The request id (or the permit ids) of the attempts that failed is too old to be sent again:
+		// its retry latch may be gone, and a run under it could take permits a second time. Start
+		// over under new ones; what the failed attempts may have taken is not known.
+		a.log().Warn("an attempt that failed could not be settled in time: permits it may have taken are not given back",
+			"owner", m.Owner, "since", m.firstSent)
+		a.strat.forget(m)
+		m.firstSent = m.sent
+	}
 	ok, retryAt, err := a.strat.try(a.redisContext(), a, m)
 	// A grant that replicas did not acknowledge was given back: a definite answer.
 	m.ambiguous = err != nil && !isNotSynced(err)
@@ -382,7 +416,8 @@ func (a *primitiveActor) scheduleRetry(retryAt time.Time, err error) {
 	case err != nil:
 		a.armRetry(a.backoff.NextBackOff())
 	case !retryAt.IsZero():
-		a.armRetry(time.Until(retryAt))
+		// No later than the poll, which covers lost notices.
+		a.armRetry(min(time.Until(retryAt), a.env.WatchdogTimeout/3))
 	}
 }
 
@@ -401,33 +436,80 @@ const unsettledFor = redisops.DefaultLatchExpiry / 2
 // leave is for a take whose caller is gone or was answered with an error: if its latest attempt failed
 // on an error, it may have taken permits, and it becomes unsettled until Redis says.
 func (a *primitiveActor) leave(m *Take) {
-	if m.ambiguous {
+	if m.ambiguous && a.strat.lockKind() != messages.LockLatch {
 		a.unsettled = append(a.unsettled, m)
 		a.scheduleRetry(time.Time{}, errUnsettled)
 	}
 }
 
 // settle tries the unsettled takes again: one that Redis now says took permits (its first run did)
-// gives them back, as for a caller that left; one refused is done with.
+// gives them back, as for a caller that left; one refused is done with. A take whose first failed
+// attempt is older than unsettledFor is not sent again (see attempt). Then it retries the give-backs
+// that failed.
 func (a *primitiveActor) settle() {
 	keep := a.unsettled[:0]
 	for _, m := range a.unsettled {
+		if time.Since(m.firstSent) >= unsettledFor {
+			a.log().Warn("an attempt that failed stays unsettled: permits it may have taken are not given back", "owner", m.Owner)
+			continue
+		}
 		ok, _, err := a.attempt(m)
 		switch {
 		case ok:
 			a.grant(m) // its caller was answered: grant gives the permits back
-		case err != nil && time.Since(m.Started) < unsettledFor:
-			keep = append(keep, m)
 		case err != nil:
-			a.log().Warn("an attempt that failed stays unsettled: permits it may have taken are not given back", "owner", m.Owner, "err", err)
+			keep = append(keep, m)
 		}
 	}
 	clear(a.unsettled[len(keep):])
 	a.unsettled = keep
-	if len(keep) > 0 {
+	a.retryGiveBacks()
+	if len(a.unsettled) > 0 || len(a.givebacks) > 0 {
 		a.scheduleRetry(time.Time{}, errUnsettled)
 	}
 }
+
+// giveBack gives back what the take m obtained for a caller that had left (or was told an error). A
+// give-back that fails is sent again under the same request id, with backoff (retryGiveBacks), so
+// that it takes effect once.
+func (a *primitiveActor) giveBack(m *Take) {
+	ctx, cancel := a.env.stopContext()
+	defer cancel()
+	if m.giveBackID == "" {
+		m.giveBackID = a.env.NewRequestID()
+	}
+	if err := a.strat.giveBack(ctx, a, m); err != nil {
+		if m.givingBack.IsZero() {
+			m.givingBack = time.Now()
+			a.givebacks = append(a.givebacks, m)
+		}
+		a.log().Warn("giving back what a caller that left obtained failed; retrying", "owner", m.Owner, "err", err)
+		a.scheduleRetry(time.Time{}, errUnsettled)
+	}
+}
+
+// retryGiveBacks sends the give-backs that failed again, for as long as their retry latch lives.
+func (a *primitiveActor) retryGiveBacks() {
+	keep := a.givebacks[:0]
+	for _, m := range a.givebacks {
+		if time.Since(m.givingBack) >= unsettledFor {
+			a.log().Warn("a give-back could not be made in time: its permits stay taken", "owner", m.Owner)
+			continue
+		}
+		ctx, cancel := a.env.stopContext()
+		err := a.strat.giveBack(ctx, a, m)
+		cancel()
+		if err != nil {
+			keep = append(keep, m)
+		}
+	}
+	clear(a.givebacks[len(keep):])
+	a.givebacks = keep
+}
+
+// ErrResendTooLate answers an operation sent again after an error that reached its actor too late to
+// be sent to Redis under its request id: whether its first run took effect is not known.
+var ErrResendTooLate = errors.New("lockwarden: an operation sent again after an error came too late to be sent")
 
 // errUnsettled makes scheduleRetry back off for the unsettled takes.
 var errUnsettled = errors.New("unsettled takes")
@@ -470,11 +552,7 @@ func (a *primitiveActor) grant(m *Take) {
 	o := a.strat.granted(a, m)
 	o.Attempts = m.attempts
 	if !m.Ticket.deliver(o) {
-		ctx, cancel := a.env.stopContext()
-		defer cancel()
-		if err := a.strat.giveBack(ctx, a, m); err != nil {
-			a.log().Warn("giving back what a caller that left obtained failed", "owner", m.Owner, "err", err)
-		}
+		a.giveBack(m)
 		if m.queued {
 			a.emitWait(messages.EventWaitTimedOut, m, "")
 		}
@@ -495,6 +573,9 @@ func (a *primitiveActor) onAbandon(m *Abandon) {
 				a.emitWait(messages.EventWaitTimedOut, w, "")
 			}
 			a.leave(w)
+			if i == 0 && len(a.queue) > 0 {
+				a.tryQueue() // the head kept the others out: a smaller take behind it may fit now
+			}
 			break
 		}
 	}
@@ -507,6 +588,10 @@ func (a *primitiveActor) onAbandon(m *Abandon) {
 // rather than after the notice that Redis publishes.
 func (a *primitiveActor) onOperate(m *Operate) {
 	if m.Ticket.Abandoned() {
+		return
+	}
+	if m.Resent && !m.NotAfter.IsZero() && !time.Now().Before(m.NotAfter) {
+		m.Ticket.deliver(Outcome{Reason: messages.ReasonRedis, Err: ErrResendTooLate})
 		return
 	}
 	if m.Op == OpRelease && a.kind == KindSemaphore && !m.Resent && a.handOff(m) {
@@ -549,11 +634,14 @@ func (a *primitiveActor) handOff(m *Operate) bool {
 		return false
 	}
 	served, need := 0, int64(0)
+	var gone []bool // the waiters counted out as abandoned, by index
 	for _, w := range a.queue {
 		if w.Ticket.Abandoned() {
+			gone = append(gone, true)
 			served++
 			continue
 		}
+		gone = append(gone, false)
 		if w.ambiguous || need+w.Permits > m.N {
 			// A waiter whose latest attempt failed on an error may hold permits from it already:
 			// its next attempt, under the same request id, tells.
@@ -570,13 +658,15 @@ func (a *primitiveActor) handOff(m *Operate) bool {
 	}
 	heads := a.queue[:served]
 	a.queue = a.queue[served:]
-	for _, w := range heads {
-		if w.Ticket.Abandoned() {
+	for i, w := range heads {
+		if gone[i] {
 			a.leave(w)
 			continue
 		}
+		// A waiter counted in whose caller left since gets its share all the same, and gives it
+		// back to Redis (grant).
 		a.handoffs++
-		a.grant(w) // a waiter that left at this very moment gives its permits back to Redis
+		a.grant(w)
 	}
 	m.Ticket.deliver(Outcome{})
 	a.emit(messages.Event{Type: messages.EventReleased, Owner: m.Owner, HoldCount: m.N, Reason: messages.ReleaseUnlocked})
@@ -607,21 +697,25 @@ func (a *primitiveActor) shutdown() {
 		a.root.Send(a.env.Bridge, &messages.Unsubscribe{Channel: a.strat.channel(), Subscriber: a.self})
 		a.subscribed = false
 	}
-	for _, s := range []*oneShot{&a.retry, &a.watchdog, &a.expiry, &a.idle} {
-		s.stop()
-	}
 	for _, m := range a.queue {
 		m.Ticket.deliver(Outcome{Reason: messages.ReasonClosed})
 		if m.queued {
 			a.emitWait(messages.EventWaitTimedOut, m, messages.ReasonClosed.String())
 		}
+		a.leave(m)
 	}
 	a.queue = nil
-	if len(a.permits) == 0 {
-		return
-	}
+	// One last pass over the attempts that failed and the give-backs that failed: what Redis says
+	// they took is given back, as far as the stop's deadline allows.
 	ctx, cancel := a.env.stopContext()
 	defer cancel()
+	a.stopCtx = ctx
+	if len(a.unsettled) > 0 || len(a.givebacks) > 0 {
+		a.settle()
+	}
+	for _, s := range []*oneShot{&a.retry, &a.watchdog, &a.expiry, &a.idle} {
+		s.stop()
+	}
 	for id, p := range a.permits {
 		if _, err := a.env.Ops.PermitsRelease(ctx, a.name, id, time.Now()); err != nil {
 			a.log().Warn("release at close failed; the permit comes back when its lease runs out", "permit", id, "err", err)

@@ -30,6 +30,8 @@ type counting struct {
 }
 
 func (s *counting) channel() string { return s.ch }
+
+func (s *counting) forget(t *Take)  { t.requestID, t.ids = "", nil }
 func (s *counting) servesAll() bool { return false }
 
 // wakes: the notice carries the permits available after a release; 0 lets nobody in.
@@ -59,7 +61,7 @@ func (s *semaphoreStrategy) granted(_ *primitiveActor, t *Take) Outcome {
 }
 
 func (s *semaphoreStrategy) giveBack(ctx context.Context, a *primitiveActor, t *Take) error {
-	_, err := s.ops.SemaphoreRelease(ctx, s.name, a.env.NewRequestID(), t.Permits)
+	_, err := s.ops.SemaphoreRelease(ctx, s.name, t.giveBackID, t.Permits)
 	return err
 }
 
@@ -133,13 +135,29 @@ func (s *permitStrategy) try(ctx context.Context, a *primitiveActor, t *Take) (b
 		lease = a.env.WatchdogTimeout
 	}
 	r, err := s.ops.PermitsTryAcquire(ctx, s.name, t.ids, t.sent.Add(lease), t.sent)
-	return r.OK, r.NextExpiry, err
+	if err != nil || !r.OK {
+		return false, r.NextExpiry, err
+	}
+	// An attempt that found its ids taken may be a resend of an earlier one that took them and whose
+	// reply was lost: the permits' expiry in Redis is counted from that one's send at the earliest.
+	// A grant with no validity left is given back, as a lock's late grant is, and the take goes on
+	// under new ids.
+	if !time.Now().Before(validUntil(t.firstSent, lease)) {
+		for _, id := range t.ids {
+			if _, err := s.ops.PermitsRelease(ctx, s.name, id, time.Now()); err != nil {
+				return false, time.Time{}, err
+			}
+		}
+		t.ids = nil
+		return false, time.Time{}, nil
+	}
+	return true, time.Time{}, nil
 }
 
 func (s *permitStrategy) granted(a *primitiveActor, t *Take) Outcome {
 	ps := make([]Permit, len(t.ids))
 	for i, id := range t.ids {
-		ps[i] = a.addPermit(t, id, t.sent, t.Lease)
+		ps[i] = a.addPermit(t, id, t.firstSent, t.Lease)
 	}
 	return Outcome{HoldCount: t.Permits, Permits: ps}
 }

@@ -108,6 +108,12 @@ var (
 	// acquisition that was granted after all is given back. The other calls that the actor had in
 	// hand (a batch of read calls being settled) are answered as usual.
 	ErrActorFailed = actors.ErrActorFailed
+
+	// ErrResendTooLate is the error of a semaphore's or latch's operation that failed on a connection
+	// error and was sent again, when the resend reached the name's actor too late to be sent to
+	// Redis under its request id (its retry latch may be gone): whether the first run took effect is
+	// not known.
+	ErrResendTooLate = actors.ErrResendTooLate
 )
 
 // UnlockError is the error of an Unlock whose release failed on a Redis error; see [Mutex.Unlock]. Its

@@ -66,6 +66,9 @@ func checkPrimitive(m messages.Primitive) error {
 	if m.Op == messages.OpAcquire && m.N <= 0 {
 		return fmt.Errorf("%w: %d", ErrInvalidPermits, m.N)
 	}
+	if m.Op == messages.OpAcquire && m.Kind == messages.KindPermitSemaphore && m.N > MaxPermitsAtOnce {
+		return fmt.Errorf("%w: %d, at most %d at once", ErrInvalidPermits, m.N, MaxPermitsAtOnce)
+	}
 	if m.Wait < 0 || (m.Wait > MaxDuration && m.Wait != messages.WaitForever) {
 		return fmt.Errorf("%w: %v", ErrInvalidWait, m.Wait)
 	}

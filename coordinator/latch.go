@@ -12,9 +12,9 @@ import (
 // notices on redisson_countdownlatch__channel__{name} (0 when the count reaches zero, 1 when a new
 // count is set), so that Java services on Redisson and Go services on lockwarden share it.
 //
-// Await waits until the count is zero; it is woken by the zero notice, not by polling, and reads the
-// count once its subscription is confirmed, so that a count that reached zero just before is not
-// missed. A latch that was never set, or whose count reached zero (the key is then deleted), has the
+// Await waits until the count is zero; it is woken by the zero notice (should notices be lost, the
+// count is read again every third of the watchdog timeout), and reads the count once its subscription
+// is confirmed, so that a count that reached zero just before is not missed. A latch that was never set, or whose count reached zero (the key is then deleted), has the
 // count 0. A CountDownLatch is safe for concurrent use.
 type CountDownLatch struct{ primitive }
 
@@ -70,7 +70,9 @@ func (l *CountDownLatch) TryAwait(ctx context.Context, opts ...TryOption) (bool,
 }
 
 // Delete deletes the latch and reports whether there was one; it publishes the new-count notice, as
-// Redisson does, which wakes nobody: waiters wait for a later zero.
+// Redisson does, which wakes nobody. A deleted latch has the count 0, so its awaiters return at their
+// next reading of the count (within a third of the watchdog timeout), where Redisson's wait for a
+// later zero notice.
 func (l *CountDownLatch) Delete(ctx context.Context) (bool, error) {
 	o, err := l.operate(ctx, actors.OpDelete, 0, 0, "")
 	return o.OK, err

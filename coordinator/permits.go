@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/hex"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/lockwarden/lockwarden/actors"
@@ -88,10 +89,13 @@ func (s *PermitSemaphore) Acquire(ctx context.Context, opts ...TryOption) (*Perm
 }
 
 // AcquireMany takes n permits at once (each with an id of its own), waiting until n are available or
-// ctx ends, as Acquire does. n must be positive ([ErrInvalidPermits]).
+// ctx ends, as Acquire does. n must be positive and at most [MaxPermitsAtOnce] ([ErrInvalidPermits]).
 func (s *PermitSemaphore) AcquireMany(ctx context.Context, n int64, opts ...TryOption) ([]*Permit, error) {
 	if err := checkPermits(n); err != nil {
 		return nil, err
+	}
+	if n > MaxPermitsAtOnce {
+		return nil, fmt.Errorf("%w: %d, at most %d at once", ErrInvalidPermits, n, MaxPermitsAtOnce)
 	}
 	t := tryOptions{}
 	if err := applyOptions(&t, opts); err != nil {
@@ -130,14 +134,16 @@ func (s *PermitSemaphore) permits(o actors.Outcome) []*Permit {
 // Redisson client got), and publishes the new count. It returns [ErrNotHeld] when there is no such
 // permit: an unknown id, one released before, or one whose lease ran out (its permit came back
 // already, or comes back now); and [ErrInvalidPermitID] for an id that is not 32 hexadecimal
-// characters. Nothing changes in Redis then. A release that fails on a connection error is sent again
-// (see [Semaphore.Release]); when the resent one finds the permit gone, the release counts as done,
-// since the run that failed most likely removed it.
+// characters (upper-case hexadecimal is taken as lower-case). An unknown or released id changes nothing
+// in Redis; a permit whose lease ran out and that nobody took back yet is taken back now, its count
+// returned, and the call still returns ErrNotHeld. A release that fails on a connection error is sent
+// again (see [Semaphore.Release]); when the resent one finds the permit gone, the release counts as
+// done, since the run that failed most likely removed it.
 func (s *PermitSemaphore) Release(ctx context.Context, id string) error {
 	if err := checkPermitID(id); err != nil {
 		return err
 	}
-	_, err := s.release(ctx, actors.OpRelease, 0, id)
+	_, err := s.release(ctx, actors.OpRelease, 0, strings.ToLower(id))
 	return err
 }
 

@@ -132,18 +132,13 @@ func (p *primitive) operate(ctx context.Context, op actors.PrimitiveOp, n int64,
 	for resent := false; ; resent = true {
 		ticket := actors.NewTicket()
 		cmd := &actors.Operate{Name: p.name, Kind: p.kind, Op: op, N: n, TTL: ttl, ID: id, RequestID: reqID,
-			Resent: resent, Owner: p.owner, Ticket: ticket, Inline: ctx.Done() == nil}
+			Resent: resent, NotAfter: start.Add(operateRetryFor), Owner: p.owner, Ticket: ticket, Inline: ctx.Done() == nil}
 		o, err := p.send(ctx, cmd, cmd.Inline, ticket)
 		if err != nil {
 			return o, errors.Unwrap(err)
 		}
 		if o.Reason == messages.ReasonNone {
 			return o, nil
-		}
-		if resent && op == actors.OpRelease && p.kind == actors.KindPermitSemaphore && o.Reason == messages.ReasonNotHeld {
-			// A permit's release keeps no retry latch (it is idempotent in Redis): the run that failed
-			// on a connection error removed the permit, and this one found it gone.
-			return actors.Outcome{}, nil
 		}
 		err = outcomeError(o)
 		if o.Reason != messages.ReasonRedis || !transient(o.Err) || time.Since(start) >= operateRetryFor {
@@ -203,3 +198,7 @@ func checkPermits(n int64) error {
 	}
 	return nil
 }
+
+// MaxPermitsAtOnce is the most permits that one acquisition of a [PermitSemaphore] takes: each permit
+// has an id of its own, passed to Redis in one script call (Redisson's scripts fail above about 8,000).
+const MaxPermitsAtOnce = 1000

@@ -17,7 +17,8 @@ import (
 // that a process acquired stay taken if it dies. For permits that come back when their holder dies,
 // use a [PermitSemaphore].
 //
-// A waiter is woken by the notice of a release, not by polling; the waiters of one coordinator wait in
+// A waiter is woken by the notice of a release (should notices be lost, it tries again every third of
+// the watchdog timeout); the waiters of one coordinator wait in
 // one queue, in order, and only the first of them asks Redis at a time. A Semaphore is safe for
 // concurrent use.
 type Semaphore struct{ primitive }
