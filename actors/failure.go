@@ -170,6 +170,8 @@ func answerFailed(msg any, err error) {
 	o := Outcome{Reason: messages.ReasonRedis, Err: err}
 	t := commandTicket(msg)
 	switch m := msg.(type) {
+	case *Locate:
+		t = commandTicket(m.Cmd) // its caller waits on the command's ticket too (see Locate)
 	case *Abandon:
 		t, o = m.Ack, Outcome{}
 	case *GroupAbandon:

@@ -121,7 +121,8 @@ type Locate struct {
 	done chan struct{}
 }
 
-// NewLocate returns a Locate for cmd.
+// NewLocate returns a Locate for cmd. Should the guardian fail on it (a recovered panic), it answers
+// cmd's ticket with the failure rather than the Locate: its caller waits on both.
 func NewLocate(cmd Routed) *Locate { return &Locate{Cmd: cmd, done: make(chan struct{})} }
 
 // Located returns a channel closed once the guardian has answered, and then the actor's PID.

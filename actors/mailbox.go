@@ -61,7 +61,10 @@ func (m *inlineMailbox) PostUserMessage(msg any) {
 	if !m.status.CompareAndSwap(mailboxIdle, mailboxRunning) {
 		return // the goroutine running the actor takes it
 	}
-	if m.systemN.Load() == 0 && !m.suspended.Load() && m.runInline() {
+	// Only a poster whose own message is safe runs the mailbox: a poster of another message (the
+	// guardian routing, the bridge forwarding a notice) must not end up running the Redis calls that
+	// other callers' safe messages, queued just before, carry.
+	if m.systemN.Load() == 0 && !m.suspended.Load() && m.safe(msg) && m.runInline() {
 		return
 	}
 	m.dispatcher.Schedule(m.processFn)

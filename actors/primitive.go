@@ -49,6 +49,8 @@ type Take struct {
 	// permits an attempt under the same request id (or permit ids) reports may have been taken.
 	ambiguous bool
 	firstSent time.Time
+	// timedOut is set once EventWaitTimedOut was published for the take.
+	timedOut bool
 	// givingBack is when a give-back of what the take obtained first failed (see retryGiveBacks);
 	// giveBackID is the request id under which it is sent again.
 	givingBack time.Time
@@ -233,7 +235,8 @@ func newPrimitiveActor(name, key string, k Kind, env *Env, binding uint64) *prim
 // inlineSafe reports whether msg may run on the goroutine that posts it (see inlineMailbox): a command
 // that its caller sent itself (never the guardian: see Locate) and waits for on that goroutine anyway,
 // unable to give up. A turn that runs so may also take the Inline commands that other callers posted
-// meanwhile, one Redis call each; anything else (notices, ticks) goes to the dispatcher.
+// meanwhile (each its Redis call, and a release the attempts of the waiters it lets in), up to the
+// dispatcher's throughput; anything else (notices, ticks) goes to the dispatcher.
 func (a *primitiveActor) inlineSafe(msg any) bool {
 	switch m := msg.(type) {
 	case *Take:
@@ -390,7 +393,13 @@ func (a *primitiveActor) attempt(m *Take) (bool, time.Time, error) {
 		a.strat.forget(m)
 		m.firstSent = m.sent
 	}
+	wasAmbiguous := m.ambiguous
 	ok, retryAt, err := a.strat.try(a.redisContext(), a, m)
+	if err == nil && !ok && wasAmbiguous {
+		// A failed attempt may still run in Redis after this refusal (a stalled server): a later
+		// attempt under the same ids would take it for its own, with the wrong expiry.
+		a.strat.forget(m)
+	}
 	// A grant that replicas did not acknowledge was given back: a definite answer.
 	m.ambiguous = err != nil && !isNotSynced(err)
 	if err != nil {
@@ -436,9 +445,10 @@ const unsettledFor = redisops.DefaultLatchExpiry / 2
 // leave is for a take whose caller is gone or was answered with an error: if its latest attempt failed
 // on an error, it may have taken permits, and it becomes unsettled until Redis says.
 func (a *primitiveActor) leave(m *Take) {
+	a.emitWait(messages.EventWaitTimedOut, m, "") // once, for a waiter that waited
 	if m.ambiguous && a.strat.lockKind() != messages.LockLatch {
 		a.unsettled = append(a.unsettled, m)
-		a.scheduleRetry(time.Time{}, errUnsettled)
+		a.settleSoon()
 	}
 }
 
@@ -469,6 +479,13 @@ func (a *primitiveActor) settle() {
 	}
 }
 
+// settleSoon makes sure the retry timer runs settle, without putting off a retry already due.
+func (a *primitiveActor) settleSoon() {
+	if !a.retry.armed() {
+		a.scheduleRetry(time.Time{}, errUnsettled)
+	}
+}
+
 // giveBack gives back what the take m obtained for a caller that had left (or was told an error). A
 // give-back that fails is sent again under the same request id, with backoff (retryGiveBacks), so
 // that it takes effect once.
@@ -478,13 +495,14 @@ func (a *primitiveActor) giveBack(m *Take) {
 	if m.giveBackID == "" {
 		m.giveBackID = a.env.NewRequestID()
 	}
+	sent := time.Now()
 	if err := a.strat.giveBack(ctx, a, m); err != nil {
 		if m.givingBack.IsZero() {
-			m.givingBack = time.Now()
+			m.givingBack = sent // the resends' window counts from the first send, as the latch's life does
 			a.givebacks = append(a.givebacks, m)
 		}
 		a.log().Warn("giving back what a caller that left obtained failed; retrying", "owner", m.Owner, "err", err)
-		a.scheduleRetry(time.Time{}, errUnsettled)
+		a.settleSoon()
 	}
 }
 
@@ -553,9 +571,7 @@ func (a *primitiveActor) grant(m *Take) {
 	o.Attempts = m.attempts
 	if !m.Ticket.deliver(o) {
 		a.giveBack(m)
-		if m.queued {
-			a.emitWait(messages.EventWaitTimedOut, m, "")
-		}
+		a.emitWait(messages.EventWaitTimedOut, m, "")
 		return
 	}
 	if a.strat.lockKind() != messages.LockLatch {
@@ -685,6 +701,12 @@ func (a *primitiveActor) emit(ev messages.Event) {
 func (a *primitiveActor) emitWait(typ messages.EventType, m *Take, reason string) {
 	ev := messages.Event{Type: typ, Owner: m.Owner, HoldCount: m.Permits, Reason: reason}
 	if typ == messages.EventWaitTimedOut {
+		// Once per waiter that waited: its caller left, and it may be dropped, settled or given
+		// back after.
+		if !m.queued || m.timedOut {
+			return
+		}
+		m.timedOut = true
 		ev.Wait = time.Since(m.Started)
 	}
 	a.emit(ev)

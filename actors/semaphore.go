@@ -124,15 +124,20 @@ type permitStrategy struct{ counting }
 func (s *permitStrategy) lockKind() messages.LockKind { return messages.LockPermitSemaphore }
 
 func (s *permitStrategy) try(ctx context.Context, a *primitiveActor, t *Take) (bool, time.Time, error) {
+	lease := t.Lease
+	if lease == 0 {
+		lease = a.env.WatchdogTimeout
+	}
+	if t.ambiguous && !t.sent.Before(validUntil(t.firstSent, lease)) {
+		// Whatever the attempts that failed took has no validity left, and nothing renews it: it runs
+		// out in Redis by itself. Go on under new ids, so that a retry never finds part of them.
+		t.ids = nil
+	}
 	if t.ids == nil {
 		t.ids = make([]string, t.Permits)
 		for i := range t.ids {
 			t.ids[i] = redisops.NewPermitID()
 		}
-	}
-	lease := t.Lease
-	if lease == 0 {
-		lease = a.env.WatchdogTimeout
 	}
 	r, err := s.ops.PermitsTryAcquire(ctx, s.name, t.ids, t.sent.Add(lease), t.sent)
 	if err != nil || !r.OK {
@@ -143,8 +148,10 @@ func (s *permitStrategy) try(ctx context.Context, a *primitiveActor, t *Take) (b
 	// A grant with no validity left is given back, as a lock's late grant is, and the take goes on
 	// under new ids.
 	if !time.Now().Before(validUntil(t.firstSent, lease)) {
-		for _, id := range t.ids {
-			if _, err := s.ops.PermitsRelease(ctx, s.name, id, time.Now()); err != nil {
+		// The first id last: a retry under these ids after a give-back that failed half way finds it,
+		// and is answered as a retry rather than taking permits again.
+		for i := len(t.ids) - 1; i >= 0; i-- {
+			if _, err := s.ops.PermitsRelease(ctx, s.name, t.ids[i], time.Now()); err != nil {
 				return false, time.Time{}, err
 			}
 		}

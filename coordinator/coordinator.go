@@ -348,6 +348,8 @@ func (c *Coordinator) doLocated(ctx context.Context, cmd actors.Routed, ticket *
 	c.system.Root.Send(c.guardian, loc)
 	select {
 	case <-loc.Located():
+	case <-ticket.Ready(): // the guardian failed on the Locate and answered the command (ErrActorFailed)
+		return ticket.Outcome(), nil
 	case <-ctx.Done():
 		return actors.Outcome{}, errAbandoned{err: ctx.Err()}
 	case <-c.closed:

@@ -132,7 +132,11 @@ func (p *primitive) operate(ctx context.Context, op actors.PrimitiveOp, n int64,
 	for resent := false; ; resent = true {
 		ticket := actors.NewTicket()
 		cmd := &actors.Operate{Name: p.name, Kind: p.kind, Op: op, N: n, TTL: ttl, ID: id, RequestID: reqID,
-			Resent: resent, NotAfter: start.Add(operateRetryFor), Owner: p.owner, Ticket: ticket, Inline: ctx.Done() == nil}
+			Resent: resent, Owner: p.owner, Ticket: ticket, Inline: ctx.Done() == nil}
+		if !(op == actors.OpRelease && p.kind == actors.KindPermitSemaphore) {
+			// A permit's release is idempotent in Redis: a resend is harmless however late.
+			cmd.NotAfter = start.Add(operateRetryFor)
+		}
 		o, err := p.send(ctx, cmd, cmd.Inline, ticket)
 		if err != nil {
 			return o, errors.Unwrap(err)
@@ -147,7 +151,11 @@ func (p *primitive) operate(ctx context.Context, op actors.PrimitiveOp, n int64,
 		if b == nil {
 			b = actors.DefaultBackOff()
 		}
-		timer := time.NewTimer(b.NextBackOff())
+		wait := b.NextBackOff()
+		if left := operateRetryFor - time.Since(start); wait >= left {
+			return o, err // the resend would come too late: the last Redis error stands
+		}
+		timer := time.NewTimer(wait)
 		select {
 		case <-timer.C:
 		case <-ctx.Done():
