@@ -73,7 +73,9 @@ func (s *Semaphore) AddPermits(ctx context.Context, delta int64) error {
 
 // Acquire takes permits permits, waiting until that many are available or ctx ends. permits must be
 // positive ([ErrInvalidPermits]). When ctx ends first, the error matches [ErrNotObtained] and
-// ctx.Err(), and nothing stays taken: permits obtained for the call at that moment are given back.
+// ctx.Err(), and nothing stays taken: permits obtained for the call at that moment are given back
+// (an attempt that failed on an error is settled first; only one that Redis cannot answer for more than
+// 5 s may leave its permits taken, as the README's "Retries take effect once" says).
 // While it waits, Redis errors are retried with backoff; if ctx ends while they last, the error
 // carries the last of them too. It returns [ErrClosed] when the coordinator closes.
 func (s *Semaphore) Acquire(ctx context.Context, permits int64) error {
