@@ -183,9 +183,10 @@ type primitiveActor struct {
 	sched     *scheduler.TimerScheduler
 
 	queue []*Take
-	// unsettled are the takes without Wait whose attempt failed on an error: the caller was told, but
-	// the attempt may have taken permits all the same. They are tried again under the same request
-	// id (or permit ids) until Redis answers, and what they took is given back (see settle).
+	// unsettled are the takes whose latest attempt failed on an error when their caller was told
+	// the error (a take without Wait) or left: the attempt may have taken permits all the same. They
+	// are tried again under the same request id (or permit ids) until Redis answers, and what they
+	// took is given back (see settle).
 	unsettled []*Take
 	// givebacks are the takes whose give-back failed, sent again (see retryGiveBacks).
 	givebacks []*Take
