@@ -87,3 +87,35 @@ func TestClusterPrimitives(t *testing.T) {
 		}
 	}
 }
+
+// TestClusterTaggedLatch: a latch whose name has a hash tag, whose channel (Redisson's, braces around
+// the whole name) is in another slot than its key: the count-down's zero notice, published by the
+// client after the script, wakes an awaiter of another coordinator well before the poll (10 s).
+func TestClusterTaggedLatch(t *testing.T) {
+	t.Parallel()
+	cl := redistest.StartCluster(t, 3)
+	cc := cl.Client(t)
+	c1 := newCoordinator(t, cc)
+	c2 := newCoordinator(t, cl.Client(t))
+	ctx := t.Context()
+	name := t.Name() + ":{jobs}"
+	if redisops.Slot(name) == redisops.Slot(redisops.LatchChannel(name)) {
+		t.Fatalf("%q: its channel is in its own slot; the test needs another", name)
+	}
+	if ok, err := c1.CountDownLatch(name).TrySetCount(ctx, 1); !ok || err != nil {
+		t.Fatalf("TrySetCount = %v, %v", ok, err)
+	}
+	awaited := make(chan error, 1)
+	go func() { awaited <- c2.CountDownLatch(name).Await(ctx) }()
+	clusterWaitSubscribed(t, cc, redisops.LatchChannel(name))
+	start := time.Now()
+	if err := c1.CountDownLatch(name).CountDown(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := semRecv(t, awaited, 5*time.Second, "latch awaiter"); err != nil {
+		t.Fatal(err)
+	}
+	if d := time.Since(start); d > 2*time.Second {
+		t.Fatalf("the awaiter returned %v after the count-down: not woken by the notice", d)
+	}
+}

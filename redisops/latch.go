@@ -51,10 +51,36 @@ func LatchScripts() map[string]*redis.Script {
 }
 
 // LatchChannel returns the channel of the count-down latch name, Redisson's
-// redisson_countdownlatch__channel__{N}: the braces are always added, also when N carries a hash tag
-// (the channel then has another slot than N on Redis Cluster, where a call on such a name fails, as
-// Redisson's does).
+// redisson_countdownlatch__channel__{N}: the braces are always added, also when N carries a hash tag.
+// The channel then has another slot than N on Redis Cluster, where a script cannot publish on it
+// (Redisson's calls on such a name fail with CROSSSLOT): lockwarden's scripts then leave the notice to
+// the client, which publishes it with SPUBLISH right after the script (see latchTarget).
 func LatchChannel(name string) string { return "redisson_countdownlatch__channel__{" + name + "}" }
+
+// latchTarget returns the channel key and the publish argument of a latch script on name: the
+// channel and o's publish command, or, when the channel is in another Cluster slot than name, name
+// again (a key of the script's own slot, not used) and "" (the script does not publish), with
+// outside set: the caller publishes after the script.
+func (o *Ops) latchTarget(name string) (channel string, publish any, outside bool) {
+	ch := LatchChannel(name)
+	if o.cluster && Slot(ch) != Slot(name) {
+		return name, "", true
+	}
+	return ch, o.publishArg, false
+}
+
+// publishOutside publishes msg on the latch name's channel from the client, for a script that could
+// not (see latchTarget). A failure is returned: the script's change stands, but awaiters elsewhere
+// learn of it only when they next read the count.
+func (o *Ops) publishOutside(ctx context.Context, name, msg string) error {
+	p, ok := o.client.(interface {
+		SPublish(ctx context.Context, channel string, message any) *redis.IntCmd
+	})
+	if !ok {
+		return fmt.Errorf("lockwarden: latch %q: the client cannot publish with SPUBLISH", name)
+	}
+	return p.SPublish(ctx, LatchChannel(name), msg).Err()
+}
 
 // LatchTrySetCount sets the count of the latch name to count if it has none (Redisson's trySetCount)
 // and reports whether it did; it then publishes [LatchNewCountMessage] on [LatchChannel]. A retry after
@@ -63,8 +89,11 @@ func (o *Ops) LatchTrySetCount(ctx context.Context, name string, count int64) (b
 	if count <= 0 {
 		return false, badArgument("latch try set count", name, "count %d, want > 0", count)
 	}
-	n, err := o.do(ctx, latchTrySetScript, []string{name, LatchChannel(name)},
-		LatchNewCountMessage, count, o.publishArg).Int64()
+	ch, publish, outside := o.latchTarget(name)
+	n, err := o.do(ctx, latchTrySetScript, []string{name, ch}, LatchNewCountMessage, count, publish).Int64()
+	if err == nil && n == 1 && outside {
+		err = o.publishOutside(ctx, name, LatchNewCountMessage)
+	}
 	if err != nil {
 		return false, fmt.Errorf("lockwarden: latch try set count %q: %w", name, typed(err))
 	}
@@ -78,8 +107,11 @@ func (o *Ops) LatchTrySetCount(ctx context.Context, name string, count int64) (b
 // within the latch expiry returns the first answer and does not count down again.
 func (o *Ops) LatchCountDown(ctx context.Context, name, requestID string) (int64, error) {
 	latch, latchArg := o.retryLatch(name, requestID)
-	n, err := o.do(ctx, latchCountDownScript, []string{name, LatchChannel(name), latch},
-		LatchZeroMessage, o.publishArg, latchArg).Int64()
+	ch, publish, _ := o.latchTarget(name)
+	n, err := o.do(ctx, latchCountDownScript, []string{name, ch, latch}, LatchZeroMessage, publish, latchArg).Int64()
+	if err == nil && n == -1 { // reached zero, and the channel is in another slot (see latchTarget)
+		n, err = 0, o.publishOutside(ctx, name, LatchZeroMessage)
+	}
 	if err != nil {
 		return 0, fmt.Errorf("lockwarden: latch count down %q: %w", name, typed(err))
 	}
@@ -99,8 +131,11 @@ func (o *Ops) LatchCount(ctx context.Context, name string) (int64, error) {
 // publishes [LatchNewCountMessage] on [LatchChannel], as Redisson does, which does not release
 // Redisson's awaiters. Idempotent: a retry deletes nothing and answers false.
 func (o *Ops) LatchDelete(ctx context.Context, name string) (bool, error) {
-	n, err := o.do(ctx, latchDeleteScript, []string{name, LatchChannel(name)},
-		LatchNewCountMessage, o.publishArg).Int64()
+	ch, publish, outside := o.latchTarget(name)
+	n, err := o.do(ctx, latchDeleteScript, []string{name, ch}, LatchNewCountMessage, publish).Int64()
+	if err == nil && n == 1 && outside {
+		err = o.publishOutside(ctx, name, LatchNewCountMessage)
+	}
 	if err != nil {
 		return false, fmt.Errorf("lockwarden: latch delete %q: %w", name, typed(err))
 	}

@@ -4,7 +4,8 @@
 -- KEYS[2]  the channel redisson_countdownlatch__channel__{N}
 -- ARGV[1]  the new-count message ("1")
 -- ARGV[2]  the count c
--- ARGV[3]  publish command ("publish", or "spublish" for sharded pub/sub)
+-- ARGV[3]  publish command ("publish", or "spublish" for sharded pub/sub), or "" when the caller
+--          publishes itself (the channel is in another Cluster slot: KEYS[2] is then N again)
 -- Returns 1 when N was set (the new-count message is then published), 0 when N existed. A key of
 -- another type is refused (WRONGTYPE), where Redisson's script answers 0.
 local refused = wrongType({[1] = 'string'})
@@ -13,7 +14,7 @@ if refused then
 end
 if redis.call('exists', KEYS[1]) == 0 then
     redis.call('set', KEYS[1], ARGV[2])
-    redis.call(ARGV[3], KEYS[2], ARGV[1])
+    if ARGV[3] ~= '' then redis.call(ARGV[3], KEYS[2], ARGV[1]) end
     return 1
 else
     return 0
