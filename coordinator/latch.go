@@ -31,6 +31,9 @@ func (l *CountDownLatch) Name() string { return l.name }
 // Err returns the handle's construction error, nil for a valid handle.
 func (l *CountDownLatch) Err() error { return l.err }
 
+// Owner returns the handle's owner id, which names it in its wait events ("<coordinator id>:<n>").
+func (l *CountDownLatch) Owner() string { return l.owner }
+
 // TrySetCount sets the count to count if the latch has none (its count is 0), and reports whether it
 // did; it then publishes the new-count notice. count must be positive ([ErrInvalidCount]).
 func (l *CountDownLatch) TrySetCount(ctx context.Context, count int64) (bool, error) {

@@ -47,6 +47,10 @@ func (s *PermitSemaphore) Name() string { return s.name }
 // Err returns the handle's construction error, nil for a valid handle.
 func (s *PermitSemaphore) Err() error { return s.err }
 
+// Owner returns the handle's owner id, which names it in its acquired events ("<coordinator id>:<n>");
+// the events about one permit name its id instead.
+func (s *PermitSemaphore) Owner() string { return s.owner }
+
 // TrySetPermits sets the number of permits if none is set yet, and reports whether it did. permits
 // must be positive ([ErrInvalidPermits]).
 func (s *PermitSemaphore) TrySetPermits(ctx context.Context, permits int64) (bool, error) {

@@ -38,6 +38,10 @@ func (s *Semaphore) Name() string { return s.name }
 // Err returns the handle's construction error, nil for a valid handle.
 func (s *Semaphore) Err() error { return s.err }
 
+// Owner returns the handle's owner id, which names it in events ("<coordinator id>:<n>"). Permits
+// belong to nobody: it checks nothing.
+func (s *Semaphore) Owner() string { return s.owner }
+
 // TrySetPermits sets the number of available permits to permits if the semaphore has none set yet, and
 // reports whether it did; it then publishes the count, which wakes waiters. permits must be positive
 // ([ErrInvalidPermits]).

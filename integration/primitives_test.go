@@ -787,3 +787,42 @@ func TestPrimitiveCallDoesNotHoldUpRouting(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestPrimitiveEventsNameTheHandle: a semaphore's acquired and a latch's wait events name the handle's
+// owner id, as a Mutex's do.
+func TestPrimitiveEventsNameTheHandle(t *testing.T) {
+	_, _, c := setup(t)
+	name := "test:prim:owner:" + t.Name()
+	ctx := t.Context()
+	sub := c.Subscribe(coordinator.OfType(messages.EventAcquired, messages.EventWaitStarted), 0)
+	defer sub.Close()
+	s, l := c.Semaphore(name+":sem"), c.CountDownLatch(name+":latch")
+	if s.Owner() == "" || s.Owner() == l.Owner() {
+		t.Fatalf("owners %q and %q: want two distinct ids", s.Owner(), l.Owner())
+	}
+	if ok, err := s.TrySetPermits(ctx, 1); !ok || err != nil {
+		t.Fatalf("TrySetPermits = %v, %v", ok, err)
+	}
+	if err := s.Acquire(ctx, 1); err != nil {
+		t.Fatal(err)
+	}
+	if ok, err := l.TrySetCount(ctx, 1); !ok || err != nil {
+		t.Fatalf("TrySetCount = %v, %v", ok, err)
+	}
+	if ok, err := l.TryAwait(ctx, coordinator.Wait(20*time.Millisecond)); ok || err != nil {
+		t.Fatalf("TryAwait = %v, %v", ok, err)
+	}
+	seen := map[string]string{}
+	deadline := time.After(5 * time.Second)
+	for len(seen) < 2 {
+		select {
+		case ev := <-sub.Events():
+			seen[ev.Name] = ev.Owner
+		case <-deadline:
+			t.Fatalf("events seen: %v", seen)
+		}
+	}
+	if seen[name+":sem"] != s.Owner() || seen[name+":latch"] != l.Owner() {
+		t.Fatalf("event owners %v, want the handles' %q and %q", seen, s.Owner(), l.Owner())
+	}
+}
