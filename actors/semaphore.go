@@ -73,7 +73,7 @@ func (s *semaphoreStrategy) operate(ctx context.Context, a *primitiveActor, m *O
 	)
 	switch m.Op {
 	case OpTrySet:
-		ok, err = s.ops.SemaphoreTrySetPermits(ctx, s.name, m.N, m.TTL)
+		ok, err = s.ops.SemaphoreTrySetPermits(ctx, s.name, requestID(a, m), m.N, m.TTL)
 	case OpAdd:
 		v, err = s.ops.SemaphoreAddPermits(ctx, s.name, requestID(a, m), m.N)
 	case OpRelease:
@@ -192,7 +192,7 @@ func (s *permitStrategy) operate(ctx context.Context, a *primitiveActor, m *Oper
 	now := time.Now()
 	switch m.Op {
 	case OpTrySet:
-		ok, err = s.ops.PermitsTrySetPermits(ctx, s.name, m.N)
+		ok, err = s.ops.PermitsTrySetPermits(ctx, s.name, requestID(a, m), m.N)
 	case OpSet:
 		err = s.ops.PermitsSetPermits(ctx, s.name, m.N, now)
 	case OpAdd:
@@ -238,7 +238,7 @@ func (s *latchStrategy) operate(ctx context.Context, a *primitiveActor, m *Opera
 	)
 	switch m.Op {
 	case OpTrySet:
-		ok, err = s.ops.LatchTrySetCount(ctx, s.name, m.N)
+		ok, err = s.ops.LatchTrySetCount(ctx, s.name, requestID(a, m), m.N)
 	case OpCountDown:
 		v, err = s.ops.LatchCountDown(ctx, s.name, requestID(a, m))
 	case OpAvailable:

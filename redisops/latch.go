@@ -85,12 +85,13 @@ func (o *Ops) publishOutside(ctx context.Context, name, msg string) error {
 // LatchTrySetCount sets the count of the latch name to count if it has none (Redisson's trySetCount)
 // and reports whether it did; it then publishes [LatchNewCountMessage] on [LatchChannel]. A retry after
 // a lost reply answers false when the first run set the count.
-func (o *Ops) LatchTrySetCount(ctx context.Context, name string, count int64) (bool, error) {
+func (o *Ops) LatchTrySetCount(ctx context.Context, name, requestID string, count int64) (bool, error) {
 	if count <= 0 {
 		return false, badArgument("latch try set count", name, "count %d, want > 0", count)
 	}
 	ch, publish, outside := o.latchTarget(name)
-	n, err := o.do(ctx, latchTrySetScript, []string{name, ch}, LatchNewCountMessage, count, publish).Int64()
+	latch, latchArg := o.retryLatch(name, requestID)
+	n, err := o.do(ctx, latchTrySetScript, []string{name, ch, latch}, LatchNewCountMessage, count, publish, latchArg).Int64()
 	if err == nil && n == 1 && outside {
 		err = o.publishOutside(ctx, name, LatchNewCountMessage)
 	}

@@ -17,7 +17,7 @@ func TestLatchCountDown(t *testing.T) {
 	channel := redisops.LatchChannel(name)
 	ps := subscribe(t, c, channel)
 
-	if ok, err := ops.LatchTrySetCount(ctx, name, 2); !ok || err != nil {
+	if ok, err := ops.LatchTrySetCount(ctx, name, "", 2); !ok || err != nil {
 		t.Fatalf("LatchTrySetCount: %v, %v; want true", ok, err)
 	}
 	if got := nextMessage(t, ps); got != redisops.LatchNewCountMessage {
@@ -25,7 +25,7 @@ func TestLatchCountDown(t *testing.T) {
 	}
 	checkString(t, c, name, "2")
 	checkNoExpiry(t, c, name)
-	if ok, err := ops.LatchTrySetCount(ctx, name, 5); ok || err != nil {
+	if ok, err := ops.LatchTrySetCount(ctx, name, "", 5); ok || err != nil {
 		t.Fatalf("LatchTrySetCount on a set latch: %v, %v; want false", ok, err)
 	}
 	expectNoMessage(t, c, ps, channel)
@@ -63,7 +63,7 @@ func TestLatchCountDownRetrySafe(t *testing.T) {
 	ctx := t.Context()
 	name := t.Name()
 	channel := redisops.LatchChannel(name)
-	if _, err := ops.LatchTrySetCount(ctx, name, 2); err != nil {
+	if _, err := ops.LatchTrySetCount(ctx, name, "", 2); err != nil {
 		t.Fatal(err)
 	}
 	ps := subscribe(t, c, channel)
@@ -86,7 +86,7 @@ func TestLatchCountDownRetrySafe(t *testing.T) {
 	checkGone(t, c, name)
 
 	// A latch set again is not counted down by a late retry of an earlier count-down.
-	if _, err := ops.LatchTrySetCount(ctx, name, 3); err != nil {
+	if _, err := ops.LatchTrySetCount(ctx, name, "", 3); err != nil {
 		t.Fatal(err)
 	}
 	if n, err := ops.LatchCountDown(ctx, name, "d1"); n != 1 || err != nil {
@@ -106,7 +106,7 @@ func TestLatchDelete(t *testing.T) {
 		t.Fatalf("LatchDelete of an absent latch: %v, %v; want false", ok, err)
 	}
 	expectNoMessage(t, c, ps, channel)
-	if _, err := ops.LatchTrySetCount(ctx, name, 2); err != nil {
+	if _, err := ops.LatchTrySetCount(ctx, name, "", 2); err != nil {
 		t.Fatal(err)
 	}
 	if got := nextMessage(t, ps); got != redisops.LatchNewCountMessage {
@@ -127,7 +127,7 @@ func TestLatchBadArguments(t *testing.T) {
 	ops, c := setup(t)
 	ctx := t.Context()
 	for _, n := range []int64{0, -1} {
-		if _, err := ops.LatchTrySetCount(ctx, t.Name(), n); !errors.Is(err, redisops.ErrBadArgument) {
+		if _, err := ops.LatchTrySetCount(ctx, t.Name(), "", n); !errors.Is(err, redisops.ErrBadArgument) {
 			t.Errorf("LatchTrySetCount(%d): got %v, want an error matching ErrBadArgument", n, err)
 		}
 	}
@@ -157,7 +157,7 @@ func TestLatchWrongType(t *testing.T) {
 		what string
 		fn   func() error
 	}{
-		{"TrySetCount", func() error { _, err := ops.LatchTrySetCount(ctx, name, 1); return err }},
+		{"TrySetCount", func() error { _, err := ops.LatchTrySetCount(ctx, name, "", 1); return err }},
 		{"CountDown", func() error { _, err := ops.LatchCountDown(ctx, name, ""); return err }},
 		{"CountDown with a request id", func() error { _, err := ops.LatchCountDown(ctx, name, "r"); return err }},
 		{"CountDown with a retry latch of another type", func() error { _, err := ops.LatchCountDown(ctx, latched, "r"); return err }},
@@ -194,7 +194,7 @@ func TestLatchInterop(t *testing.T) {
 		if got := nextMessage(t, ps); got != redisops.LatchNewCountMessage {
 			t.Fatalf("Redisson's trySetCount message: got %q, want %q", got, redisops.LatchNewCountMessage)
 		}
-		if ok, err := ops.LatchTrySetCount(ctx, name, 7); ok || err != nil {
+		if ok, err := ops.LatchTrySetCount(ctx, name, "", 7); ok || err != nil {
 			t.Fatalf("LatchTrySetCount after Redisson's: %v, %v; want false", ok, err)
 		}
 		if n, err := ops.LatchCount(ctx, name); n != 2 || err != nil {
@@ -215,7 +215,7 @@ func TestLatchInterop(t *testing.T) {
 		checkGone(t, c, name)
 
 		// lockwarden sets the count; Redisson counts down, then lockwarden to zero.
-		if ok, err := ops.LatchTrySetCount(ctx, name, 2); !ok || err != nil {
+		if ok, err := ops.LatchTrySetCount(ctx, name, "", 2); !ok || err != nil {
 			t.Fatalf("LatchTrySetCount: %v, %v", ok, err)
 		}
 		if got := nextMessage(t, ps); got != redisops.LatchNewCountMessage {
@@ -245,7 +245,7 @@ func TestLatchInterop(t *testing.T) {
 		if ok, err := ops.LatchDelete(ctx, name); !ok || err != nil {
 			t.Fatalf("LatchDelete: %v, %v; want true", ok, err)
 		}
-		if _, err := ops.LatchTrySetCount(ctx, name, 3); err != nil {
+		if _, err := ops.LatchTrySetCount(ctx, name, "", 3); err != nil {
 			t.Fatal(err)
 		}
 		if ok, err := rl.Delete(ctx); !ok || err != nil {

@@ -139,12 +139,13 @@ func permitsKeys(name string) []string {
 // PermitsTrySetPermits sets the available permits of the permit-expirable semaphore name to permits
 // if it has none yet (Redisson's trySetPermits) and reports whether it did; it then publishes permits
 // on [SemaphoreChannel]. A retry after a lost reply answers false when the first run set them.
-func (o *Ops) PermitsTrySetPermits(ctx context.Context, name string, permits int64) (bool, error) {
+func (o *Ops) PermitsTrySetPermits(ctx context.Context, name, requestID string, permits int64) (bool, error) {
 	if permits <= 0 {
 		return false, badArgument("permits try set permits", name, "permits %d, want > 0", permits)
 	}
-	n, err := o.do(ctx, permitsTrySetScript, []string{name, SemaphoreChannel(name)},
-		permits, o.publishArg).Int64()
+	latch, latchArg := o.retryLatch(name, requestID)
+	n, err := o.do(ctx, permitsTrySetScript, []string{name, SemaphoreChannel(name), latch},
+		permits, o.publishArg, latchArg).Int64()
 	if err != nil {
 		return false, fmt.Errorf("lockwarden: permits try set permits %q: %w", name, typed(err))
 	}

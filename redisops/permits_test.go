@@ -72,13 +72,13 @@ func TestPermitsSetAndAdd(t *testing.T) {
 	ps := subscribe(t, c, channel)
 	now := msNow()
 
-	if ok, err := ops.PermitsTrySetPermits(ctx, name, 3); !ok || err != nil {
+	if ok, err := ops.PermitsTrySetPermits(ctx, name, "", 3); !ok || err != nil {
 		t.Fatalf("PermitsTrySetPermits: %v, %v; want true", ok, err)
 	}
 	if got := nextMessage(t, ps); got != "3" {
 		t.Fatalf("message: got %q, want %q", got, "3")
 	}
-	if ok, err := ops.PermitsTrySetPermits(ctx, name, 5); ok || err != nil {
+	if ok, err := ops.PermitsTrySetPermits(ctx, name, "", 5); ok || err != nil {
 		t.Fatalf("PermitsTrySetPermits on a set semaphore: %v, %v; want false", ok, err)
 	}
 	checkString(t, c, name, "3")
@@ -155,7 +155,7 @@ func TestPermitsAcquireRelease(t *testing.T) {
 	}
 	checkGone(t, c, name)
 
-	if _, err := ops.PermitsTrySetPermits(ctx, name, 3); err != nil {
+	if _, err := ops.PermitsTrySetPermits(ctx, name, "", 3); err != nil {
 		t.Fatal(err)
 	}
 	ps := subscribe(t, c, channel)
@@ -224,7 +224,7 @@ func TestPermitsExpiryFollowsSemaphore(t *testing.T) {
 	ops, c := setup(t)
 	ctx := t.Context()
 	name := t.Name()
-	if _, err := ops.PermitsTrySetPermits(ctx, name, 2); err != nil {
+	if _, err := ops.PermitsTrySetPermits(ctx, name, "", 2); err != nil {
 		t.Fatal(err)
 	}
 	if err := c.PExpire(ctx, name, longLease).Err(); err != nil {
@@ -243,7 +243,7 @@ func TestPermitsReclaim(t *testing.T) {
 	name := t.Name()
 	channel := redisops.SemaphoreChannel(name)
 	t0 := msNow()
-	if _, err := ops.PermitsTrySetPermits(ctx, name, 4); err != nil {
+	if _, err := ops.PermitsTrySetPermits(ctx, name, "", 4); err != nil {
 		t.Fatal(err)
 	}
 	short := newIDs(3)
@@ -311,7 +311,7 @@ func TestPermitsRenew(t *testing.T) {
 	name := t.Name()
 	channel := redisops.SemaphoreChannel(name)
 	t0 := msNow()
-	if _, err := ops.PermitsTrySetPermits(ctx, name, 5); err != nil {
+	if _, err := ops.PermitsTrySetPermits(ctx, name, "", 5); err != nil {
 		t.Fatal(err)
 	}
 	live, released, expired := newIDs(2), newIDs(1), newIDs(1)
@@ -369,7 +369,7 @@ func TestPermitsBadArguments(t *testing.T) {
 		}
 	}
 	for _, p := range []int64{0, -1} {
-		if _, err := ops.PermitsTrySetPermits(ctx, name, p); !errors.Is(err, redisops.ErrBadArgument) {
+		if _, err := ops.PermitsTrySetPermits(ctx, name, "", p); !errors.Is(err, redisops.ErrBadArgument) {
 			t.Errorf("PermitsTrySetPermits(%d): got %v, want an error matching ErrBadArgument", p, err)
 		}
 		if err := ops.PermitsSetPermits(ctx, name, p, now); !errors.Is(err, redisops.ErrBadArgument) {
@@ -439,7 +439,7 @@ func TestPermitsWrongType(t *testing.T) {
 			}
 		}
 	}
-	if _, err := ops.PermitsTrySetPermits(ctx, hashName, 1); !errors.Is(err, redisops.ErrWrongType) {
+	if _, err := ops.PermitsTrySetPermits(ctx, hashName, "", 1); !errors.Is(err, redisops.ErrWrongType) {
 		t.Errorf("TrySetPermits on a hash: got %v, want an error matching ErrWrongType", err)
 	}
 	for _, n := range []string{hashName, latchName} {
@@ -572,7 +572,7 @@ func TestPermitsSameAsRedisson(t *testing.T) {
 	if _, err := rs.TrySetPermits(ctx, 3); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := ops.PermitsTrySetPermits(ctx, ln, 3); err != nil {
+	if _, err := ops.PermitsTrySetPermits(ctx, ln, "", 3); err != nil {
 		t.Fatal(err)
 	}
 	same := func(what string, message bool) {

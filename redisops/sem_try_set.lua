@@ -5,16 +5,30 @@
 -- ARGV[1]  the permits p
 -- ARGV[2]  publish command ("publish", or "spublish" for sharded pub/sub)
 -- ARGV[3]  the key's time to live in ms, or 0 for none
+-- KEYS[3]  the retry latch lockwarden_retry_latch:{N}:<request id>
+-- ARGV[4]  the latch expiry in ms, or 0 when the call carries no request id (no latch)
 -- Returns 1 when N was set (p is then published on the channel, as Redisson does), 0 when N existed.
 -- The GET fails on a key of another type before anything is written (WRONGTYPE).
-local value = redis.call('get', KEYS[1])
-if value == false then
+-- Retries: with a latch, a run that finds it returns the answer stored there and changes nothing
+-- (a resend of a call that set N answers 1, not 0); otherwise it stores its answer there.
+local latched = tonumber(ARGV[4]) > 0
+if latched then
+    local answer = redis.call('get', KEYS[3])
+    if answer then
+        return tonumber(answer)
+    end
+end
+local set = 0
+if redis.call('get', KEYS[1]) == false then
     if tonumber(ARGV[3]) > 0 then
         redis.call('set', KEYS[1], ARGV[1], 'px', ARGV[3])
     else
         redis.call('set', KEYS[1], ARGV[1])
     end
     redis.call(ARGV[2], KEYS[2], ARGV[1])
-    return 1
+    set = 1
 end
-return 0
+if latched then
+    redis.call('set', KEYS[3], set, 'px', ARGV[4])
+end
+return set

@@ -110,7 +110,7 @@ func badArgument(what, name, format string, args ...any) error {
 // It reports whether it set them; it then publishes permits on [SemaphoreChannel]. A semaphore that
 // exists is left as it is. A retry after a lost reply answers false when the first run set the
 // permits.
-func (o *Ops) SemaphoreTrySetPermits(ctx context.Context, name string, permits int64, ttl time.Duration) (bool, error) {
+func (o *Ops) SemaphoreTrySetPermits(ctx context.Context, name, requestID string, permits int64, ttl time.Duration) (bool, error) {
 	if permits <= 0 {
 		return false, badArgument("semaphore try set permits", name, "permits %d, want > 0", permits)
 	}
@@ -118,8 +118,9 @@ func (o *Ops) SemaphoreTrySetPermits(ctx context.Context, name string, permits i
 	if ttl > 0 {
 		ttlArg = millis(ttl)
 	}
-	n, err := o.do(ctx, semTrySetScript, []string{name, SemaphoreChannel(name)},
-		permits, o.publishArg, ttlArg).Int64()
+	latch, latchArg := o.retryLatch(name, requestID)
+	n, err := o.do(ctx, semTrySetScript, []string{name, SemaphoreChannel(name), latch},
+		permits, o.publishArg, ttlArg, latchArg).Int64()
 	if err != nil {
 		return false, fmt.Errorf("lockwarden: semaphore try set permits %q: %w", name, typed(err))
 	}

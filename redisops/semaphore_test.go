@@ -98,7 +98,7 @@ func TestSemaphoreTrySetPermits(t *testing.T) {
 	name := t.Name()
 	ps := subscribe(t, c, redisops.SemaphoreChannel(name))
 
-	if ok, err := ops.SemaphoreTrySetPermits(ctx, name, 5, 0); !ok || err != nil {
+	if ok, err := ops.SemaphoreTrySetPermits(ctx, name, "", 5, 0); !ok || err != nil {
 		t.Fatalf("SemaphoreTrySetPermits on an absent semaphore: %v, %v; want true", ok, err)
 	}
 	if got := nextMessage(t, ps); got != "5" {
@@ -106,7 +106,7 @@ func TestSemaphoreTrySetPermits(t *testing.T) {
 	}
 	checkString(t, c, name, "5")
 	checkNoExpiry(t, c, name)
-	if ok, err := ops.SemaphoreTrySetPermits(ctx, name, 7, 0); ok || err != nil {
+	if ok, err := ops.SemaphoreTrySetPermits(ctx, name, "", 7, 0); ok || err != nil {
 		t.Fatalf("SemaphoreTrySetPermits on a set semaphore: %v, %v; want false", ok, err)
 	}
 	checkString(t, c, name, "5")
@@ -114,7 +114,7 @@ func TestSemaphoreTrySetPermits(t *testing.T) {
 
 	// With a time to live.
 	ttlName := name + ":ttl"
-	if ok, err := ops.SemaphoreTrySetPermits(ctx, ttlName, 2, lease); !ok || err != nil {
+	if ok, err := ops.SemaphoreTrySetPermits(ctx, ttlName, "", 2, lease); !ok || err != nil {
 		t.Fatalf("SemaphoreTrySetPermits with a ttl: %v, %v; want true", ok, err)
 	}
 	checkString(t, c, ttlName, "2")
@@ -137,7 +137,7 @@ func TestSemaphoreAcquireRelease(t *testing.T) {
 		t.Fatalf("SemaphoreAvailable on an absent semaphore: %d, %v; want 0", n, err)
 	}
 
-	if _, err := ops.SemaphoreTrySetPermits(ctx, name, 3, 0); err != nil {
+	if _, err := ops.SemaphoreTrySetPermits(ctx, name, "", 3, 0); err != nil {
 		t.Fatal(err)
 	}
 	ps := subscribe(t, c, channel)
@@ -194,7 +194,7 @@ func TestSemaphoreAddPermitsAndDrain(t *testing.T) {
 
 	// AddPermits and Drain SET the key, which drops its expiry, as Redisson's do.
 	ttlName := name + ":ttl"
-	if _, err := ops.SemaphoreTrySetPermits(ctx, ttlName, 2, lease); err != nil {
+	if _, err := ops.SemaphoreTrySetPermits(ctx, ttlName, "", 2, lease); err != nil {
 		t.Fatal(err)
 	}
 	if n, err := ops.SemaphoreAddPermits(ctx, ttlName, "", 1); n != 3 || err != nil {
@@ -222,7 +222,7 @@ func TestSemaphoreRetrySafe(t *testing.T) {
 	ctx := t.Context()
 	name := t.Name()
 	channel := redisops.SemaphoreChannel(name)
-	if _, err := ops.SemaphoreTrySetPermits(ctx, name, 3, 0); err != nil {
+	if _, err := ops.SemaphoreTrySetPermits(ctx, name, "", 3, 0); err != nil {
 		t.Fatal(err)
 	}
 	ps := subscribe(t, c, channel)
@@ -294,8 +294,8 @@ func TestSemaphoreBadArguments(t *testing.T) {
 		what string
 		fn   func() error
 	}{
-		{"TrySetPermits(0)", func() error { _, err := ops.SemaphoreTrySetPermits(ctx, name, 0, 0); return err }},
-		{"TrySetPermits(-1)", func() error { _, err := ops.SemaphoreTrySetPermits(ctx, name, -1, 0); return err }},
+		{"TrySetPermits(0)", func() error { _, err := ops.SemaphoreTrySetPermits(ctx, name, "", 0, 0); return err }},
+		{"TrySetPermits(-1)", func() error { _, err := ops.SemaphoreTrySetPermits(ctx, name, "", -1, 0); return err }},
 		{"AddPermits(0)", func() error { _, err := ops.SemaphoreAddPermits(ctx, name, "r", 0); return err }},
 		{"TryAcquire(0)", func() error { _, err := ops.SemaphoreTryAcquire(ctx, name, "r", 0); return err }},
 		{"TryAcquire(-2)", func() error { _, err := ops.SemaphoreTryAcquire(ctx, name, "r", -2); return err }},
@@ -331,8 +331,8 @@ func TestSemaphoreWrongType(t *testing.T) {
 		what string
 		fn   func(name string) error
 	}{
-		{"TrySetPermits", func(n string) error { _, err := ops.SemaphoreTrySetPermits(ctx, n, 1, 0); return err }},
-		{"TrySetPermits with ttl", func(n string) error { _, err := ops.SemaphoreTrySetPermits(ctx, n, 1, lease); return err }},
+		{"TrySetPermits", func(n string) error { _, err := ops.SemaphoreTrySetPermits(ctx, n, "", 1, 0); return err }},
+		{"TrySetPermits with ttl", func(n string) error { _, err := ops.SemaphoreTrySetPermits(ctx, n, "", 1, lease); return err }},
 		{"AddPermits", func(n string) error { _, err := ops.SemaphoreAddPermits(ctx, n, "r", 1); return err }},
 		{"TryAcquire", func(n string) error { _, err := ops.SemaphoreTryAcquire(ctx, n, "r", 1); return err }},
 		{"Release", func(n string) error { _, err := ops.SemaphoreRelease(ctx, n, "r", 1); return err }},
@@ -375,7 +375,7 @@ func TestSemaphoreInterop(t *testing.T) {
 	if got := nextMessage(t, ps); got != "3" {
 		t.Fatalf("Redisson's trySetPermits message: got %q, want %q", got, "3")
 	}
-	if ok, err := ops.SemaphoreTrySetPermits(ctx, name, 9, 0); ok || err != nil {
+	if ok, err := ops.SemaphoreTrySetPermits(ctx, name, "", 9, 0); ok || err != nil {
 		t.Fatalf("SemaphoreTrySetPermits after Redisson's: %v, %v; want false", ok, err)
 	}
 	if n, err := ops.SemaphoreAvailable(ctx, name); n != 3 || err != nil {
@@ -456,7 +456,7 @@ func TestSemaphoreSameAsRedisson(t *testing.T) {
 		message   bool
 	}{
 		{"trySetPermits", func() error { _, err := rs.TrySetPermits(ctx, 4); return err },
-			func() error { _, err := ops.SemaphoreTrySetPermits(ctx, l.name, 4, 0); return err }, true},
+			func() error { _, err := ops.SemaphoreTrySetPermits(ctx, l.name, "", 4, 0); return err }, true},
 		{"tryAcquire", func() error { _, err := rs.TryAcquire(ctx, 3); return err },
 			func() error { _, err := ops.SemaphoreTryAcquire(ctx, l.name, "", 3); return err }, false},
 		{"release", func() error { return rs.Release(ctx, 2) },
@@ -581,7 +581,7 @@ func TestShardedPrimitives(t *testing.T) {
 		pch := redisops.SemaphoreChannel(pn)
 		pps := sub(pch)
 		rp := redissontest.NewPermitSemaphore(cc, pn)
-		if _, err := o.PermitsTrySetPermits(ctx, pn, 2); err != nil {
+		if _, err := o.PermitsTrySetPermits(ctx, pn, "", 2); err != nil {
 			t.Fatal(err)
 		}
 		expect(pps, pch, "2")
@@ -619,7 +619,7 @@ func TestShardedPrimitives(t *testing.T) {
 	lch := redisops.LatchChannel(latch)
 	lps := sub(lch)
 	rl := redissontest.NewCountDownLatch(cc, latch)
-	if ok, err := o.LatchTrySetCount(ctx, latch, 2); !ok || err != nil {
+	if ok, err := o.LatchTrySetCount(ctx, latch, "", 2); !ok || err != nil {
 		t.Fatalf("LatchTrySetCount: %v, %v", ok, err)
 	}
 	expect(lps, lch, redisops.LatchNewCountMessage)
@@ -646,7 +646,7 @@ func TestShardedPrimitives(t *testing.T) {
 	}
 	tch := redisops.LatchChannel(tagged)
 	tps := sub(tch)
-	if ok, err := o.LatchTrySetCount(ctx, tagged, 1); !ok || err != nil {
+	if ok, err := o.LatchTrySetCount(ctx, tagged, "", 1); !ok || err != nil {
 		t.Fatalf("LatchTrySetCount(%q) on Cluster: %v, %v", tagged, ok, err)
 	}
 	expect(tps, tch, redisops.LatchNewCountMessage)
@@ -656,5 +656,32 @@ func TestShardedPrimitives(t *testing.T) {
 	expect(tps, tch, redisops.LatchZeroMessage)
 	if n, err := o.LatchCount(ctx, tagged); n != 0 || err != nil {
 		t.Fatalf("LatchCount(%q) = %d, %v; want 0", tagged, n, err)
+	}
+}
+
+// TestTrySetRetrySafe: a try-set sent again under its request id (a resend after a lost reply) answers
+// what the first run did, true, rather than false for the count that run set; a new id answers false.
+func TestTrySetRetrySafe(t *testing.T) {
+	t.Parallel()
+	ops, _ := setup(t)
+	ctx := t.Context()
+	name := t.Name()
+	calls := []struct {
+		what string
+		run  func(id string) (bool, error)
+	}{
+		{"SemaphoreTrySetPermits", func(id string) (bool, error) { return ops.SemaphoreTrySetPermits(ctx, name+":sem", id, 3, 0) }},
+		{"PermitsTrySetPermits", func(id string) (bool, error) { return ops.PermitsTrySetPermits(ctx, name+":permits", id, 3) }},
+		{"LatchTrySetCount", func(id string) (bool, error) { return ops.LatchTrySetCount(ctx, name+":latch", id, 3) }},
+	}
+	for _, c := range calls {
+		for i, want := range []bool{true, true} {
+			if ok, err := c.run("req-1"); ok != want || err != nil {
+				t.Errorf("%s run %d under one id = %v, %v; want %v", c.what, i+1, ok, err, want)
+			}
+		}
+		if ok, err := c.run("req-2"); ok || err != nil {
+			t.Errorf("%s under a new id = %v, %v; want false", c.what, ok, err)
+		}
 	}
 }
