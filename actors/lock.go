@@ -92,11 +92,7 @@ type lockActor struct {
 	keepAlive   oneShot
 	keepAliveAt time.Time
 	leaving     map[*Acquire]scheduler.CancelFunc
-	backoff     backoff.BackOff
-	// backoffUsed is set once nextBackOff has run since the last resetBackOff. A schedule is reset
-	// when it is first used after a reset, so that a reset on the path of every successful call
-	// costs nothing (a reset reads the clock).
-	backoffUsed bool
+	backoff     lazyBackOff
 	// renewTicks counts the watchdog ticks, to sample their spans.
 	renewTicks uint64
 	// renewSoon is set while a renewal did not count (an error, a late answer, or replicas that did not
@@ -118,7 +114,7 @@ func newLockActor(name, key string, f family, env *Env) *lockActor {
 		holds:   make(map[holdKey]*hold),
 		lost:    make(map[holdKey]int64),
 		subs:    make(map[string]struct{}),
-		backoff: env.NewBackOff(),
+		backoff: lazyBackOff{b: env.NewBackOff()},
 	}
 }
 
@@ -142,16 +138,31 @@ func (a *lockActor) recycle() {
 
 // nextBackOff returns the next wait of the retry schedule, which starts over at its first wait after
 // resetBackOff.
-func (a *lockActor) nextBackOff() time.Duration {
-	if !a.backoffUsed {
-		a.backoffUsed = true
-		a.backoff.Reset()
-	}
-	return a.backoff.NextBackOff()
-}
+func (a *lockActor) nextBackOff() time.Duration { return a.backoff.next() }
 
 // resetBackOff starts the retry schedule over from its first wait.
-func (a *lockActor) resetBackOff() { a.backoffUsed = false }
+func (a *lockActor) resetBackOff() { a.backoff.reset() }
+
+// lazyBackOff is a retry schedule that starts over at its first wait after reset. The schedule is
+// reset when it is first used after a reset, so that a reset on the path of every successful call
+// costs nothing (a reset reads the clock).
+type lazyBackOff struct {
+	b backoff.BackOff
+	// used is set once next has run since the last reset.
+	used bool
+}
+
+// next returns the next wait.
+func (l *lazyBackOff) next() time.Duration {
+	if !l.used {
+		l.used = true
+		l.b.Reset()
+	}
+	return l.b.NextBackOff()
+}
+
+// reset starts the schedule over.
+func (l *lazyBackOff) reset() { l.used = false }
 
 // rebind binds a recycled actor to a new name.
 func (a *lockActor) rebind(m *bind) {

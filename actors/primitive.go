@@ -8,7 +8,6 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/asynkron/protoactor-go/scheduler"
-	"github.com/cenkalti/backoff/v4"
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/lockwarden/lockwarden/messages"
@@ -198,11 +197,15 @@ type primitiveActor struct {
 	permits map[string]*permitHold
 
 	retry, watchdog, expiry, idle oneShot
+	// retryAt is when the retry timer, when armed, fires: settleSoon brings a later one forward (the
+	// poll is a third of the watchdog timeout away, and unsettled takes must settle within
+	// unsettledFor).
+	retryAt time.Time
 	// handoffs counts a semaphore's local handoffs in a row (see handOff).
 	handoffs int
 	// renewSoon is set while the watchdog's latest renewal failed: the next comes sooner.
 	renewSoon bool
-	backoff   backoff.BackOff
+	backoff   lazyBackOff
 	failing   bool
 
 	routed, binding uint64
@@ -228,7 +231,7 @@ type (
 
 func newPrimitiveActor(name, key string, k Kind, env *Env, binding uint64) *primitiveActor {
 	a := &primitiveActor{name: name, key: key, kind: k, env: env, binding: binding,
-		permits: make(map[string]*permitHold), backoff: env.NewBackOff()}
+		permits: make(map[string]*permitHold), backoff: lazyBackOff{b: env.NewBackOff()}}
 	a.strat = newPrimitiveStrategy(k, name, env.Ops)
 	return a
 }
@@ -337,7 +340,9 @@ func (a *primitiveActor) afterMessage() {
 }
 
 func (a *primitiveActor) armRetry(d time.Duration) {
-	a.retry.arm(a.sched, a.self, max(d, 0), func(g uint64) any { return primitiveRetryTick{g} })
+	d = max(d, 0)
+	a.retryAt = time.Now().Add(d)
+	a.retry.arm(a.sched, a.self, d, func(g uint64) any { return primitiveRetryTick{g} })
 }
 
 // redisContext bounds a Redis call by the coordinator's lifetime, or, while the actor stops, by the
@@ -413,18 +418,16 @@ func (a *primitiveActor) attempt(m *Take) (bool, time.Time, error) {
 	}
 	m.Ticket.noteError(nil)
 	a.failing = false
-	a.backoffReset()
+	a.backoff.reset()
 	return ok, retryAt, nil
 }
-
-func (a *primitiveActor) backoffReset() { a.backoff.Reset() }
 
 // scheduleRetry arms the retry for a failed attempt: at retryAt when Redis named a time, after the
 // backoff when Redis failed.
 func (a *primitiveActor) scheduleRetry(retryAt time.Time, err error) {
 	switch {
 	case err != nil:
-		a.armRetry(a.backoff.NextBackOff())
+		a.armRetry(a.backoff.next())
 	case !retryAt.IsZero():
 		// No later than the poll, which covers lost notices.
 		a.armRetry(min(time.Until(retryAt), a.env.WatchdogTimeout/3))
@@ -480,10 +483,11 @@ func (a *primitiveActor) settle() {
 	}
 }
 
-// settleSoon makes sure the retry timer runs settle, without putting off a retry already due.
+// settleSoon makes sure the retry timer runs settle after the backoff, or sooner when it is armed for
+// sooner: it never puts off a retry already due.
 func (a *primitiveActor) settleSoon() {
-	if !a.retry.armed() {
-		a.scheduleRetry(time.Time{}, errUnsettled)
+	if d := a.backoff.next(); !a.retry.armed() || time.Now().Add(d).Before(a.retryAt) {
+		a.armRetry(d)
 	}
 }
 
