@@ -63,7 +63,7 @@ func (p *primitive) take(ctx context.Context, permits int64, lease time.Duration
 	ticket := actors.NewTicket()
 	cmd := &actors.Take{Name: p.name, Kind: p.kind, Owner: p.owner, Permits: permits, Lease: lease, Wait: wait,
 		Started: time.Now(), Span: op.Span(), Ticket: ticket, Inline: ctx.Done() == nil}
-	o, err = p.send(ctx, cmd, cmd.Inline, ticket)
+	o, err = p.send(ctx, cmd, ticket)
 	if err != nil {
 		if last := ticket.LastError(); last != nil {
 			return o, false, errors.Join(ErrNotObtained, waitFailure{last}, errors.Unwrap(err))
@@ -82,10 +82,10 @@ func (p *primitive) take(ctx context.Context, permits int64, lease time.Duration
 	}
 }
 
-// send sends cmd to the name's actor and waits for its outcome: itself when inline (a caller that
-// cannot give up, whose command the actor may run on this goroutine), else through the guardian.
-func (p *primitive) send(ctx context.Context, cmd actors.Routed, inline bool, ticket *actors.Ticket) (actors.Outcome, error) {
-	if inline {
+// send sends cmd to the name's actor and waits for its outcome: itself when ctx can never end (cmd is
+// then Inline: the actor may run it on this goroutine), else through the guardian.
+func (p *primitive) send(ctx context.Context, cmd actors.Routed, ticket *actors.Ticket) (actors.Outcome, error) {
+	if ctx.Done() == nil {
 		return p.c.doLocated(ctx, cmd, ticket)
 	}
 	return p.c.do(ctx, cmd, ticket)
@@ -137,7 +137,7 @@ func (p *primitive) operate(ctx context.Context, op actors.PrimitiveOp, n int64,
 			// A permit's release is idempotent in Redis: a resend is harmless however late.
 			cmd.NotAfter = start.Add(operateRetryFor)
 		}
-		o, err := p.send(ctx, cmd, cmd.Inline, ticket)
+		o, err := p.send(ctx, cmd, ticket)
 		if err != nil {
 			return o, errors.Unwrap(err)
 		}

@@ -106,9 +106,11 @@ func (s *Semaphore) TryAcquire(ctx context.Context, permits int64, opts ...TryOp
 // When the waiters at the head of this coordinator's queue take exactly that many permits, the permits
 // go to them with no Redis call (they stay taken in Redis), at most min([WithMaxHandoffs], 4) times in
 // a row, after which a release goes to Redis so that other processes get their chance.
-// permits must be positive ([ErrInvalidPermits]). If ctx ends before the answer, the release may
-// still take effect; a release that go-redis retries after a lost reply takes effect once, but
-// calling Release again after an error releases again.
+// permits must be positive ([ErrInvalidPermits]). A release that fails on a connection error is sent
+// again under the same request id, with backoff, for up to 5 s, and takes effect once however many
+// times it was sent (go-redis' own resends included); when it gives up it returns the last Redis
+// error, or [ErrResendTooLate] for a resend that reached the actor too late. If ctx ends before the
+// answer, the release may still take effect. Calling Release again after an error releases again.
 func (s *Semaphore) Release(ctx context.Context, permits int64) error {
 	if err := checkPermits(permits); err != nil {
 		return err

@@ -1,7 +1,6 @@
 package redisops_test
 
 import (
-	"context"
 	"errors"
 	"maps"
 	"slices"
@@ -331,8 +330,8 @@ func TestSemaphoreWrongType(t *testing.T) {
 		what string
 		fn   func(name string) error
 	}{
-		{"TrySetPermits", func(n string) error { _, err := ops.SemaphoreTrySetPermits(ctx, n, "", 1, 0); return err }},
-		{"TrySetPermits with ttl", func(n string) error { _, err := ops.SemaphoreTrySetPermits(ctx, n, "", 1, lease); return err }},
+		{"TrySetPermits", func(n string) error { _, err := ops.SemaphoreTrySetPermits(ctx, n, "r", 1, 0); return err }},
+		{"TrySetPermits with ttl", func(n string) error { _, err := ops.SemaphoreTrySetPermits(ctx, n, "r", 1, lease); return err }},
 		{"AddPermits", func(n string) error { _, err := ops.SemaphoreAddPermits(ctx, n, "r", 1); return err }},
 		{"TryAcquire", func(n string) error { _, err := ops.SemaphoreTryAcquire(ctx, n, "r", 1); return err }},
 		{"Release", func(n string) error { _, err := ops.SemaphoreRelease(ctx, n, "r", 1); return err }},
@@ -342,8 +341,8 @@ func TestSemaphoreWrongType(t *testing.T) {
 		if err := call.fn(name); !errors.Is(err, redisops.ErrWrongType) {
 			t.Errorf("%s on a lock hash: got %v, want an error matching ErrWrongType", call.what, err)
 		}
-		if call.what == "TrySetPermits" || call.what == "TrySetPermits with ttl" || call.what == "Available" {
-			continue // these use no retry latch
+		if call.what == "Available" {
+			continue // it uses no retry latch
 		}
 		if err := call.fn(latched); !errors.Is(err, redisops.ErrWrongType) {
 			t.Errorf("%s with a retry latch of another type: got %v, want an error matching ErrWrongType", call.what, err)
@@ -527,27 +526,8 @@ func TestShardedPrimitives(t *testing.T) {
 	ctx := t.Context()
 	name := t.Name()
 
-	sub := func(channel string) *redis.PubSub {
-		t.Helper()
-		ps := cc.SSubscribe(ctx, channel)
-		t.Cleanup(func() { _ = ps.Close() })
-		if _, err := ps.Receive(ctx); err != nil {
-			t.Fatalf("SSUBSCRIBE %s: %v", channel, err)
-		}
-		return ps
-	}
-	expect := func(ps *redis.PubSub, channel, payload string) {
-		t.Helper()
-		rctx, cancel := context.WithTimeout(ctx, msgTimeout)
-		defer cancel()
-		m, err := ps.ReceiveMessage(rctx)
-		if err != nil {
-			t.Fatalf("waiting for %q on %s: %v", payload, channel, err)
-		}
-		if m.Channel != channel || m.Payload != payload {
-			t.Fatalf("message: got %q on %s, want %q on %s", m.Payload, m.Channel, payload, channel)
-		}
-	}
+	sub := func(channel string) *redis.PubSub { return shardSubscribe(t, cc, channel) }
+	expect := func(ps *redis.PubSub, channel, payload string) { expectShardMessage(t, ps, channel, payload) }
 
 	for _, sem := range []string{name + ":sem", name + ":{sem}"} {
 		ch := redisops.SemaphoreChannel(sem)

@@ -62,6 +62,32 @@ func TestSlotMatchesRedis(t *testing.T) {
 	}
 }
 
+// shardSubscribe subscribes channel with SSUBSCRIBE on cc, waits for the confirmation, and closes the
+// subscription at cleanup.
+func shardSubscribe(t *testing.T, cc *redis.ClusterClient, channel string) *redis.PubSub {
+	t.Helper()
+	ps := cc.SSubscribe(t.Context(), channel)
+	t.Cleanup(func() { _ = ps.Close() })
+	if _, err := ps.Receive(t.Context()); err != nil {
+		t.Fatalf("SSUBSCRIBE %s: %v", channel, err)
+	}
+	return ps
+}
+
+// expectShardMessage fails unless the next message on ps, within msgTimeout, is payload on channel.
+func expectShardMessage(t *testing.T, ps *redis.PubSub, channel, payload string) {
+	t.Helper()
+	rctx, cancel := context.WithTimeout(t.Context(), msgTimeout)
+	defer cancel()
+	m, err := ps.ReceiveMessage(rctx)
+	if err != nil {
+		t.Fatalf("waiting for %q on %s: %v", payload, channel, err)
+	}
+	if m.Channel != channel || m.Payload != payload {
+		t.Fatalf("message: got %q on %s, want %q on %s", m.Payload, m.Channel, payload, channel)
+	}
+}
+
 // TestShardedNotices runs the scripts that publish through an Ops on a ClusterClient: the notices
 // arrive on the shard channels, and the handoff rule counts shard subscribers.
 func TestShardedNotices(t *testing.T) {
@@ -72,27 +98,8 @@ func TestShardedNotices(t *testing.T) {
 	ctx := t.Context()
 	name := t.Name()
 
-	sub := func(channel string) *redis.PubSub {
-		t.Helper()
-		ps := cc.SSubscribe(ctx, channel)
-		t.Cleanup(func() { _ = ps.Close() })
-		if _, err := ps.Receive(ctx); err != nil {
-			t.Fatalf("SSUBSCRIBE %s: %v", channel, err)
-		}
-		return ps
-	}
-	expect := func(ps *redis.PubSub, channel, payload string) {
-		t.Helper()
-		rctx, cancel := context.WithTimeout(ctx, msgTimeout)
-		defer cancel()
-		m, err := ps.ReceiveMessage(rctx)
-		if err != nil {
-			t.Fatalf("waiting for %q on %s: %v", payload, channel, err)
-		}
-		if m.Channel != channel || m.Payload != payload {
-			t.Fatalf("message: got %q on %s, want %q on %s", m.Payload, m.Channel, payload, channel)
-		}
-	}
+	sub := func(channel string) *redis.PubSub { return shardSubscribe(t, cc, channel) }
+	expect := func(ps *redis.PubSub, channel, payload string) { expectShardMessage(t, ps, channel, payload) }
 
 	// Plain lock: release and force unlock publish on the shard channel.
 	ps := sub(redisops.ChannelName(name))

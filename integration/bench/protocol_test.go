@@ -70,6 +70,23 @@ return 1`)
 //	go test -run '^$' -bench ProtocolFloor -benchtime 1x -count 2 ./integration/bench/
 func BenchmarkProtocolFloor(b *testing.B) { runFourSides(b, runProtocolFloor) }
 
+// chargeExpiry waits until every side's server has expired the keys its pairs left (latches, token
+// counters), and adds the Redis CPU each spent meanwhile to its cost, less what the floor's (sides[0],
+// which has nothing left to expire) spent idle.
+func chargeExpiry(b *testing.B, sides []*peer) {
+	cpu0 := make([]time.Duration, len(sides))
+	for i, s := range sides {
+		cpu0[i] = redisCPU(b, s.srv)
+	}
+	for _, s := range sides {
+		waitExpired(b, s.srv)
+	}
+	floorIdle := redisCPU(b, sides[0].srv) - cpu0[0]
+	for i, s := range sides {
+		s.cost.redisCPU += redisCPU(b, s.srv) - cpu0[i] - floorIdle
+	}
+}
+
 func runProtocolFloor(b *testing.B, servers [4]*redistest.Server, workers int) {
 	run := strconv.FormatInt(time.Now().UnixNano(), 36)
 	key := func(side string, g int) string { return "bench:protocol:" + side + ":" + run + ":" + strconv.Itoa(g) }
@@ -128,19 +145,8 @@ func runProtocolFloor(b *testing.B, servers [4]*redistest.Server, workers int) {
 		{name: "lockwarden", srv: servers[3], op: lwOp, rt: lwRT},
 	}
 	runRotation(b, sides, workers)
-	// The keys the pairs left to expire (latches, token counters) are each side's cost too: wait until
-	// every server is empty, and count the CPU each spent meanwhile, less what the floor's spent.
-	var cpu0 [len(servers)]time.Duration
-	for i, s := range sides {
-		cpu0[i] = redisCPU(b, s.srv)
-	}
-	for _, s := range sides {
-		waitExpired(b, s.srv)
-	}
-	floorIdle := redisCPU(b, sides[0].srv) - cpu0[0]
-	for i, s := range sides {
-		s.cost.redisCPU += redisCPU(b, s.srv) - cpu0[i] - floorIdle
-	}
+	// The keys the pairs left to expire (latches, token counters) are each side's cost too.
+	chargeExpiry(b, sides)
 
 	floor := sides[0].cost
 	sortDurations(floor.lat)

@@ -98,19 +98,8 @@ func runSemaphoreCost(b *testing.B, servers [4]*redistest.Server, workers int) {
 			b.Fatal(err)
 		}
 	}
-	// The keys the pairs left to expire are each side's cost too: wait until every server is empty,
-	// and count the CPU each spent meanwhile, less what the floor's (which has nothing left) spent.
-	var cpu0 [len(servers)]time.Duration
-	for i, s := range sides {
-		cpu0[i] = redisCPU(b, s.srv)
-	}
-	for _, s := range sides {
-		waitExpired(b, s.srv)
-	}
-	floorIdle := redisCPU(b, sides[0].srv) - cpu0[0]
-	for i, s := range sides {
-		s.cost.redisCPU += redisCPU(b, s.srv) - cpu0[i] - floorIdle
-	}
+	// The keys the pairs left to expire are each side's cost too.
+	chargeExpiry(b, sides)
 
 	p50 := make(map[string]time.Duration, len(sides))
 	for _, s := range sides {
