@@ -310,7 +310,7 @@ func (a *lockActor) grant(m *Acquire, count, token int64, sent time.Time) {
 	if h == nil {
 		h = a.newHold(validUntil(sent, m.Lease))
 		a.holds[k] = h
-		a.env.Held.add(a.name, k.owner, k.kind)
+		a.env.Held.add(a.name, k.owner, k.kind, sent)
 		delete(a.lost, k)
 	}
 	reentry := h.count > 0

@@ -1,6 +1,10 @@
 package actors
 
-import "sync"
+import (
+	"sort"
+	"sync"
+	"time"
+)
 
 // HeldKinds records, across the lock actors of one coordinator, which kinds of lock each owner holds
 // or asks for on each name. Each lock actor serves one family of kinds (plain, fair, read-write), and
@@ -29,6 +33,9 @@ type ownerKinds struct {
 	// pending counts the acquisitions of each Kind reserved and not ended yet. int32 keeps the
 	// record as small as with int counts of the four kinds there were.
 	pending [maxKinds]int32
+	// heldSince is when the owner got its first hold of the kinds held, waitSince when it asked for the
+	// first of the acquisitions pending (zero when not known), for Snapshot.
+	heldSince, waitSince time.Time
 }
 
 // maxKinds bounds the number of kinds of lock (the bits of ownerKinds.held).
@@ -68,13 +75,18 @@ func (h *HeldKinds) forget(name, owner string) {
 	}
 }
 
-func (h *HeldKinds) add(name, owner string, k Kind) {
+// add records a hold of kind k by owner on name, granted at since.
+func (h *HeldKinds) add(name, owner string, k Kind, since time.Time) {
 	if h == nil {
 		return
 	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	h.entry(name, owner).held |= 1 << k
+	o := h.entry(name, owner)
+	if o.held == 0 {
+		o.heldSince = since
+	}
+	o.held |= 1 << k
 }
 
 func (h *HeldKinds) remove(name, owner string, k Kind) {
@@ -93,7 +105,8 @@ func (h *HeldKinds) remove(name, owner string, k Kind) {
 // asks for name as a kind of another family: then it records nothing and reports false. The check
 // and the record are one step, so that of two acquisitions of different families that arrive
 // together, the second is refused.
-func (h *HeldKinds) reserve(name, owner string, k Kind) bool {
+// The caller asked at asked (zero: now).
+func (h *HeldKinds) reserve(name, owner string, k Kind, asked time.Time) bool {
 	if h == nil {
 		return true
 	}
@@ -103,6 +116,12 @@ func (h *HeldKinds) reserve(name, owner string, k Kind) bool {
 	if o.otherFamily(k) {
 		h.forget(name, owner)
 		return false
+	}
+	if o.pending == [maxKinds]int32{} {
+		if asked.IsZero() {
+			asked = time.Now()
+		}
+		o.waitSince = asked
 	}
 	o.pending[k]++
 	return true
@@ -130,4 +149,56 @@ func (h *HeldKinds) otherFamily(name, owner string, k Kind) bool {
 	defer h.mu.Unlock()
 	o := h.kinds[heldName{name, owner}]
 	return o != nil && o.otherFamily(k)
+}
+
+// OwnerState is what one owner holds and asks for on one lock name, in a [HeldKinds.Snapshot].
+type OwnerState struct {
+	// Name is the lock name and Owner the owner id.
+	Name, Owner string
+	// Held are the kinds of lock the owner holds on the name, since HeldSince (when its first hold of
+	// them was granted).
+	Held      []Kind
+	HeldSince time.Time
+	// Waiting counts the owner's acquisitions of each kind asked for and not answered yet (waiting,
+	// or under way), the first of which was asked for at WaitingSince.
+	Waiting      map[Kind]int
+	WaitingSince time.Time
+}
+
+// Snapshot returns what every owner holds and asks for, sorted by name and owner.
+func (h *HeldKinds) Snapshot() []OwnerState {
+	if h == nil {
+		return nil
+	}
+	h.mu.Lock()
+	out := make([]OwnerState, 0, len(h.kinds))
+	for key, o := range h.kinds {
+		st := OwnerState{Name: key.name, Owner: key.owner}
+		for k := range Kind(maxKinds) {
+			if o.held&(1<<k) != 0 {
+				st.Held = append(st.Held, k)
+			}
+			if n := o.pending[k]; n > 0 {
+				if st.Waiting == nil {
+					st.Waiting = make(map[Kind]int)
+				}
+				st.Waiting[k] = int(n)
+			}
+		}
+		if len(st.Held) > 0 {
+			st.HeldSince = o.heldSince
+		}
+		if len(st.Waiting) > 0 {
+			st.WaitingSince = o.waitSince
+		}
+		out = append(out, st)
+	}
+	h.mu.Unlock()
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].Name != out[j].Name {
+			return out[i].Name < out[j].Name
+		}
+		return out[i].Owner < out[j].Owner
+	})
+	return out
 }

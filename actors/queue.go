@@ -254,7 +254,7 @@ func (a *lockActor) refuse(m *Acquire, o Outcome) {
 // reserve reserves m's kind of lock for its owner on the name (see HeldKinds), and reports false when
 // the owner holds or asks for the name as a kind of another family.
 func (a *lockActor) reserve(m *Acquire) bool {
-	if !a.env.Held.reserve(a.name, m.Owner, m.Kind) {
+	if !a.env.Held.reserve(a.name, m.Owner, m.Kind, m.Started) {
 		return false
 	}
 	m.reserved = true

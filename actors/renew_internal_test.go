@@ -105,7 +105,7 @@ func addHold(a *lockActor, owner string, validity time.Duration, watchdog, share
 	h := newHold(time.Now().Add(validity))
 	h.count, h.lease, h.watchdog, h.shared, h.announced = 1, a.env.WatchdogTimeout, watchdog, shared, true
 	a.holds[k] = h
-	a.env.Held.add(a.name, owner, KindPlain)
+	a.env.Held.add(a.name, owner, KindPlain, time.Now())
 	return k, h
 }
 

@@ -47,6 +47,13 @@ type Coordinator struct {
 	guardian  *actor.PID
 	// gateway answers the messages of the actor message API.
 	gateway *actor.PID
+	// client is the client the coordinator was made with; started is when.
+	client  redis.UniversalClient
+	started time.Time
+	// held records what the coordinator's owners hold and ask for, across its lock actors.
+	held *actors.HeldKinds
+	// registry runs the process registration (see registerProcess).
+	registry sync.WaitGroup
 	// background counts the gateway's status queries running on their own goroutines.
 	background sync.WaitGroup
 
@@ -110,6 +117,8 @@ func New(client redis.UniversalClient, opts ...Option) (*Coordinator, error) {
 	lifetime, cancel := context.WithCancel(context.Background())
 	c := &Coordinator{
 		id:        uuid.NewString(),
+		client:    client,
+		started:   time.Now(),
 		opts:      o,
 		ops:       newOps(client, deployment, o),
 		system:    system,
@@ -120,6 +129,7 @@ func New(client redis.UniversalClient, opts ...Option) (*Coordinator, error) {
 		groups:    make(map[*actor.PID]struct{}),
 		stop:      actors.NewStopClock(o.stopReleaseTimeout),
 		tel:       tel,
+		held:      &actors.HeldKinds{},
 	}
 	var journal *eventJournal
 	if o.journalStream != "" {
@@ -149,12 +159,16 @@ func New(client redis.UniversalClient, opts ...Option) (*Coordinator, error) {
 		Context:            lifetime,
 		Logger:             o.logger,
 		NewBackOff:         actors.DefaultBackOff,
-		Held:               &actors.HeldKinds{},
+		Held:               c.held,
 		Dispatcher:         c.pool,
 		Renewals:           c.renewals,
 		NewRequestID:       c.newRequestID,
 	}))
 	c.gateway = system.Root.Spawn(c.gatewayProps())
+	if !o.noProcessRegistry {
+		c.registry.Add(1)
+		go c.registerProcess()
+	}
 	return c, nil
 }
 
@@ -221,6 +235,7 @@ func (c *Coordinator) Close() error {
 		// commands to the lock actors.
 		_ = c.system.Root.StopFuture(c.gateway).Wait()
 		c.background.Wait()
+		c.registry.Wait()
 		c.stopGroups()
 		c.stopping.Wait()
 		_ = c.system.Root.StopFuture(c.guardian).Wait()

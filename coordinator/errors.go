@@ -47,6 +47,9 @@ var (
 
 	// ErrInvalidPermitID is returned for a permit id that is not 32 hexadecimal characters.
 	ErrInvalidPermitID = errors.New("lockwarden: invalid permit id")
+	// ErrListTruncated is returned by [Coordinator.List], with the names found, when more names match
+	// than [DefaultListLimit]: narrow the pattern.
+	ErrListTruncated = errors.New("lockwarden: more names match than listed")
 	// ErrUpgrade is returned when the owner of read holds of a read-write lock asks for its write lock.
 	// Redisson would wait forever for the owner's own read holds; lockwarden refuses at once. Release
 	// the read holds first. (The other way, a writer taking read holds, is allowed: a downgrade.)

@@ -50,6 +50,7 @@ const MinLease = 10 * time.Millisecond
 type options struct {
 	telemetry          telemetry.Config
 	noTelemetry        bool
+	noProcessRegistry  bool
 	journalStream      string
 	journalMaxLen      int64
 	watchdogTimeout    time.Duration
@@ -127,6 +128,19 @@ func WithLogger(l *slog.Logger) Option {
 			l = slog.New(slog.DiscardHandler)
 		}
 		o.logger = l
+		return nil
+	}
+}
+
+// WithoutProcessRegistry keeps the coordinator out of the process registry. By default a coordinator
+// registers itself in Redis while it runs, under lockwarden_process:<coordinator id> (a small hash:
+// host, process id, program, start time, version, with an expiry of the watchdog timeout, renewed every
+// third of it and deleted at Close), so that [Coordinator.Inspect] and the lockwarden command show
+// which process holds a lock rather than only its owner id. Tools that only look, such as the
+// lockwarden command, turn it off.
+func WithoutProcessRegistry() Option {
+	return func(o *options) error {
+		o.noProcessRegistry = true
 		return nil
 	}
 }

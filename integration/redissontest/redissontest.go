@@ -1,4 +1,5 @@
-// Package redissontest is a foreign client for tests: it speaks Redisson's protocol for RSemaphore,
+// Package redissontest is a foreign client for tests: it speaks Redisson's protocol for RLock,
+// RFairLock, RReadWriteLock (locks.go), RSemaphore,
 // RPermitExpirableSemaphore and RCountDownLatch, with Redisson's own Lua scripts, keys, arguments and
 // channels, so that tests can check that lockwarden's calls and a Redisson client's share state and
 // messages both ways. It implements the Redis side of each call only: no waiting, no subscriptions,
