@@ -77,7 +77,8 @@ func ExampleCoordinator_RedLock() {
 	}
 
 	ctx := context.Background()
-	lock := coords[0].RedLock(nodes) // held when a majority of the nodes is
+	// Held when a majority of the nodes is; a node that has not answered within 50ms does not count.
+	lock := coords[0].RedLock(nodes, coordinator.WithNodeTimeout(50*time.Millisecond))
 	ok, err := lock.TryLock(ctx, coordinator.Lease(10*time.Second))
 	if err != nil {
 		log.Fatal(err)
@@ -98,6 +99,53 @@ func ExampleCoordinator_RedLock() {
 	// locked: true fencing token issued: true
 	// valid for about 9.9s: true
 	// another owner: false <nil>
+}
+
+func ExampleGroup() {
+	mr, err := miniredis.Run()
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer mr.Close()
+	client := redis.NewClient(&redis.Options{Addr: mr.Addr()})
+	defer client.Close()
+	c, err := coordinator.New(client)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer c.Close()
+
+	ctx := context.Background()
+	g := c.MultiLock([]*coordinator.Mutex{c.Mutex("stock:A"), c.Mutex("stock:B")})
+	if err := g.Err(); err != nil { // the construction error: invalid options or members
+		log.Fatal(err)
+	}
+	// A group is one owner, and reentrant: each Lock needs its own Unlock.
+	for range 2 {
+		if err := g.Lock(ctx); err != nil {
+			log.Fatal(err)
+		}
+	}
+	done := g.Done() // closed when the hold ends: released, or lost with any member
+	if err := g.Unlock(ctx); err != nil {
+		log.Fatal(err)
+	}
+	select {
+	case <-done:
+		fmt.Println("released after one unlock")
+	default:
+		fmt.Println("still held after one unlock")
+	}
+	if err := g.Unlock(ctx); err != nil {
+		log.Fatal(err)
+	}
+	<-done
+	fmt.Println("released after two")
+	fmt.Println("third unlock:", errors.Is(g.Unlock(ctx), coordinator.ErrNotHeld))
+	// Output:
+	// still held after one unlock
+	// released after two
+	// third unlock: true
 }
 
 func ExampleGroupError() {
