@@ -188,7 +188,7 @@ func ExampleMutex_TryLock() {
 	if err := holder.Unlock(ctx); err != nil {
 		log.Fatal(err)
 	}
-	ok, err = other.TryLock(ctx, coordinator.Wait(100*time.Millisecond), coordinator.Lease(10*time.Second))
+	ok, err = other.TryLock(ctx, coordinator.Lease(10*time.Second)) // one attempt, with a lease
 	fmt.Println("after the release:", ok, err)
 	ttl, _ := other.TTL(ctx)
 	fmt.Println("lease at most 10s:", ttl > 0 && ttl <= 10*time.Second)
