@@ -67,7 +67,8 @@ const DefaultListLimit = 10000
 
 // Inspect reports what Redis stores under name, whoever took it (lockwarden, Redisson or another
 // client of Redisson's layout), changing nothing: the kind of object; for a lock its holders with
-// owner ids, hold counts and (for lockwarden owners) the process that holds it, the remaining lease
+// owner ids, hold counts and (for lockwarden owners) the process that holds it and, for a hold older
+// than about a second, since when, the remaining lease
 // and the last fencing token; for a fair lock the queue in order with each waiter's deadline; for a
 // read-write lock the mode, the readers (each with its longest remaining read lease) and the writer;
 // for a semaphore its available permits, and for a permit semaphore the acquired permits with their
@@ -94,7 +95,8 @@ func (c *Coordinator) Inspect(ctx context.Context, name string) (Inspection, err
 	return in, nil
 }
 
-// attachProcesses sets the Process of each holder and waiter of in whose client id is registered.
+// attachProcesses sets the Process of each holder and waiter of in whose client id is registered, and
+// the HeldSince of each holder whose process records it.
 func (c *Coordinator) attachProcesses(ctx context.Context, in *Inspection) error {
 	seen := map[string]bool{}
 	var ids []string
@@ -104,13 +106,15 @@ func (c *Coordinator) attachProcesses(ctx context.Context, in *Inspection) error
 			ids = append(ids, id)
 		}
 	}
-	for _, h := range in.Holders {
+	holds := make([]redisops.HoldQuery, len(in.Holders))
+	for i, h := range in.Holders {
 		add(h.Owner)
+		holds[i] = redisops.HoldQuery{ID: redisops.OwnerClientID(h.Owner), Owner: h.Owner, Name: in.Name}
 	}
 	for _, w := range in.Queue {
 		add(w.Owner)
 	}
-	procs, err := redisops.LookupProcesses(ctx, c.client, ids)
+	procs, since, err := redisops.LookupProcesses(ctx, c.client, ids, holds...)
 	if err != nil {
 		return err
 	}
@@ -122,6 +126,9 @@ func (c *Coordinator) attachProcesses(ctx context.Context, in *Inspection) error
 	}
 	for i := range in.Holders {
 		in.Holders[i].Process = find(in.Holders[i].Owner)
+		if in.Holders[i].Process != nil {
+			in.Holders[i].HeldSince = since[i]
+		}
 	}
 	for i := range in.Queue {
 		in.Queue[i].Process = find(in.Queue[i].Owner)
@@ -159,7 +166,8 @@ func (c *Coordinator) Processes(ctx context.Context, ids ...string) (map[string]
 	if c.isClosed() {
 		return nil, ErrClosed
 	}
-	return redisops.LookupProcesses(ctx, c.client, ids)
+	procs, _, err := redisops.LookupProcesses(ctx, c.client, ids)
+	return procs, err
 }
 
 // thisProcess is the registration of the coordinator: this host and process.
@@ -172,15 +180,28 @@ func (c *Coordinator) thisProcess() Process {
 	return Process{ID: c.id, Host: host, PID: os.Getpid(), Program: program, Started: c.started, Version: Version}
 }
 
-// registerProcess keeps the coordinator registered in Redis (see [WithoutProcessRegistry]) until
-// the lifetime ends: it writes the registration with an expiry of the watchdog timeout, and again every
-// third of it, retrying sooner after an error, and deletes it at Close.
+// holdsRecordedAfter is how old a hold must be before the process registry records it: the holds
+// that matter to an operator are the long ones, and a younger hold would make the registration churn.
+const holdsRecordedAfter = time.Second
+
+// maxRecordedHolds bounds the holds a registration records.
+const maxRecordedHolds = 1000
+
+// registerProcess keeps the coordinator registered in Redis (see [WithoutProcessRegistry]) until the
+// lifetime ends: it writes the registration with an expiry of the watchdog timeout, whole, every third
+// of it (sooner after an error), records its holds older than holdsRecordedAfter in it every
+// holdsRecordedAfter in between, and deletes it at Close.
 func (c *Coordinator) registerProcess() {
 	defer c.registry.Done()
 	ttl := c.opts.watchdogTimeout
 	p := c.thisProcess()
+	tick := min(holdsRecordedAfter, ttl/3)
 	timer := time.NewTimer(0)
 	defer timer.Stop()
+	var (
+		written map[string]time.Time // the holds in the registration, nil when it must be written whole
+		renewAt time.Time
+	)
 	for {
 		select {
 		case <-c.lifetime.Done():
@@ -192,16 +213,62 @@ func (c *Coordinator) registerProcess() {
 			return
 		case <-timer.C:
 		}
+		now := time.Now()
+		holds := c.recordedHolds(now)
 		ctx, cancel := context.WithTimeout(c.lifetime, ttl/3)
-		err := redisops.RegisterProcess(ctx, c.client, p, ttl)
+		var err error
+		if written == nil || !now.Before(renewAt) {
+			if err = redisops.RegisterProcess(ctx, c.client, p, ttl, holds); err == nil {
+				written, renewAt = holds, now.Add(ttl/3)
+			}
+		} else {
+			added, removed := diffHolds(written, holds)
+			if err = redisops.UpdateHolds(ctx, c.client, c.id, added, removed); err == nil {
+				written = holds
+			}
+		}
 		cancel()
-		next := ttl / 3
+		next := tick
 		if err != nil {
 			c.opts.logger.Debug("process registry", "error", err)
-			next = min(next, time.Second)
+			written = nil // write it whole at the next attempt
 		}
 		timer.Reset(next)
 	}
+}
+
+// recordedHolds returns the holds of the coordinator's owners granted at least holdsRecordedAfter
+// before now, as registration fields (see [redisops.HeldField]), at most maxRecordedHolds.
+func (c *Coordinator) recordedHolds(now time.Time) map[string]time.Time {
+	holds := map[string]time.Time{}
+	for _, st := range c.held.Snapshot() {
+		if len(st.Held) == 0 || st.HeldSince.IsZero() || now.Sub(st.HeldSince) < holdsRecordedAfter {
+			continue
+		}
+		if len(holds) == maxRecordedHolds {
+			break
+		}
+		holds[redisops.HeldField(st.Owner, st.Name)] = st.HeldSince
+	}
+	return holds
+}
+
+// diffHolds returns the holds of now that were not in before (or with another time), and the fields
+// of before no longer in now.
+func diffHolds(before, now map[string]time.Time) (map[string]time.Time, []string) {
+	added := map[string]time.Time{}
+	for f, t := range now {
+		if old, ok := before[f]; !ok || !old.Equal(t) {
+			added[f] = t
+		}
+	}
+	var removed []string
+	for f := range before {
+		if _, ok := now[f]; !ok {
+			removed = append(removed, f)
+		}
+	}
+	return added, removed
 }
 
 // LocalOwner is what one owner of this coordinator holds and waits for on one lock name, as
@@ -251,7 +318,7 @@ func (c *Coordinator) RegisteredProcesses(ctx context.Context) ([]Process, error
 	if err != nil {
 		return nil, err
 	}
-	procs, err := redisops.LookupProcesses(ctx, c.client, ids)
+	procs, _, err := redisops.LookupProcesses(ctx, c.client, ids)
 	if err != nil {
 		return nil, err
 	}

@@ -2,6 +2,8 @@ package integration
 
 import (
 	"context"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -10,6 +12,17 @@ import (
 	"github.com/lockwarden/lockwarden/coordinator"
 	"github.com/lockwarden/lockwarden/integration/redistest"
 )
+
+// dataKeys returns the keys of the database less the process registry's (lockwarden_process:*),
+// which coordinators write in the background while they run: what locks and primitives left.
+func dataKeys(t *testing.T, client redis.Cmdable) []string {
+	t.Helper()
+	keys, err := client.Keys(t.Context(), "*").Result()
+	if err != nil {
+		t.Fatalf("KEYS *: %v", err)
+	}
+	return slices.DeleteFunc(keys, func(k string) bool { return strings.HasPrefix(k, "lockwarden_process:") })
+}
 
 // newCoordinator returns a coordinator on client, closed at cleanup.
 func newCoordinator(t *testing.T, client redis.UniversalClient, opts ...coordinator.Option) *coordinator.Coordinator {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"os"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -72,6 +73,7 @@ func TestInspectPlainLock(t *testing.T) {
 	b := newCoordinator(t, srv.Client(t), coordinator.WithoutProcessRegistry())
 	name := t.Name()
 	m := a.Mutex(name)
+	locked := time.Now()
 	mustLock(t, m)
 	mustLock(t, m)
 	in := inspectUntil(t, b, name, registered)
@@ -95,9 +97,29 @@ func TestInspectPlainLock(t *testing.T) {
 	if err != nil || len(procs) != 1 {
 		t.Fatalf("Processes = %v, %v, want a's registration only", procs, err)
 	}
+	// Once the hold is older than a second, its process records since when it is held.
+	in = inspectUntil(t, b, name, func(in coordinator.Inspection) bool { return !in.Holders[0].HeldSince.IsZero() })
+	if since := in.Holders[0].HeldSince; since.Before(locked.Add(-time.Second)) || since.After(locked.Add(time.Second)) {
+		t.Fatalf("held since %v, want about %v", since, locked)
+	}
 	token := m.Token()
 	mustUnlock(t, m)
 	mustUnlock(t, m)
+	// The registration forgets the hold.
+	heldFields := func() []string {
+		fields, err := srv.Client(t).HKeys(t.Context(), redisops.ProcessKey(a.ID())).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return slices.DeleteFunc(fields, func(f string) bool { return !strings.HasPrefix(f, "held:") })
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for len(heldFields()) != 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("the registration still records %v 5s after the unlocks", heldFields())
+		}
+		<-time.After(20 * time.Millisecond)
+	}
 	in, err = b.Inspect(t.Context(), name)
 	if err != nil || in.Kind != coordinator.ObjectNone || len(in.Holders) != 0 || in.Lease != 0 || in.Token != token {
 		t.Fatalf("after the unlocks: Inspect = %+v, %v, want nothing held and the last token %d", in, err, token)

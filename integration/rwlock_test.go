@@ -104,15 +104,11 @@ func rwExpectMode(t *testing.T, client redis.Cmdable, rw *coordinator.RWMutex, m
 }
 
 // rwLeftKeys returns the keys of the database other than release latches (short-lived answers of
-// releases, kept for retries) and fencing token counters: what is left of locks.
+// releases, kept for retries), fencing token counters and the process registry: what is left of locks.
 func rwLeftKeys(t *testing.T, client redis.Cmdable) []string {
 	t.Helper()
-	keys, err := client.Keys(t.Context(), "*").Result()
-	if err != nil {
-		t.Fatalf("KEYS *: %v", err)
-	}
 	var left []string
-	for _, k := range keys {
+	for _, k := range dataKeys(t, client) {
 		if !strings.HasPrefix(k, "redisson_unlock_latch:") && !strings.HasPrefix(k, "redisson_lock_token:") {
 			left = append(left, k)
 		}

@@ -99,6 +99,10 @@ type Holder struct {
 	// a registered lockwarden coordinator (Redisson, another client, or a coordinator that stopped).
 	// Filled by the coordinator's Inspect, not by [Inspect].
 	Process *Process `json:"process,omitempty"`
+	// HeldSince is when the hold was first granted, as the holding process records it in its
+	// registration (about every second); zero when not known: a hold younger than that, or an owner
+	// that is not a registered lockwarden process. Filled by the coordinator's Inspect.
+	HeldSince time.Time `json:"held_since,omitzero"`
 }
 
 // Waiter is an owner queued for a fair lock, in Redis.

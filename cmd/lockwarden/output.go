@@ -31,7 +31,7 @@ func (o *output) inspection(in coordinator.Inspection) {
 		if !w.Deadline.IsZero() {
 			deadline = "gives up " + o.relative(w.Deadline)
 		}
-		fmt.Fprintf(o.w, "  waiter %d: %s  %s  %s\n", i+1, w.Owner, deadline, o.process(w.Process))
+		fmt.Fprintf(o.w, "  waiter %d: %s  %s\n    %s\n", i+1, w.Owner, deadline, o.process(w.Process))
 	}
 	for _, p := range in.Permits {
 		expires := "no lease"
@@ -97,7 +97,11 @@ func (o *output) holders(in coordinator.Inspection) {
 		if h.Lease > 0 {
 			lease = "  lease " + round(h.Lease) + " left"
 		}
-		fmt.Fprintf(o.w, "  %sheld by %s x%d%s  %s\n", mode, h.Owner, h.Count, lease, o.process(h.Process))
+		since := ""
+		if !h.HeldSince.IsZero() {
+			since = "  since " + o.clock(h.HeldSince) + " (" + round(o.now.Sub(h.HeldSince)) + ")"
+		}
+		fmt.Fprintf(o.w, "  %sheld by %s x%d%s%s\n    %s\n", mode, h.Owner, h.Count, since, lease, o.process(h.Process))
 	}
 }
 
@@ -116,9 +120,9 @@ func (o *output) holdersSummary(in coordinator.Inspection) string {
 // process describes the process of an owner.
 func (o *output) process(p *coordinator.Process) string {
 	if p == nil {
-		return "(not a registered lockwarden process: Redisson or another client)"
+		return "process unknown: not a registered lockwarden process (Redisson or another client)"
 	}
-	return fmt.Sprintf("%s pid %d (%s, lockwarden %s, up since %s)", p.Host, p.PID, p.Program, p.Version, o.clock(p.Started))
+	return fmt.Sprintf("process %s pid %d (%s, lockwarden %s, up since %s)", p.Host, p.PID, p.Program, p.Version, o.clock(p.Started))
 }
 
 // listing writes list's table.
@@ -183,10 +187,10 @@ func (o *output) event(ev messages.Event) {
 	if ev.Token != 0 {
 		fmt.Fprintf(&b, "  token %d", ev.Token)
 	}
-	if ev.Wait > 0 {
+	if ev.Wait >= time.Millisecond {
 		fmt.Fprintf(&b, "  waited %s", round(ev.Wait))
 	}
-	if ev.Held > 0 {
+	if ev.Held >= time.Millisecond {
 		fmt.Fprintf(&b, "  held %s", round(ev.Held))
 	}
 	if ev.Reason != "" {
