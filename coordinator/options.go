@@ -36,7 +36,7 @@ const (
 	DefaultSyncTimeout = redisops.DefaultSyncTimeout
 )
 
-// MajorityOfReplicas, as the replica count of [WithReplicaSync], asks every new hold to reach a
+// MajorityOfReplicas is the replica count of [WithReplicaSync] that asks every new hold to reach a
 // majority of the replicas attached to the master when the hold is taken: n/2+1 of n (1 of 1, 2 of 2,
 // 2 of 3, 3 of 4, 3 of 5). It is the default.
 const MajorityOfReplicas = redisops.MajorityOfReplicas
