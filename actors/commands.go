@@ -14,21 +14,24 @@ import (
 // of a kind (the lock actor that serves it) comes from the families table (see family.go).
 type Kind = messages.Kind
 
-// The kinds of lock.
+// The kinds of lock: the values of messages.Kind under this package's names.
 const (
-	KindPlain = messages.KindPlain
-	KindFair  = messages.KindFair
-	KindRead  = messages.KindRead
-	KindWrite = messages.KindWrite
+	KindPlain = messages.KindPlain // the reentrant lock (Redisson's RLock); the zero Kind
+	KindFair  = messages.KindFair  // the fair lock (Redisson's RFairLock)
+	KindRead  = messages.KindRead  // the read side of a read-write lock
+	KindWrite = messages.KindWrite // the write side of a read-write lock
 
-	KindSemaphore       = messages.KindSemaphore
-	KindPermitSemaphore = messages.KindPermitSemaphore
-	KindLatch           = messages.KindLatch
+	KindSemaphore       = messages.KindSemaphore       // the semaphore (Redisson's RSemaphore)
+	KindPermitSemaphore = messages.KindPermitSemaphore // the permit semaphore (RPermitExpirableSemaphore)
+	KindLatch           = messages.KindLatch           // the count-down latch (RCountDownLatch)
 )
 
 // Routed is a command for the actor of one lock name and kind; the guardian routes it by both.
 type Routed interface {
+	// LockName returns the lock name the command is about; never empty in a command the guardian
+	// routes.
 	LockName() string
+	// LockKind returns the kind of lock the command is about, which picks the actor's family.
 	LockKind() Kind
 	// routeKey is the guardian's key of the actor for the command (see RouteKey).
 	routeKey() string
@@ -36,12 +39,17 @@ type Routed interface {
 
 // Acquire asks for one hold of the lock Name for Owner.
 type Acquire struct {
-	Name  string
-	Kind  Kind
+	// Name is the lock name; it must not be empty.
+	Name string
+	// Kind is the kind of lock: KindPlain, KindFair, KindRead or KindWrite.
+	Kind Kind
+	// Owner is the owner id of the hold; it must not be empty. Holds of one owner re-enter.
 	Owner string
 	// Lease is the lease in Redis. With Watchdog set it is the watchdog timeout and the hold is
 	// renewed for as long as it lasts.
-	Lease    time.Duration
+	Lease time.Duration
+	// Watchdog makes the hold a watchdog hold: renewed every third of Lease until released or lost.
+	// Without it the hold expires after Lease unless released first.
 	Watchdog bool
 	// Wait queues the command until the lock is obtained or the ticket is abandoned. Without it the
 	// command makes one attempt.
@@ -56,7 +64,9 @@ type Acquire struct {
 	Started time.Time
 	// Span is the caller's span (nil when none): the lock actor records its Redis calls for the
 	// command as events on it.
-	Span   trace.Span
+	Span trace.Span
+	// Ticket gets the command's one outcome; it must not be nil. Abandoning it makes the actor drop
+	// the command, and give back a hold obtained for it.
 	Ticket *Ticket
 	// Route is RouteKey(Kind, Name), which a handle computes once for all its commands; empty means
 	// that the guardian computes it.
@@ -80,12 +90,17 @@ type Acquire struct {
 
 // Release drops one hold of the lock Name by Owner.
 type Release struct {
-	Name  string
-	Kind  Kind
+	// Name is the lock name; it must not be empty.
+	Name string
+	// Kind is the kind of lock the hold is of.
+	Kind Kind
+	// Owner is the owner id whose hold is dropped; an owner that holds nothing gets ReasonNotHeld.
 	Owner string
 	// Reason is why the hold is released, for the Released event; empty means messages.ReleaseUnlocked.
 	Reason string
-	Span   trace.Span
+	// Span is the caller's span (nil when none), as for Acquire.
+	Span trace.Span
+	// Ticket gets the command's one outcome (HoldCount: the owner's holds left); it must not be nil.
 	Ticket *Ticket
 	// Route is RouteKey(Kind, Name), or empty (see Acquire.Route).
 	Route string
@@ -93,8 +108,12 @@ type Release struct {
 
 // ForceUnlock frees the lock Name whoever holds it.
 type ForceUnlock struct {
-	Name   string
-	Kind   Kind
+	// Name is the lock name; it must not be empty.
+	Name string
+	// Kind is the kind of lock; a side of a read-write lock is freed only when the lock is in its
+	// mode.
+	Kind Kind
+	// Ticket gets the command's one outcome (Deleted: whether the lock was held); it must not be nil.
 	Ticket *Ticket
 }
 
@@ -102,10 +121,14 @@ type ForceUnlock struct {
 // (and, for a fair lock, its place in the Redis queue). Ack, when not nil, is delivered once the
 // actor has done so.
 type Abandon struct {
-	Name   string
-	Kind   Kind
+	// Name is the lock name of the abandoned command.
+	Name string
+	// Kind is the kind of lock of the abandoned command.
+	Kind Kind
+	// Ticket is the abandoned command's ticket, already abandoned by its caller.
 	Ticket *Ticket
-	Ack    *Ticket
+	// Ack, when not nil, gets an empty outcome once the waiter has left the queue; nil asks for none.
+	Ack *Ticket
 }
 
 // RouteKey returns the key by which the guardian knows the actor of the lock name of kind k.

@@ -65,6 +65,8 @@ type Env struct {
 // EventSink receives lock events from the lock actors, in the order each actor emits them. Publish
 // must not block: a lock actor calls it in the middle of its work.
 type EventSink interface {
+	// Publish delivers one event. It runs on the emitting actor's goroutine and must return without
+	// waiting for anything.
 	Publish(messages.Event)
 }
 

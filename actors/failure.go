@@ -22,10 +22,15 @@ var ErrActorFailed = errors.New("lockwarden: internal actor failure")
 // when not nil, runs before every message an actor handles and may panic; tests of this module use it
 // to make an actor fail.
 type Failures struct {
-	Logger        *slog.Logger
-	Events        EventSink
+	// Logger gets one error record per recovered panic, with the panic's stack; nil logs nothing.
+	Logger *slog.Logger
+	// Events gets one [messages.EventActorFailed] per recovered panic; nil publishes nothing.
+	Events EventSink
+	// CoordinatorID is the Coordinator field of the events published to Events.
 	CoordinatorID string
-	Inject        func(actor string, msg any)
+	// Inject, when not nil, is called with the actor's name and the message before the actor handles
+	// each message; a panic in it is recovered as one of the actor's own.
+	Inject func(actor string, msg any)
 }
 
 // recoverer is implemented by actors that must do more than carry on after a recovered panic: answer
@@ -40,6 +45,8 @@ type recoverer interface {
 // err (which matches [ErrActorFailed]), and restores what the failed message may have left undone. It
 // runs on the actor's goroutine.
 type Recoverer interface {
+	// Recovered answers sender about msg with err and restores the actor's invariants, as the type's
+	// comment says. A panic in it is logged, and the actor goes on as it is.
 	Recovered(ctx actor.ReceiverContext, sender *actor.PID, msg any, err error)
 }
 

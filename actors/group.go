@@ -45,9 +45,10 @@ type GroupMember interface {
 type MemberAnswer struct {
 	// OK reports whether the member's hold was taken.
 	OK bool
-	// Token is the hold's fencing token and Done closes when the hold ends (when OK).
+	// Token is the hold's fencing token, when OK (0 otherwise).
 	Token int64
-	Done  <-chan struct{}
+	// Done is closed when the hold ends (released or lost), when OK; nil otherwise.
+	Done <-chan struct{}
 	// Err is why the member could not be asked (a closed coordinator, a Redis error).
 	Err error
 	// Permanent marks an Err that trying again cannot cure (a closed coordinator, an invalid handle, an
@@ -124,13 +125,17 @@ type GroupAcquire struct {
 	// Lease is the lease of every member; 0 takes watchdog holds.
 	Lease time.Duration
 	// Wait retries until the ticket is abandoned or Deadline passes; without it there is one attempt.
-	Wait     bool
+	Wait bool
+	// Deadline ends a Wait: no attempt starts after it, and the ticket gets the last attempt's
+	// failure. Zero means no deadline (the caller abandons the ticket to stop).
 	Deadline time.Time
 	// NodeTimeout bounds each member's attempt, and how long a failed attempt waits for the releases
 	// of the members it took; 0 means NodeTimeoutFor(lease).
 	NodeTimeout time.Duration
 	// Parent is the span context of the caller's span.
 	Parent trace.SpanContext
+	// Ticket gets the request's one outcome (Tokens, Expires, HoldCount; Err a [*GroupFailure] when
+	// not obtained); it must not be nil. To give up, abandon it and send [GroupAbandon].
 	Ticket *Ticket
 }
 
@@ -144,8 +149,12 @@ type GroupAcquire struct {
 // requests whose answers came too late to cancel) have answered their releases, bounded by the node
 // timeout.
 type GroupAbandon struct {
-	Ticket       *Ticket
-	Ack          *Ticket
+	// Ticket is the abandoned GroupAcquire's ticket.
+	Ticket *Ticket
+	// Ack gets the outcome described above; it must not be nil.
+	Ack *Ticket
+	// AfterRelease delays Ack until the members taken for the request have answered their releases
+	// (bounded by the node timeout); without it Ack is answered at once.
 	AfterRelease bool
 }
 
@@ -170,12 +179,16 @@ type GroupFailure struct {
 // (the member did not answer within its bound, or before the caller left), a RedLock node refused
 // after a restart, a Redis error, or the error of an unusable member handle.
 type MemberFailure struct {
+	// Index is the member's position in [GroupConfig.Members], from 0.
 	Index int
-	Err   error
+	// Err is the reason, as listed above; never nil.
+	Err error
 	// Pending is set for a member asked less than NoAnswerAfter before the caller left: not a failure.
 	Pending bool
 }
 
+// Error says how many members the attempt took of how many it needed, whether it took too long for
+// its lease, and each member's reason.
 func (f *GroupFailure) Error() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "%d of %d members taken, %d needed", f.Taken, f.Taken+len(f.Members), f.Quorum)
@@ -192,13 +205,17 @@ func (f *GroupFailure) Error() string {
 // and every member still held is released. Done is closed once the members have answered their
 // releases. Send it, wait for Done (with a deadline), then stop the actor.
 type GroupClose struct {
+	// Done is closed by the supervisor once the members have answered their releases; it must not be
+	// nil.
 	Done chan struct{}
 }
 
 // GroupRelease drops one hold of the group; the last one releases every member.
 type GroupRelease struct {
 	// Span is the caller's span (nil when none).
-	Span   trace.Span
+	Span trace.Span
+	// Ticket gets the release's one outcome (HoldCount: the group's holds left; ReasonNotHeld when
+	// the group is not held); it must not be nil.
 	Ticket *Ticket
 }
 

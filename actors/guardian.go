@@ -116,6 +116,7 @@ func (g *Guardian) child(ctx actor.Context, m Routed) *child {
 // run the command on the caller's goroutine once the guardian's turn is over (an actor that the
 // guardian posts to inline would hold up the routing of every command while it waits on Redis).
 type Locate struct {
+	// Cmd is the command whose actor is asked for; the guardian does not send it.
 	Cmd  Routed
 	pid  *actor.PID
 	done chan struct{}

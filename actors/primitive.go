@@ -18,7 +18,9 @@ import (
 // its count is zero. It is answered once the permits are taken (or the count is zero), or, without
 // Wait, after one attempt.
 type Take struct {
+	// Name is the semaphore's or latch's name; it must not be empty.
 	Name string
+	// Kind is KindSemaphore, KindPermitSemaphore or KindLatch.
 	Kind Kind
 	// Owner names the taker in events (a handle's owner id).
 	Owner string
@@ -32,7 +34,9 @@ type Take struct {
 	// Started is when the caller asked; events measure the wait from it.
 	Started time.Time
 	// Span is the caller's span (nil when none).
-	Span   trace.Span
+	Span trace.Span
+	// Ticket gets the command's one outcome (Permits: a permit semaphore's taken permits); it must not
+	// be nil. Abandoning it makes the actor drop the command and give back what it obtained for it.
 	Ticket *Ticket
 	// Inline tells that the caller sends the command to the actor itself (see Locate), waits for the
 	// answer on its own goroutine and cannot give up (its context never ends): the actor, when idle,
@@ -93,11 +97,17 @@ const (
 // Operate runs one operation on a semaphore, a permit semaphore or a count-down latch that waits for
 // nothing but Redis' answer.
 type Operate struct {
+	// Name is the semaphore's or latch's name; it must not be empty.
 	Name string
+	// Kind is KindSemaphore, KindPermitSemaphore or KindLatch.
 	Kind Kind
-	Op   PrimitiveOp
-	N    int64
-	TTL  time.Duration
+	// Op is the operation; one that Kind has not gets ErrUnsupportedOp.
+	Op PrimitiveOp
+	// N is the operation's number, as Op's comment says: permits, a count or a delta.
+	N int64
+	// TTL is, for OpTrySet on a semaphore, the expiry of the permit count it sets; 0 or negative
+	// sets none. Other operations ignore it.
+	TTL time.Duration
 	// ID is the permit of OpRelease on a permit semaphore.
 	ID string
 	// RequestID names the operation in its retry latch in Redis: an operation sent again under the
@@ -107,10 +117,12 @@ type Operate struct {
 	// Redis, so a release is not handed off to a local waiter (see handOff) but sent to Redis, whose
 	// retry latch answers for it. NotAfter is when a resent operation is too late to be sent (its
 	// latch may be gone): the actor then answers ErrResendTooLate and sends nothing.
-	Resent   bool
+	Resent bool
+	// NotAfter is the deadline of a Resent operation (see Resent); zero means none.
 	NotAfter time.Time
 	// Owner names the caller in events.
-	Owner  string
+	Owner string
+	// Ticket gets the command's one outcome (OK and Value, as Op says); it must not be nil.
 	Ticket *Ticket
 	// Inline is as for Take.
 	Inline bool

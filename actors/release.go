@@ -235,6 +235,8 @@ type UnlockError struct {
 	Err error
 }
 
+// Error says that the unlock failed, what became of the hold (an inner hold counts as released; the
+// last one expires by Expires unless Unlock is retried), and the Redis error.
 func (e *UnlockError) Error() string {
 	if e.Expires.IsZero() {
 		return fmt.Sprintf("lockwarden: unlock of an inner hold failed; it counts as released, and the outer holds stay held: %v", e.Err)
@@ -243,6 +245,7 @@ func (e *UnlockError) Error() string {
 		e.Expires.Format(time.RFC3339Nano), e.Err)
 }
 
+// Unwrap returns the Redis error, Err.
 func (e *UnlockError) Unwrap() error { return e.Err }
 
 func (a *lockActor) onForceUnlock(m *ForceUnlock) {

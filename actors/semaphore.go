@@ -109,10 +109,13 @@ func unsupported(m *Operate) Outcome {
 
 // ErrUnsupportedOp is the error of an [Operate] whose operation the kind has not.
 type ErrUnsupportedOp struct {
-	Op   PrimitiveOp
+	// Op is the operation asked for.
+	Op PrimitiveOp
+	// Kind is the kind of the semaphore or latch, which has no such operation.
 	Kind Kind
 }
 
+// Error names the operation (by number) and the kind.
 func (e ErrUnsupportedOp) Error() string {
 	return "lockwarden: operation " + strconv.Itoa(int(e.Op)) + " is not one of a " + e.Kind.String()
 }

@@ -27,9 +27,9 @@ type Outcome struct {
 	Tokens []int64
 	// Expires is when a group hold taken with a fixed lease stops being valid; zero for watchdog holds.
 	Expires time.Time
-	// OK and Value are the answer of an Operate: whether it took effect, and the count it read or
-	// left.
-	OK    bool
+	// OK is the yes or no of an Operate: whether it took effect.
+	OK bool
+	// Value is the count an Operate read or left, as its Op says.
 	Value int64
 	// Permits are the permits a Take on a permit semaphore obtained.
 	Permits []Permit

@@ -377,9 +377,11 @@ type GroupError struct {
 
 // MemberError is why a group did not take one of its members.
 type MemberError struct {
-	// Index is the member's position in the group, Name its lock name.
+	// Index is the member's position in the group: the index of its handle in the slice given to
+	// MultiLock or RedLock, from 0.
 	Index int
-	Name  string
+	// Name is the member's lock name.
+	Name string
 	// Err is the reason: [ErrHeldByOther]; [ErrNoAnswer] when the member did not answer within the
 	// node timeout, or for 200 ms or more before the caller left; [ErrNodeRestarted]; a Redis error;
 	// the error of an unusable member handle, such as [ErrClosed].
@@ -389,11 +391,14 @@ type MemberError struct {
 	Pending bool
 }
 
+// Error describes the member and its reason: "member <Index> (<Name>): <Err>".
 func (e MemberError) Error() string { return fmt.Sprintf("member %d (%s): %v", e.Index, e.Name, e.Err) }
 
 // Unwrap returns the member's reason.
 func (e MemberError) Unwrap() error { return e.Err }
 
+// Error says that the group was not obtained ([ErrNotObtained]), how many members the last attempt
+// took of how many it needed, whether it took too long for its lease, and each member's reason.
 func (e *GroupError) Error() string {
 	var b strings.Builder
 	kind := "multilock"

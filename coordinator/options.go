@@ -13,18 +13,30 @@ import (
 
 // Defaults of the coordinator options.
 const (
-	DefaultWatchdogTimeout    = 30 * time.Second
-	DefaultIdleTimeout        = 10 * time.Second
-	DefaultMaxHandoffs        = 8
+	// DefaultWatchdogTimeout is the lease of a lock taken without one, renewed by the watchdog every
+	// third of it, when [WithWatchdogTimeout] is not given: 30s, as in Redisson.
+	DefaultWatchdogTimeout = 30 * time.Second
+	// DefaultIdleTimeout is how long a lock name's actor stays bound to it with no holders and no
+	// waiters, when [WithIdleTimeout] is not given: 10s.
+	DefaultIdleTimeout = 10 * time.Second
+	// DefaultMaxHandoffs is the number of local handoffs in a row after which a release lets other
+	// processes' waiters have their turn, when [WithMaxHandoffs] is not given: 8.
+	DefaultMaxHandoffs = 8
+	// DefaultStopReleaseTimeout is how long Close spends on Redis in all, when
+	// [WithStopReleaseTimeout] is not given: 2s.
 	DefaultStopReleaseTimeout = 2 * time.Second
-	DefaultFairWaitWindow     = 5 * time.Minute
-	// DefaultSyncReplicas and DefaultSyncTimeout are the defaults of [WithReplicaSync]: a majority of
-	// the replicas attached to the master ([MajorityOfReplicas]), within 1s.
+	// DefaultFairWaitWindow is how long a fair lock's waiter keeps its place in the Redis queue without
+	// refreshing it, when [WithFairWaitWindow] is not given: 5 minutes, as in Redisson.
+	DefaultFairWaitWindow = 5 * time.Minute
+	// DefaultSyncReplicas is the replica count of the replica-sync safeguard when [WithReplicaSync]
+	// is not given: a majority of the replicas attached to the master ([MajorityOfReplicas]).
 	DefaultSyncReplicas = redisops.DefaultSyncReplicas
-	DefaultSyncTimeout  = redisops.DefaultSyncTimeout
+	// DefaultSyncTimeout is how long the replica-sync safeguard waits for the replicas to acknowledge
+	// a hold (the WAIT timeout) when [WithReplicaSync] is not given: 1s, Redisson's slavesSyncTimeout.
+	DefaultSyncTimeout = redisops.DefaultSyncTimeout
 )
 
-// MajorityOfReplicas, as the replica count of [WithReplicaSync], asks every new hold to reach a
+// MajorityOfReplicas is the replica count of [WithReplicaSync] that asks every new hold to reach a
 // majority of the replicas attached to the master when the hold is taken: n/2+1 of n (1 of 1, 2 of 2,
 // 2 of 3, 3 of 4, 3 of 5). It is the default.
 const MajorityOfReplicas = redisops.MajorityOfReplicas

@@ -139,8 +139,12 @@ type Status struct {
 
 // Acquired is the reply to an [Acquire] that obtained the lock.
 type Acquired struct {
-	Name  string
-	Kind  Kind
+	// Name is the lock name, as in the Acquire.
+	Name string
+	// Kind is the kind of lock, as in the Acquire.
+	Kind Kind
+	// Owner is the owner id of the hold: the Acquire's Owner, or, when that was empty, the id the
+	// coordinator gave the sender actor (use it to name the hold from another actor).
 	Owner string
 	// Token is the fencing token of this acquisition (0 for a read hold, which gets none).
 	Token int64
@@ -154,8 +158,12 @@ type Acquired struct {
 
 // NotObtained is the reply to an [Acquire] that did not obtain the lock.
 type NotObtained struct {
-	Name  string
-	Kind  Kind
+	// Name is the lock name, as in the Acquire.
+	Name string
+	// Kind is the kind of lock, as in the Acquire.
+	Kind Kind
+	// Owner is the owner id the Acquire was made for: its Owner, or the sender actor's id when that
+	// was empty (as in [Acquired.Owner]).
 	Owner string
 	// Reason is ReasonNotObtained when another owner held the lock for the whole wait, and
 	// ReasonUpgrade when the owner holds read holds of a read-write lock and asked for its write side.
@@ -164,8 +172,12 @@ type NotObtained struct {
 
 // Released is the reply to a [Release] that dropped a hold.
 type Released struct {
-	Name  string
-	Kind  Kind
+	// Name is the lock name, as in the Release.
+	Name string
+	// Kind is the kind of lock, as in the Release.
+	Kind Kind
+	// Owner is the owner id whose hold was dropped: the Release's Owner, or the sender actor's id when
+	// that was empty (as in [Acquired.Owner]).
 	Owner string
 	// HoldCount is the owner's remaining hold count; the lock is free of the owner when it is 0.
 	HoldCount int64
@@ -174,14 +186,20 @@ type Released struct {
 // NotHeld is the reply to a [Release] when the owner does not hold the lock: it never took it,
 // already released it, or its hold was lost.
 type NotHeld struct {
-	Name  string
-	Kind  Kind
+	// Name is the lock name, as in the Release.
+	Name string
+	// Kind is the kind of lock, as in the Release.
+	Kind Kind
+	// Owner is the owner id that holds nothing: the Release's Owner, or the sender actor's id when
+	// that was empty (as in [Acquired.Owner]).
 	Owner string
 }
 
 // ForceUnlocked is the reply to a [ForceUnlock].
 type ForceUnlocked struct {
+	// Name is the lock name, as in the ForceUnlock.
 	Name string
+	// Kind is the kind of lock, as in the ForceUnlock.
 	Kind Kind
 	// Deleted reports whether the lock was held.
 	Deleted bool
@@ -189,8 +207,12 @@ type ForceUnlocked struct {
 
 // StatusReply is the reply to a [Status].
 type StatusReply struct {
-	Name  string
-	Kind  Kind
+	// Name is the lock name, as in the Status.
+	Name string
+	// Kind is the kind of lock, as in the Status.
+	Kind Kind
+	// Owner is the owner id the hold count is of: the Status's Owner, or the sender actor's id when
+	// that was empty (as in [Acquired.Owner]).
 	Owner string
 	// Locked reports whether any owner holds the lock (for a side of a read-write lock: whether the
 	// lock is in that side's mode).
@@ -207,11 +229,16 @@ type StatusReply struct {
 // kind of the owner's holds of the name, a Redis error, or a closed coordinator. Err matches one of the coordinator's sentinel errors with errors.Is (for
 // example coordinator.ErrEmptyName), or wraps the Redis error.
 type Error struct {
+	// Name is the lock name of the request; empty when the request could not be read as a message of
+	// the API (an unknown message type, or a failure of the gateway while handling it).
 	Name string
+	// Kind is the kind of lock of the request; KindPlain (the zero value) when Name is empty.
 	Kind Kind
 	// Request is the message this replies to.
 	Request any
-	Err     error
+	// Err is the cause, never nil in a reply of the coordinator: a sentinel error of package
+	// coordinator (match it with errors.Is), or an error that wraps the Redis error.
+	Err error
 }
 
 // Error returns the text of Err, so that the reply itself can be used as an error.

@@ -109,9 +109,13 @@ const (
 // Event is one change in a lock's life, as seen by the coordinator where it happened. Fields that do
 // not apply to the event's type are zero.
 type Event struct {
+	// Type is what happened; never zero in an event of the coordinator.
 	Type EventType
-	// Name and Kind say which lock.
+	// Name is the lock's name (for EventActorFailed, empty when the actor that failed serves no one
+	// lock).
 	Name string
+	// Kind is the kind of the lock, one of LockPlain, LockFair, LockRead, LockWrite, LockSemaphore,
+	// LockPermitSemaphore and LockLatch; empty for EventActorFailed.
 	Kind LockKind
 	// Owner is the owner id of the hold or waiter (empty for EventForceUnlocked).
 	Owner string

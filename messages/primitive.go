@@ -41,9 +41,15 @@ const (
 // given back when the sender stops; a permit semaphore's watchdog permits are renewed until a Release
 // of their id, or until the coordinator closes.
 type Primitive struct {
+	// Name is the semaphore's or latch's name; it must not be empty ([*Error] matching
+	// coordinator.ErrEmptyName).
 	Name string
+	// Kind is KindSemaphore, KindPermitSemaphore or KindLatch; another kind gets an [*Error] matching
+	// coordinator.ErrInvalidKind.
 	Kind Kind
-	Op   PrimitiveOp
+	// Op is the operation; one that Kind has not (see the operations' comments), or the zero value,
+	// gets an [*Error] matching coordinator.ErrInvalidMessage.
+	Op PrimitiveOp
 	// N is the number of permits, the count, or the delta, as Op says.
 	N int64
 	// Wait bounds OpAcquire and OpAwait: 0 makes one attempt, a positive duration waits up to that
@@ -57,9 +63,12 @@ type Primitive struct {
 
 // PrimitiveReply is the reply to a [Primitive] message that was carried out.
 type PrimitiveReply struct {
+	// Name is the name, as in the Primitive.
 	Name string
+	// Kind is the kind, as in the Primitive.
 	Kind Kind
-	Op   PrimitiveOp
+	// Op is the operation that was carried out, as in the Primitive.
+	Op PrimitiveOp
 	// OK is the operation's yes or no: taken, set, zero reached, deleted.
 	OK bool
 	// Value is the count that OpAvailable read or OpDrain took.

@@ -181,7 +181,10 @@ func (o *Ops) fairAcquire(ctx context.Context, name, owner string, lease, waitWi
 
 // FairPlace names a waiter of a fair lock whose place [Ops.FairRefresh] keeps alive.
 type FairPlace struct {
-	Owner      string
+	// Owner is the waiter's owner id, as it queued.
+	Owner string
+	// WaitWindow is the waiter's window: its deadline is raised to this long from now (rounded up to
+	// whole milliseconds).
 	WaitWindow time.Duration
 }
 

@@ -14,7 +14,8 @@ import (
 // JournalEntry is one lock event read back from an event journal: a Redis Stream entry.
 type JournalEntry struct {
 	// ID is the stream entry's id, to resume reading after it.
-	ID    string
+	ID string
+	// Event is the event the entry holds, every field read back as [AppendEvents] wrote it.
 	Event messages.Event
 }
 

@@ -204,7 +204,10 @@ func (o *Ops) AcquireNamed(ctx context.Context, n *Names, owner string, lease ti
 
 // Handoff names the owner that takes the lock in the same call when a release frees it.
 type Handoff struct {
+	// Owner is the owner id that gets the lock; empty means no handoff (the release publishes an
+	// unlock notice).
 	Owner string
+	// Lease is the new hold's lease, rounded up to whole milliseconds (at least 1 ms).
 	Lease time.Duration
 	// OnlyIfAlone hands the lock off only if no other client is subscribed to the lock's channel
 	// besides the caller's own subscription; otherwise the release publishes an unlock notice. The

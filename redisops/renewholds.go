@@ -23,9 +23,14 @@ var (
 // Hold is one watchdog hold for [Ops.RenewHolds]: the owner's hold of a kind on the lock name, to be
 // renewed to lease.
 type Hold struct {
-	Name  string
+	// Name is the lock name.
+	Name string
+	// Owner is the owner id whose hold is renewed.
 	Owner string
-	Kind  RenewKind
+	// Kind says which kind of hold, and so which renewal script; an unknown kind gets
+	// [ErrInvalidRenewal].
+	Kind RenewKind
+	// Lease is the hold's new lease from now, rounded up to whole milliseconds (at least 1 ms).
 	Lease time.Duration
 }
 

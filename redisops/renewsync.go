@@ -162,8 +162,12 @@ const (
 
 // Renewal is one renewal of [Ops.RenewMany].
 type Renewal struct {
+	// Owner is the owner id whose hold is renewed.
 	Owner string
-	Kind  RenewKind
+	// Kind says which kind of hold, and so which renewal script; an unknown kind gets
+	// [ErrInvalidRenewal].
+	Kind RenewKind
+	// Lease is the hold's new lease from now, rounded up to whole milliseconds (at least 1 ms).
 	Lease time.Duration
 }
 

@@ -57,19 +57,38 @@ import (
 // ScopeName is the instrumentation scope of lockwarden's tracer and meter.
 const ScopeName = "github.com/lockwarden/lockwarden"
 
-// Attribute keys.
+// Attribute keys of lockwarden's spans and metrics.
 const (
-	AttrLockName      = attribute.Key("lockwarden.lock.name")
-	AttrLockKind      = attribute.Key("lockwarden.lock.kind")
-	AttrLockOwner     = attribute.Key("lockwarden.lock.owner")
-	AttrOutcome       = attribute.Key("lockwarden.lock.outcome")
-	AttrToken         = attribute.Key("lockwarden.lock.token")
-	AttrAttempts      = attribute.Key("lockwarden.lock.attempts")
-	AttrHolds         = attribute.Key("lockwarden.lock.hold_count")
-	AttrMember        = attribute.Key("lockwarden.group.member")
-	AttrMembers       = attribute.Key("lockwarden.group.members")
+	// AttrLockName is the lock name (a string), on spans and metrics only with [Config.LockNames];
+	// a group's spans and metrics have none.
+	AttrLockName = attribute.Key("lockwarden.lock.name")
+	// AttrLockKind is the kind of lock (a string, a [messages.LockKind]: plain, fair, read, write,
+	// read-write, semaphore, permit-semaphore, latch, multilock or redlock), on every span and metric.
+	AttrLockKind = attribute.Key("lockwarden.lock.kind")
+	// AttrLockOwner is the owner id of the hold (a string), on the spans of a handle that has one.
+	AttrLockOwner = attribute.Key("lockwarden.lock.owner")
+	// AttrOutcome is how an acquire call ended (a string, one of the Outcome constants), on its span
+	// and on the acquire-duration and acquisitions metrics.
+	AttrOutcome = attribute.Key("lockwarden.lock.outcome")
+	// AttrToken is the fencing token of an acquisition (an int64), on the acquire span when the call
+	// got the lock with a token (never 0: a read hold, which has none, goes without).
+	AttrToken = attribute.Key("lockwarden.lock.token")
+	// AttrAttempts is how many Redis attempts an acquire call, or a group member, took (an int, from
+	// 1), on the acquire span when known and on each lockwarden.group.member span.
+	AttrAttempts = attribute.Key("lockwarden.lock.attempts")
+	// AttrHolds names an owner's hold count (an int). lockwarden sets it on no span or metric; it is
+	// kept so that code that names it still compiles.
+	AttrHolds = attribute.Key("lockwarden.lock.hold_count")
+	// AttrMember is a group member's position in its group (an int, from 0), on each
+	// lockwarden.group.member span.
+	AttrMember = attribute.Key("lockwarden.group.member")
+	// AttrMembers is the number of members of a group (an int), on the group's acquire span.
+	AttrMembers = attribute.Key("lockwarden.group.members")
+	// AttrRenewalResult is the result of a watchdog renewal (a string, "ok" or "failed"), on the
+	// lockwarden.lock.renewals counter.
 	AttrRenewalResult = attribute.Key("lockwarden.renewal.result")
-	AttrRenewed       = attribute.Key("lockwarden.renewal.count")
+	// AttrRenewed is how many holds a watchdog tick renewed (an int), on its lockwarden.renew span.
+	AttrRenewed = attribute.Key("lockwarden.renewal.count")
 	// AttrHandoff marks the lockwarden.redis.acquire event of an attempt that was a handoff: another
 	// owner's release gave the lock to the waiter in the same Redis call (a local handoff, or a fair
 	// lock's grant notice from any process).
@@ -78,17 +97,26 @@ const (
 
 // Outcomes of an acquire call (the values of lockwarden.lock.outcome).
 const (
-	OutcomeAcquired    = "acquired"
+	// OutcomeAcquired: the call got the lock.
+	OutcomeAcquired = "acquired"
+	// OutcomeNotObtained: another owner held the lock for the whole wait (or a TryLock's one attempt).
 	OutcomeNotObtained = "not_obtained"
-	OutcomeTimedOut    = "timed_out"
-	OutcomeError       = "error"
+	// OutcomeTimedOut: the caller's context was canceled or passed its deadline before the lock was
+	// obtained.
+	OutcomeTimedOut = "timed_out"
+	// OutcomeError: the call failed with an error other than those above (invalid input, a Redis
+	// error, a closed coordinator).
+	OutcomeError = "error"
 )
 
 // Config configures New.
 type Config struct {
-	// TracerProvider and MeterProvider default to the global ones.
+	// TracerProvider makes the tracer of lockwarden's spans; nil means the global one
+	// (otel.GetTracerProvider), whose tracers forward to an SDK installed after New.
 	TracerProvider trace.TracerProvider
-	MeterProvider  metric.MeterProvider
+	// MeterProvider makes the meter of lockwarden's metrics; nil means the global one
+	// (otel.GetMeterProvider).
+	MeterProvider metric.MeterProvider
 	// LockNames adds the lock name to spans and metrics as lockwarden.lock.name. Names can have
 	// unbounded cardinality, which metric backends handle badly, so it is off by default.
 	LockNames bool

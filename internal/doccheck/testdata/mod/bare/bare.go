@@ -1,0 +1,4 @@
+package bare
+
+// Good has a doc comment.
+func Good() {}
