@@ -155,13 +155,14 @@ func (h *HeldKinds) otherFamily(name, owner string, k Kind) bool {
 type OwnerState struct {
 	// Name is the lock name and Owner the owner id.
 	Name, Owner string
-	// Held are the kinds of lock the owner holds on the name, since HeldSince (when its first hold of
-	// them was granted).
-	Held      []Kind
+	// Held are the kinds of lock the owner holds on the name.
+	Held []Kind
+	// HeldSince is when the first of the owner's holds of those kinds was granted; zero when none is.
 	HeldSince time.Time
 	// Waiting counts the owner's acquisitions of each kind asked for and not answered yet (waiting,
-	// or under way), the first of which was asked for at WaitingSince.
-	Waiting      map[Kind]int
+	// or under way).
+	Waiting map[Kind]int
+	// WaitingSince is when the first of them was asked for; zero when none waits.
 	WaitingSince time.Time
 }
 

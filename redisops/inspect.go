@@ -148,15 +148,19 @@ type Inspection struct {
 	WriteIntent string `json:"write_intent,omitempty"`
 	// Queue are the waiters of a fair lock in the order they get it.
 	Queue []Waiter `json:"queue,omitempty"`
-	// Token is the fencing-token counter: the last token handed out on the name (0 when none was).
+	// Token is the value of the name's fencing-token counter (redisson_lock_token:{N}): the last token
+	// handed out on the name, while the counter exists; 0 when it does not. lockwarden's tokens follow
+	// the server's clock, so its counter is kept only [DefaultTokenExpiry] past that clock (for good
+	// with persistent tokens); Redisson's RFencedLock keeps it for good.
 	Token int64 `json:"token,omitempty"`
 	// Count is the number stored for a semaphore (available permits, permit semaphores included) or a
 	// latch (its count).
 	Count int64 `json:"count,omitempty"`
 	// Permits are a permit semaphore's acquired permits, soonest expiry first, at most
-	// [InspectLimit]; AcquiredPermits is how many there are in all.
-	Permits         []AcquiredPermit `json:"permits,omitempty"`
-	AcquiredPermits int64            `json:"acquired_permits,omitempty"`
+	// [InspectLimit].
+	Permits []AcquiredPermit `json:"permits,omitempty"`
+	// AcquiredPermits is how many permits of a permit semaphore are acquired in all.
+	AcquiredPermits int64 `json:"acquired_permits,omitempty"`
 	// Subscribers counts the client connections subscribed to the name's channels: the processes that
 	// wait for it, or listen to it. In Redis Cluster it adds up the nodes' counts.
 	Subscribers int64 `json:"subscribers"`
