@@ -109,6 +109,16 @@ var (
 	// hand (a batch of read calls being settled) are answered as usual.
 	ErrActorFailed = actors.ErrActorFailed
 
+	// ErrLockLost says that a hold ended while [Mutex.Do] (or [RWMutex.Do], [RWMutex.RDo], [Group.Do])
+	// ran its function: its Done channel closed because a renewal found the hold gone, its lease ran
+	// out, it was force-unlocked, or the coordinator closed. It is the cause (context.Cause) of the
+	// context the function was given, which is cancelled at that moment, and the error Do returns
+	// then matches it too, joined with the function's error.
+	ErrLockLost = errors.New("lockwarden: lock lost while held")
+	// ErrNilFunc is returned by [Mutex.Do] (and [RWMutex.Do], [RWMutex.RDo], [Group.Do]) for a nil
+	// function: nothing is locked, nothing is run.
+	ErrNilFunc = errors.New("lockwarden: nil function")
+
 	// ErrResendTooLate is the error of a semaphore's or latch's operation that failed on a connection
 	// error and was sent again, when the resend reached the name's actor too late to be sent to
 	// Redis under its request id (its retry latch may be gone): whether the first run took effect is

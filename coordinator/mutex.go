@@ -263,12 +263,18 @@ func ownWaitRanOut(ctx context.Context) func(bool, error) (bool, error) {
 // acquire asks the lock actor for one hold. lease 0 means a watchdog hold. window is the wait window of
 // a fair lock's waiter, 0 for the coordinator's default. When leaveCtx is not nil and ctx ends while a
 // fair waiter waits, acquire returns only once the waiter has left the Redis queue, or leaveCtx ends.
-func (m *Mutex) acquire(ctx context.Context, lease time.Duration, wait bool, window time.Duration, leaveCtx context.Context) (ok bool, err error) {
+func (m *Mutex) acquire(ctx context.Context, lease time.Duration, wait bool, window time.Duration, leaveCtx context.Context) (bool, error) {
+	ok, _, err := m.take(ctx, lease, wait, window, leaveCtx)
+	return ok, err
+}
+
+// take is acquire that also returns the Done channel of the hold it got (nil when it got none).
+func (m *Mutex) take(ctx context.Context, lease time.Duration, wait bool, window time.Duration, leaveCtx context.Context) (ok bool, done <-chan struct{}, err error) {
 	if err := m.usable(ctx); err != nil {
 		if ctx.Err() != nil && err == ctx.Err() {
-			return false, errors.Join(ErrNotObtained, err)
+			return false, nil, errors.Join(ErrNotObtained, err)
 		}
-		return false, err
+		return false, nil, err
 	}
 	ctx, op := m.c.tel.StartAcquire(ctx, m.span)
 	var o actors.Outcome
@@ -294,20 +300,20 @@ func (m *Mutex) acquire(ctx context.Context, lease time.Duration, wait bool, win
 		if last != nil {
 			// The wait ended while Redis failed: say so, rather than "not obtained" alone, which
 			// reads as another owner holding the lock.
-			return false, errors.Join(ErrNotObtained, waitFailure{last}, errors.Unwrap(err))
+			return false, nil, errors.Join(ErrNotObtained, waitFailure{last}, errors.Unwrap(err))
 		}
-		return false, errors.Join(ErrNotObtained, errors.Unwrap(err))
+		return false, nil, errors.Join(ErrNotObtained, errors.Unwrap(err))
 	}
 	switch o.Reason {
 	case messages.ReasonNone:
 		m.recordHold(o)
-		return true, nil
+		return true, o.Done, nil
 	case messages.ReasonNotObtained:
-		return false, nil
+		return false, nil, nil
 	case messages.ReasonRedis:
-		return false, errors.Join(ErrNotObtained, o.Err)
+		return false, nil, errors.Join(ErrNotObtained, o.Err)
 	default:
-		return false, outcomeError(o)
+		return false, nil, outcomeError(o)
 	}
 }
 
