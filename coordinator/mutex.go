@@ -415,6 +415,51 @@ func (m *Mutex) Unlock(ctx context.Context) (err error) {
 	return outcomeError(o)
 }
 
+// Extend sets the remaining lease of the handle's current hold to lease from now, for a hold taken
+// with a fixed lease ([WithLease], or TryLock with [Lease]): afterwards the lock expires lease from
+// now unless it is released first, and [Mutex.Done] closes at that new deadline rather than the
+// former one. It is Redisson's re-acquisition with a new lease, minus the extra hold: the hold count
+// stays, and the unlocks of the inner holds of a re-entered lock reset its expiry to the new lease.
+// The lease may be shorter than what is left: the hold then ends sooner.
+//
+// lease must be at least [MinLease] and at most [MaxDuration], or Extend returns [ErrInvalidLease]
+// before anything else. It returns [ErrNotHeld] when the owner holds nothing through this
+// coordinator: it never took the lock, released it (a last Unlock that failed counts, as for
+// Unlock), or lost it (its lease ran out, also while the extension was on its way, a force unlock, a
+// release through a shared owner id elsewhere). It returns [ErrWatchdogHold], and changes nothing,
+// for a hold that the watchdog renews (taken without a fixed lease, or re-entered without one once):
+// the watchdog keeps such a hold for as long as it is held.
+//
+// The new lease counts from when the call was sent, less the drift allowance, as an acquisition's.
+// A Redis error leaves the hold with the deadline it had (cut to the new lease's, if that is
+// shorter), since Redis may or may not have the new lease; when the hold then runs out, what Redis
+// may keep of it is given back. With replica sync ([WithReplicaSync]), an extension that too few
+// replicas acknowledged returns an error matching [ErrNotSynced], and the hold is treated the same
+// way: it stays held, and Extend may be called again. If ctx ends before the answer, Extend returns
+// ctx.Err(), and the extension may still take effect. [ErrClosed] after Close.
+//
+// On the read side of an [RWMutex], Extend sets the lease of each of the owner's read holds; the
+// lock's own expiry in Redis is raised to the new lease if it is shorter, and never cut, as by a read
+// acquisition (it follows the longest read hold, and comes forward when a read hold is released). On
+// the write side, the owner's read holds (a downgrade) keep their leases, and so the lock's expiry,
+// if longer. A shorter lease may thus leave the lock's key in Redis for its former expiry, with no
+// hold in it: other owners get the lock late, never early. So may waiters in other processes, which
+// wait for an unlock notice or the lease they were told; an Unlock publishes the notice.
+func (m *Mutex) Extend(ctx context.Context, lease time.Duration) error {
+	if lease < MinLease || lease > MaxDuration {
+		return fmt.Errorf("%w: %v", ErrInvalidLease, lease)
+	}
+	if err := m.usable(ctx); err != nil {
+		return err
+	}
+	cmd := &actors.Extend{Name: m.name, Kind: m.kind, Owner: m.owner, Lease: lease, Route: m.route, Ticket: actors.NewTicket()}
+	o, err := m.c.do(ctx, cmd, cmd.Ticket)
+	if err != nil {
+		return errors.Unwrap(err)
+	}
+	return outcomeError(o)
+}
+
 // ForceUnlock frees the lock whoever holds it and wakes its waiters, like Redisson's forceUnlock. It
 // reports whether the lock was held. It returns [ErrKindMismatch], and frees nothing, when the name is
 // held as a lock of the other family (a read-write lock, for a plain or fair m; a plain or fair lock, for
