@@ -427,7 +427,7 @@ func (m *Mutex) Unlock(ctx context.Context) (err error) {
 // coordinator: it never took the lock, released it (a last Unlock that failed counts, as for
 // Unlock), or lost it (its lease ran out, also while the extension was on its way, a force unlock, a
 // release through a shared owner id elsewhere). It returns [ErrWatchdogHold], and changes nothing,
-// for a hold that the watchdog renews (taken without a fixed lease, or re-entered without one once):
+// for a hold that the watchdog renews (taken without a fixed lease, or re-entered once by a call without one):
 // the watchdog keeps such a hold for as long as it is held.
 //
 // The new lease counts from when the call was sent, less the drift allowance, as an acquisition's.
