@@ -419,16 +419,18 @@ func (m *Mutex) Unlock(ctx context.Context) (err error) {
 // with a fixed lease ([WithLease], or TryLock with [Lease]): afterwards the lock expires lease from
 // now unless it is released first, and [Mutex.Done] closes at that new deadline rather than the
 // former one. It is Redisson's re-acquisition with a new lease, minus the extra hold: the hold count
-// stays, and the unlocks of the inner holds of a re-entered lock reset its expiry to the new lease.
-// The lease may be shorter than what is left: the hold then ends sooner.
+// stays, and the unlocks of the inner holds of a re-entered lock use the new lease. The lease may be
+// shorter than what is left: the hold then ends sooner, and waiters in other processes, which wait
+// for an unlock notice or for the lease they were told, may try again only then (an Unlock publishes
+// the notice).
 //
 // lease must be at least [MinLease] and at most [MaxDuration], or Extend returns [ErrInvalidLease]
 // before anything else. It returns [ErrNotHeld] when the owner holds nothing through this
 // coordinator: it never took the lock, released it (a last Unlock that failed counts, as for
 // Unlock), or lost it (its lease ran out, also while the extension was on its way, a force unlock, a
 // release through a shared owner id elsewhere). It returns [ErrWatchdogHold], and changes nothing,
-// for a hold that the watchdog renews (taken without a fixed lease, or re-entered once by a call without one):
-// the watchdog keeps such a hold for as long as it is held.
+// for a hold that the watchdog renews (taken without a fixed lease, or re-entered once by a call
+// without one): the watchdog keeps such a hold for as long as it is held.
 //
 // The new lease counts from when the call was sent, less the drift allowance, as an acquisition's.
 // A Redis error leaves the hold with the deadline it had (cut to the new lease's, if that is
@@ -442,9 +444,8 @@ func (m *Mutex) Unlock(ctx context.Context) (err error) {
 // lock's own expiry in Redis is raised to the new lease if it is shorter, and never cut, as by a read
 // acquisition (it follows the longest read hold, and comes forward when a read hold is released). On
 // the write side, the owner's read holds (a downgrade) keep their leases, and so the lock's expiry,
-// if longer. A shorter lease may thus leave the lock's key in Redis for its former expiry, with no
-// hold in it: other owners get the lock late, never early. So may waiters in other processes, which
-// wait for an unlock notice or the lease they were told; an Unlock publishes the notice.
+// if longer. On a read-write lock, a shorter lease may thus leave the lock's key in Redis until its
+// former expiry, with no live hold in it: other owners get the lock late, never early.
 func (m *Mutex) Extend(ctx context.Context, lease time.Duration) error {
 	if lease < MinLease || lease > MaxDuration {
 		return fmt.Errorf("%w: %v", ErrInvalidLease, lease)
