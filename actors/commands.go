@@ -117,6 +117,18 @@ type ForceUnlock struct {
 	Ticket *Ticket
 }
 
+// Extend sets the lease of Owner's hold of Kind on the lock Name, a hold with a fixed lease, to Lease
+// from now (see lockActor.onExtend).
+type Extend struct {
+	Name   string
+	Kind   Kind
+	Owner  string
+	Lease  time.Duration
+	Ticket *Ticket
+	// Route is RouteKey(Kind, Name), or empty (see Acquire.Route).
+	Route string
+}
+
 // Abandon tells the actor that the caller of Ticket gave up, so a queued waiter can leave the queue
 // (and, for a fair lock, its place in the Redis queue). Ack, when not nil, is delivered once the
 // actor has done so.
@@ -152,6 +164,13 @@ func (m *ForceUnlock) routeKey() string { return RouteKey(m.Kind, m.Name) }
 
 func (m *Abandon) routeKey() string { return RouteKey(m.Kind, m.Name) }
 
+func (m *Extend) routeKey() string {
+	if m.Route != "" {
+		return m.Route
+	}
+	return RouteKey(m.Kind, m.Name)
+}
+
 // LockName implements Routed.
 func (m *Acquire) LockName() string { return m.Name }
 
@@ -169,6 +188,12 @@ func (m *ForceUnlock) LockName() string { return m.Name }
 
 // LockKind implements Routed.
 func (m *ForceUnlock) LockKind() Kind { return m.Kind }
+
+// LockName implements Routed.
+func (m *Extend) LockName() string { return m.Name }
+
+// LockKind implements Routed.
+func (m *Extend) LockKind() Kind { return m.Kind }
 
 // LockName implements Routed.
 func (m *Abandon) LockName() string { return m.Name }

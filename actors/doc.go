@@ -23,9 +23,10 @@
 // that cannot go along with the call in flight wait in a stash, in order. The watchdog's renewals go
 // through [Env.Renewals] and come back the same way. The other calls are made on the actor's turn,
 // which waits for Redis: the attempts of queued waiters, every call of a fair lock and of a write
-// lock, force unlock, giving back a hold that was lost or answered late, and keeping a waiting
-// writer's intent. A panic while the actor handles a message, or on a call's goroutine, is recovered:
-// the callers it concerns get [ErrActorFailed], and the stash is replayed once no call is in flight.
+// lock, force unlock, an Extend of a hold with a fixed lease, giving back a hold that was lost or
+// answered late, and keeping a waiting writer's intent. A panic while the actor handles a message, or
+// on a call's goroutine, is recovered: the callers it concerns get [ErrActorFailed], and the stash is
+// replayed once no call is in flight.
 //
 // When a local holder of a plain lock releases while a local waiter is queued, the release script hands
 // the lock to the head waiter in the same round trip (a local handoff). After [Env.MaxHandoffs] handoffs in a row, the

@@ -158,6 +158,8 @@ func commandTicket(msg any) *Ticket {
 		return m.Ticket
 	case *ForceUnlock:
 		return m.Ticket
+	case *Extend:
+		return m.Ticket
 	case *GroupAcquire:
 		return m.Ticket
 	case *GroupRelease:

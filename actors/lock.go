@@ -404,6 +404,9 @@ func (a *lockActor) handle(ctx actor.Context, msg any) {
 	case *ForceUnlock:
 		a.routed++
 		a.onForceUnlock(m)
+	case *Extend:
+		a.routed++
+		a.onExtend(m)
 	case *Abandon:
 		a.routed++
 		a.onAbandon(m)

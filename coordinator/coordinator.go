@@ -141,7 +141,11 @@ func New(client redis.UniversalClient, opts ...Option) (*Coordinator, error) {
 	}
 	c.events = newEventHub(system.EventStream, base, journal, c.stop)
 	c.failures = &actors.Failures{Logger: o.logger, Events: eventSink{hub: c.events}, CoordinatorID: c.id, Inject: o.inject}
-	c.pool = actors.NewWorkerPool(workerPoolSize(), 300)
+	workers := o.workers
+	if workers == 0 {
+		workers = workerPoolSize()
+	}
+	c.pool = actors.NewWorkerPool(workers, 300)
 	c.renewals = actors.NewRenewals(c.ops, lifetime, renewalLinger(o.watchdogTimeout))
 	c.bridge = system.Root.Spawn(actors.NewBridgeProps(client, deployment, lifetime, o.logger, c.stop, c.failures))
 	c.guardian = system.Root.Spawn(actors.NewGuardianProps(&actors.Env{
@@ -185,8 +189,8 @@ func (c *Coordinator) PID() *actor.PID { return c.gateway }
 // EventStream (see [Coordinator.Subscribe]). Do not shut the coordinator's own system down: Close does.
 func (c *Coordinator) ActorSystem() *actor.ActorSystem { return c.system }
 
-// workerPoolSize is the number of warm goroutines that run lock actors: enough for every core to be
-// busy while many lock actors wait on Redis.
+// workerPoolSize is the default number of warm goroutines that run the actors (see WithWorkers):
+// enough for every core to be busy while many lock actors wait on Redis.
 func workerPoolSize() int { return 16 * runtime.GOMAXPROCS(0) }
 
 // isNil reports whether client is nil, including a typed nil pointer in the interface.

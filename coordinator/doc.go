@@ -13,6 +13,10 @@
 //	if err := m.Lock(ctx); err != nil { ... }
 //	defer m.Unlock(ctx)
 //
+// or, in one call that also cancels the work's context when the lock is lost ([Mutex.Do]):
+//
+//	err := m.Do(ctx, func(ctx context.Context) error { return work(ctx) })
+//
 // # Options
 //
 // Every option type ([Option], [MutexOption], [GroupOption], [TryOption]) has one shape: a function

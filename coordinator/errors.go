@@ -62,7 +62,9 @@ var (
 	// replicas than required acknowledged it within the sync timeout ([WithReplicaSync]). The hold was
 	// given back before the call returned, so a failover cannot hand the lock to a second owner behind
 	// the caller's back; the caller does not hold the lock and may try again. A waiting Lock fails with
-	// it too, rather than retrying for as long as the replicas lag.
+	// it too, rather than retrying for as long as the replicas lag. [Mutex.Extend] returns it when the
+	// master took the new lease but too few replicas acknowledged it: there the hold is kept, with the
+	// deadline it had (or the new lease's, if shorter).
 	ErrNotSynced = redisops.ErrNotSynced
 	// ErrWrongType is returned when a key of the lock holds another type of data than the lock keeps
 	// there: the lock's name is another lock's internal key (such as "redisson_lock_token:{X}", the
@@ -111,6 +113,21 @@ var (
 	// acquisition that was granted after all is given back. The other calls that the actor had in
 	// hand (a batch of read calls being settled) are answered as usual.
 	ErrActorFailed = actors.ErrActorFailed
+
+	// ErrLockLost says that a hold ended while [Mutex.Do] (or [RWMutex.Do], [RWMutex.RDo], [Group.Do])
+	// ran its function: its Done channel closed because a renewal found the hold gone, its lease ran
+	// out, it was force-unlocked, or the coordinator closed. It is the cause (context.Cause) of the
+	// context the function was given, which is cancelled at that moment, and the error Do returns
+	// then matches it too, joined with the function's error.
+	ErrLockLost = errors.New("lockwarden: lock lost while held")
+	// ErrNilFunc is returned by [Mutex.Do] (and [RWMutex.Do], [RWMutex.RDo], [Group.Do]) for a nil
+	// function: nothing is locked, nothing is run.
+	ErrNilFunc = errors.New("lockwarden: nil function")
+
+	// ErrWatchdogHold is returned by [Mutex.Extend] for a hold that the watchdog renews (taken without
+	// a fixed lease): the watchdog keeps it for as long as it is held, and Extend changes nothing.
+	// Take the lock with [WithLease] or [Lease] to set its lease yourself.
+	ErrWatchdogHold = actors.ErrWatchdogHold
 
 	// ErrResendTooLate is the error of a semaphore's or latch's operation that failed on a connection
 	// error and was sent again, when the resend reached the name's actor too late to be sent to

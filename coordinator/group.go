@@ -488,12 +488,18 @@ func (g *Group) leave(ticket *actors.Ticket, waitCtx context.Context) *GroupErro
 	return nil
 }
 
-func (g *Group) acquire(ctx context.Context, lease time.Duration, wait bool, deadline time.Time, leaveCtx context.Context) (ok bool, err error) {
+func (g *Group) acquire(ctx context.Context, lease time.Duration, wait bool, deadline time.Time, leaveCtx context.Context) (bool, error) {
+	ok, _, err := g.take(ctx, lease, wait, deadline, leaveCtx)
+	return ok, err
+}
+
+// take is acquire that also returns the Done channel of the hold it got (nil when it got none).
+func (g *Group) take(ctx context.Context, lease time.Duration, wait bool, deadline time.Time, leaveCtx context.Context) (ok bool, done <-chan struct{}, err error) {
 	if err := g.usable(ctx); err != nil {
 		if ctx.Err() != nil && err == ctx.Err() {
-			return false, errors.Join(ErrNotObtained, err)
+			return false, nil, errors.Join(ErrNotObtained, err)
 		}
-		return false, err
+		return false, nil, err
 	}
 	kind := messages.LockMultiLock
 	if g.redLock {
@@ -512,26 +518,26 @@ func (g *Group) acquire(ctx context.Context, lease time.Duration, wait bool, dea
 	o, err = g.c.ask(ctx, g.pid, cmd, cmd.Ticket)
 	if err != nil {
 		if why := g.leave(cmd.Ticket, leaveCtx); why != nil {
-			return false, errors.Join(why, err)
+			return false, nil, errors.Join(why, err)
 		}
-		return false, errors.Join(ErrNotObtained, err)
+		return false, nil, errors.Join(ErrNotObtained, err)
 	}
 	switch o.Reason {
 	case messages.ReasonNone:
 		g.mu.Lock()
 		g.token, g.tokens, g.done, g.expires = o.Token, o.Tokens, o.Done, o.Expires
 		g.mu.Unlock()
-		return true, nil
+		return true, o.Done, nil
 	case messages.ReasonNotObtained:
 		if why := g.groupError(o.Err); why != nil && !why.contended() {
-			return false, why
+			return false, nil, why
 		}
-		return false, nil
+		return false, nil, nil
 	default:
 		if why := g.groupError(o.Err); why != nil {
-			return false, why
+			return false, nil, why
 		}
-		return false, outcomeError(o)
+		return false, nil, outcomeError(o)
 	}
 }
 

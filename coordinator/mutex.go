@@ -263,12 +263,18 @@ func ownWaitRanOut(ctx context.Context) func(bool, error) (bool, error) {
 // acquire asks the lock actor for one hold. lease 0 means a watchdog hold. window is the wait window of
 // a fair lock's waiter, 0 for the coordinator's default. When leaveCtx is not nil and ctx ends while a
 // fair waiter waits, acquire returns only once the waiter has left the Redis queue, or leaveCtx ends.
-func (m *Mutex) acquire(ctx context.Context, lease time.Duration, wait bool, window time.Duration, leaveCtx context.Context) (ok bool, err error) {
+func (m *Mutex) acquire(ctx context.Context, lease time.Duration, wait bool, window time.Duration, leaveCtx context.Context) (bool, error) {
+	ok, _, err := m.take(ctx, lease, wait, window, leaveCtx)
+	return ok, err
+}
+
+// take is acquire that also returns the Done channel of the hold it got (nil when it got none).
+func (m *Mutex) take(ctx context.Context, lease time.Duration, wait bool, window time.Duration, leaveCtx context.Context) (ok bool, done <-chan struct{}, err error) {
 	if err := m.usable(ctx); err != nil {
 		if ctx.Err() != nil && err == ctx.Err() {
-			return false, errors.Join(ErrNotObtained, err)
+			return false, nil, errors.Join(ErrNotObtained, err)
 		}
-		return false, err
+		return false, nil, err
 	}
 	ctx, op := m.c.tel.StartAcquire(ctx, m.span)
 	var o actors.Outcome
@@ -294,20 +300,20 @@ func (m *Mutex) acquire(ctx context.Context, lease time.Duration, wait bool, win
 		if last != nil {
 			// The wait ended while Redis failed: say so, rather than "not obtained" alone, which
 			// reads as another owner holding the lock.
-			return false, errors.Join(ErrNotObtained, waitFailure{last}, errors.Unwrap(err))
+			return false, nil, errors.Join(ErrNotObtained, waitFailure{last}, errors.Unwrap(err))
 		}
-		return false, errors.Join(ErrNotObtained, errors.Unwrap(err))
+		return false, nil, errors.Join(ErrNotObtained, errors.Unwrap(err))
 	}
 	switch o.Reason {
 	case messages.ReasonNone:
 		m.recordHold(o)
-		return true, nil
+		return true, o.Done, nil
 	case messages.ReasonNotObtained:
-		return false, nil
+		return false, nil, nil
 	case messages.ReasonRedis:
-		return false, errors.Join(ErrNotObtained, o.Err)
+		return false, nil, errors.Join(ErrNotObtained, o.Err)
 	default:
-		return false, outcomeError(o)
+		return false, nil, outcomeError(o)
 	}
 }
 
@@ -402,6 +408,52 @@ func (m *Mutex) Unlock(ctx context.Context) (err error) {
 	call := new(releaseCall) // the command and its ticket in one allocation
 	cmd := &call.cmd
 	*cmd = actors.Release{Name: m.name, Kind: m.kind, Owner: m.owner, Span: op.Span(), Route: m.route, Ticket: call.ticket.Init()}
+	o, err := m.c.do(ctx, cmd, cmd.Ticket)
+	if err != nil {
+		return errors.Unwrap(err)
+	}
+	return outcomeError(o)
+}
+
+// Extend sets the remaining lease of the handle's current hold to lease from now, for a hold taken
+// with a fixed lease ([WithLease], or TryLock with [Lease]): afterwards the lock expires lease from
+// now unless it is released first, and [Mutex.Done] closes at that new deadline rather than the
+// former one. It is Redisson's re-acquisition with a new lease, minus the extra hold: the hold count
+// stays, and the unlocks of the inner holds of a re-entered lock use the new lease. The lease may be
+// shorter than what is left: the hold then ends sooner, and waiters in other processes, which wait
+// for an unlock notice or for the lease they were told, may try again only then (an Unlock publishes
+// the notice).
+//
+// lease must be at least [MinLease] and at most [MaxDuration], or Extend returns [ErrInvalidLease]
+// before anything else. It returns [ErrNotHeld] when the owner holds nothing through this
+// coordinator: it never took the lock, released it (a last Unlock that failed counts, as for
+// Unlock), or lost it (its lease ran out, also while the extension was on its way, a force unlock, a
+// release through a shared owner id elsewhere). It returns [ErrWatchdogHold], and changes nothing,
+// for a hold that the watchdog renews (taken without a fixed lease, or re-entered once by a call
+// without one): the watchdog keeps such a hold for as long as it is held.
+//
+// The new lease counts from when the call was sent, less the drift allowance, as an acquisition's.
+// A Redis error leaves the hold with the deadline it had (cut to the new lease's, if that is
+// shorter), since Redis may or may not have the new lease; when the hold then runs out, what Redis
+// may keep of it is given back. With replica sync ([WithReplicaSync]), an extension that too few
+// replicas acknowledged returns an error matching [ErrNotSynced], and the hold is treated the same
+// way: it stays held, and Extend may be called again. If ctx ends before the answer, Extend returns
+// ctx.Err(), and the extension may still take effect. [ErrClosed] after Close.
+//
+// On the read side of an [RWMutex], Extend sets the lease of each of the owner's read holds; the
+// lock's own expiry in Redis is raised to the new lease if it is shorter, and never cut, as by a read
+// acquisition (it follows the longest read hold, and comes forward when a read hold is released). On
+// the write side, the owner's read holds (a downgrade) keep their leases, and so the lock's expiry,
+// if longer. On a read-write lock, a shorter lease may thus leave the lock's key in Redis until its
+// former expiry, with no live hold in it: other owners get the lock late, never early.
+func (m *Mutex) Extend(ctx context.Context, lease time.Duration) error {
+	if lease < MinLease || lease > MaxDuration {
+		return fmt.Errorf("%w: %v", ErrInvalidLease, lease)
+	}
+	if err := m.usable(ctx); err != nil {
+		return err
+	}
+	cmd := &actors.Extend{Name: m.name, Kind: m.kind, Owner: m.owner, Lease: lease, Route: m.route, Ticket: actors.NewTicket()}
 	o, err := m.c.do(ctx, cmd, cmd.Ticket)
 	if err != nil {
 		return errors.Unwrap(err)

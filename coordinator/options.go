@@ -59,6 +59,11 @@ const MaxDuration = 365 * 24 * time.Hour
 // [ErrInvalidOption] for WithWatchdogTimeout).
 const MinLease = 10 * time.Millisecond
 
+// MaxWorkers is the largest worker pool [WithWorkers] accepts: far more warm goroutines than the
+// actors of a coordinator keep busy at once (work beyond the pool runs on goroutines of its own
+// anyway), and few enough that their stacks cost a few tens of MB at most.
+const MaxWorkers = 4096
+
 type options struct {
 	telemetry          telemetry.Config
 	noTelemetry        bool
@@ -73,8 +78,10 @@ type options struct {
 	persistentTokens   bool
 	syncReplicas       int
 	syncTimeout        time.Duration
-	logger             *slog.Logger
-	system             *actor.ActorSystem
+	// workers is the size of the worker pool, 0 for the default (workerPoolSize).
+	workers int
+	logger  *slog.Logger
+	system  *actor.ActorSystem
 	// inject runs before every message of the coordinator's actors; the tests of this package set it
 	// to make an actor panic.
 	inject func(actor string, msg any)
@@ -127,6 +134,25 @@ func WithWatchdogTimeout(d time.Duration) Option {
 			return fmt.Errorf("%w: watchdog timeout %v must be in [%v, %v]", ErrInvalidOption, d, MinLease, MaxDuration)
 		}
 		o.watchdogTimeout = d
+		return nil
+	}
+}
+
+// WithWorkers sets how many warm goroutines New starts to run the coordinator's actors (the lock
+// actors, the semaphore and latch actors, the gateway) and their Redis calls that do not wait on an
+// actor's turn (a reentrant lock's first attempts and releases, a read-write lock's read batches).
+// They live until Close. When every one of them is busy, the work runs on a new goroutine, so a small
+// pool never holds a lock up: the pool only saves those goroutines the cost of starting, and of
+// growing their stacks on the way into the Redis client. Each idle worker costs a goroutine and its
+// stack (a few KB). n must be at least 1 and at most [MaxWorkers], or New returns
+// [ErrInvalidOption]. The default is 16 per GOMAXPROCS, as read by New: enough for every core to be
+// busy while many actors wait on Redis.
+func WithWorkers(n int) Option {
+	return func(o *options) error {
+		if n < 1 || n > MaxWorkers {
+			return fmt.Errorf("%w: workers %d must be in [1, %d]", ErrInvalidOption, n, MaxWorkers)
+		}
+		o.workers = n
 		return nil
 	}
 }

@@ -33,6 +33,11 @@ func TestOptions(t *testing.T) {
 		{"handoffs negative", WithMaxHandoffs(-1), ErrInvalidOption, nil},
 		{"stop release", WithStopReleaseTimeout(time.Second), nil, func(o options) bool { return o.stopReleaseTimeout == time.Second }},
 		{"stop release zero", WithStopReleaseTimeout(0), ErrInvalidOption, nil},
+		{"workers", WithWorkers(3), nil, func(o options) bool { return o.workers == 3 }},
+		{"workers max", WithWorkers(MaxWorkers), nil, func(o options) bool { return o.workers == MaxWorkers }},
+		{"workers zero", WithWorkers(0), ErrInvalidOption, nil},
+		{"workers negative", WithWorkers(-1), ErrInvalidOption, nil},
+		{"workers above max", WithWorkers(MaxWorkers + 1), ErrInvalidOption, nil},
 		{"nil logger is silent", WithLogger(nil), nil, func(o options) bool { return o.logger != nil }},
 		{"logger", WithLogger(slog.Default()), nil, func(o options) bool { return o.logger == slog.Default() }},
 	}

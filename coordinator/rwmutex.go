@@ -2,6 +2,7 @@ package coordinator
 
 import (
 	"context"
+	"time"
 
 	"github.com/lockwarden/lockwarden/actors"
 )
@@ -85,3 +86,15 @@ func (rw *RWMutex) TryLock(ctx context.Context, opts ...TryOption) (bool, error)
 
 // Unlock drops one write hold, like [Mutex.Unlock].
 func (rw *RWMutex) Unlock(ctx context.Context) error { return rw.write.Unlock(ctx) }
+
+// Extend sets the remaining lease of the handle's write hold, a hold with a fixed lease, to lease
+// from now, as [Mutex.Extend] does on the write side ([RWMutex.Write]).
+func (rw *RWMutex) Extend(ctx context.Context, lease time.Duration) error {
+	return rw.write.Extend(ctx, lease)
+}
+
+// RExtend sets the remaining lease of the handle's read holds, taken with a fixed lease, to lease
+// from now, as [Mutex.Extend] does on the read side ([RWMutex.Read]).
+func (rw *RWMutex) RExtend(ctx context.Context, lease time.Duration) error {
+	return rw.read.Extend(ctx, lease)
+}

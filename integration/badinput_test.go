@@ -170,6 +170,9 @@ func TestBadCoordinatorOptions(t *testing.T) {
 		{"WithStopReleaseTimeout(-1)", coordinator.WithStopReleaseTimeout(-1)},
 		{"WithStopReleaseTimeout(6s)", coordinator.WithStopReleaseTimeout(6 * time.Second)},
 		{"WithMaxHandoffs(-1)", coordinator.WithMaxHandoffs(-1)},
+		{"WithWorkers(0)", coordinator.WithWorkers(0)},
+		{"WithWorkers(-1)", coordinator.WithWorkers(-1)},
+		{"WithWorkers(MaxWorkers+1)", coordinator.WithWorkers(coordinator.MaxWorkers + 1)},
 		{"WithFairWaitWindow(0)", coordinator.WithFairWaitWindow(0)},
 		{"WithFairWaitWindow(-1s)", coordinator.WithFairWaitWindow(-time.Second)},
 		// Durations above MaxDuration: a watchdog timeout near math.MaxInt64 overflowed to a 1 ms lease.

@@ -17,7 +17,8 @@ const (
 	// EventReleased: an owner released a hold (HoldCount is what is left): by Unlock, by Close, or
 	// because the owner actor stopped (see Reason).
 	EventReleased
-	// EventRenewed: the watchdog extended a hold's lease.
+	// EventRenewed: the watchdog extended a hold's lease, or the holder set the lease of a hold with a
+	// fixed lease (Mutex.Extend; Reason is [RenewExtended]).
 	EventRenewed
 	// EventRenewalFailed: a renewal did not count (no answer, an answer too late, or replicas that did
 	// not acknowledge it); the watchdog tries again after a tenth of its timeout (Reason is the error).
@@ -135,11 +136,16 @@ type Event struct {
 	Wait time.Duration
 	// Held is how long the hold lasted, for released and lost.
 	Held time.Duration
-	// Reason says why, for released, lost and renewal-failed.
+	// Reason says why, for released, lost and renewal-failed, and what renewed, for a renewal that the
+	// holder asked for ([RenewExtended]).
 	Reason string
 	// Coordinator is the id of the coordinator where it happened.
 	Coordinator string
 }
+
+// RenewExtended is the Reason of the EventRenewed of a hold whose holder set its fixed lease anew
+// (Mutex.Extend); the watchdog's renewals have no Reason.
+const RenewExtended = "extended"
 
 // Reasons of EventReleased.
 const (
