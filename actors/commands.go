@@ -120,10 +120,16 @@ type ForceUnlock struct {
 // Extend sets the lease of Owner's hold of Kind on the lock Name, a hold with a fixed lease, to Lease
 // from now (see lockActor.onExtend).
 type Extend struct {
-	Name   string
-	Kind   Kind
-	Owner  string
-	Lease  time.Duration
+	// Name is the lock name; it must not be empty.
+	Name string
+	// Kind is the kind of the hold to extend.
+	Kind Kind
+	// Owner is the owner id of the hold.
+	Owner string
+	// Lease is the new lease, counted from when the actor sends it to Redis; the coordinator checks
+	// that it is within its bounds.
+	Lease time.Duration
+	// Ticket gets the command's one outcome; it must not be nil.
 	Ticket *Ticket
 	// Route is RouteKey(Kind, Name), or empty (see Acquire.Route).
 	Route string
