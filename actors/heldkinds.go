@@ -203,3 +203,24 @@ func (h *HeldKinds) Snapshot() []OwnerState {
 	})
 	return out
 }
+
+// EachHeldSince calls fn with the name, owner and since-time of every owner that has held something on
+// a name since before cutoff, at most max of them (in no order), under the lock: fn must be quick and
+// must not call h. It allocates nothing, for a caller that polls it.
+func (h *HeldKinds) EachHeldSince(cutoff time.Time, max int, fn func(name, owner string, since time.Time)) {
+	if h == nil {
+		return
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	n := 0
+	for key, o := range h.kinds {
+		if n == max {
+			return
+		}
+		if o.held != 0 && !o.heldSince.IsZero() && o.heldSince.Before(cutoff) {
+			fn(key.name, key.owner, o.heldSince)
+			n++
+		}
+	}
+}

@@ -241,15 +241,9 @@ func (c *Coordinator) registerProcess() {
 // before now, as registration fields (see [redisops.HeldField]), at most maxRecordedHolds.
 func (c *Coordinator) recordedHolds(now time.Time) map[string]time.Time {
 	holds := map[string]time.Time{}
-	for _, st := range c.held.Snapshot() {
-		if len(st.Held) == 0 || st.HeldSince.IsZero() || now.Sub(st.HeldSince) < holdsRecordedAfter {
-			continue
-		}
-		if len(holds) == maxRecordedHolds {
-			break
-		}
-		holds[redisops.HeldField(st.Owner, st.Name)] = st.HeldSince
-	}
+	c.held.EachHeldSince(now.Add(-holdsRecordedAfter), maxRecordedHolds, func(name, owner string, since time.Time) {
+		holds[redisops.HeldField(owner, name)] = since
+	})
 	return holds
 }
 
