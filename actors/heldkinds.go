@@ -204,23 +204,39 @@ func (h *HeldKinds) Snapshot() []OwnerState {
 	return out
 }
 
-// EachHeldSince calls fn with the name, owner and since-time of every owner that has held something on
-// a name since before cutoff, at most max of them (in no order), under the lock: fn must be quick and
-// must not call h. It allocates nothing, for a caller that polls it.
-func (h *HeldKinds) EachHeldSince(cutoff time.Time, max int, fn func(name, owner string, since time.Time)) {
+// HeldEntry is an owner's holds on a name, in [HeldKinds.HeldBefore].
+type HeldEntry struct {
+	// Name is the lock name and Owner the owner id.
+	Name, Owner string
+	// Since is when the first of the owner's holds on the name was granted.
+	Since time.Time
+}
+
+// HeldBefore appends to into every owner that has held something on a name since before cutoff, and
+// returns it sorted, oldest first (then by name and owner), so that a caller that keeps the first n
+// keeps the same ones from call to call. Under its lock it only copies the entries, into into's
+// storage when it is large enough: a caller that polls it passes the slice it got last time.
+func (h *HeldKinds) HeldBefore(cutoff time.Time, into []HeldEntry) []HeldEntry {
+	into = into[:0]
 	if h == nil {
-		return
+		return into
 	}
 	h.mu.Lock()
-	defer h.mu.Unlock()
-	n := 0
 	for key, o := range h.kinds {
-		if n == max {
-			return
-		}
 		if o.held != 0 && !o.heldSince.IsZero() && o.heldSince.Before(cutoff) {
-			fn(key.name, key.owner, o.heldSince)
-			n++
+			into = append(into, HeldEntry{Name: key.name, Owner: key.owner, Since: o.heldSince})
 		}
 	}
+	h.mu.Unlock()
+	sort.Slice(into, func(i, j int) bool {
+		a, b := into[i], into[j]
+		if !a.Since.Equal(b.Since) {
+			return a.Since.Before(b.Since)
+		}
+		if a.Name != b.Name {
+			return a.Name < b.Name
+		}
+		return a.Owner < b.Owner
+	})
+	return into
 }

@@ -429,31 +429,30 @@ func (h *heldAcquire) sendHeld(t *testing.T, root *actor.RootContext, guardian *
 	}
 }
 
-// TestHeldKindsEachHeldSince: the holds older than the cutoff, at most max, and never a pending-only
+// TestHeldKindsHeldBefore: the holds older than the cutoff, oldest first, and never a pending-only
 // record; Snapshot lists holds and waiters with their times.
-func TestHeldKindsEachHeldSince(t *testing.T) {
+func TestHeldKindsHeldBefore(t *testing.T) {
 	var h HeldKinds
 	base := time.Unix(1000, 0)
-	h.add("a", "o1", KindPlain, base)
-	h.add("b", "o2", KindRead, base.Add(2*time.Second))
+	h.add("a", "o1", KindPlain, base.Add(time.Second))
+	h.add("b", "o2", KindRead, base)
 	h.add("b", "o2", KindWrite, base.Add(5*time.Second)) // a second kind keeps the first time
+	h.add("z", "o4", KindPlain, base.Add(time.Hour))     // too young
 	h.reserve("c", "o3", KindFair, base)                 // waiting only
-	got := map[string]time.Time{}
-	h.EachHeldSince(base.Add(3*time.Second), 10, func(name, owner string, since time.Time) { got[name+"/"+owner] = since })
-	want := map[string]time.Time{"a/o1": base, "b/o2": base.Add(2 * time.Second)}
-	if len(got) != len(want) || !got["a/o1"].Equal(want["a/o1"]) || !got["b/o2"].Equal(want["b/o2"]) {
-		t.Fatalf("EachHeldSince = %v, want %v", got, want)
+	got := h.HeldBefore(base.Add(3*time.Second), nil)
+	want := []HeldEntry{{"b", "o2", base}, {"a", "o1", base.Add(time.Second)}}
+	if len(got) != len(want) || got[0] != want[0] || got[1] != want[1] {
+		t.Fatalf("HeldBefore = %v, want %v", got, want)
 	}
-	n := 0
-	h.EachHeldSince(base.Add(time.Hour), 1, func(string, string, time.Time) { n++ })
-	if n != 1 {
-		t.Fatalf("EachHeldSince with max 1 called fn %d times", n)
+	if again := h.HeldBefore(base.Add(3*time.Second), got); &again[0] != &got[0] {
+		t.Fatal("HeldBefore did not reuse the slice it was given")
 	}
 	snap := h.Snapshot()
-	if len(snap) != 3 || snap[2].Name != "c" || snap[2].Waiting[KindFair] != 1 || !snap[2].WaitingSince.Equal(base) || len(snap[2].Held) != 0 {
+	if len(snap) != 4 || snap[2].Name != "c" || snap[2].Waiting[KindFair] != 1 || !snap[2].WaitingSince.Equal(base) || len(snap[2].Held) != 0 {
 		t.Fatalf("Snapshot = %+v", snap)
 	}
 	h.remove("a", "o1", KindPlain)
+	h.remove("z", "o4", KindPlain)
 	h.unreserve("c", "o3", KindFair)
 	if snap := h.Snapshot(); len(snap) != 1 || snap[0].Name != "b" || len(snap[0].Held) != 2 {
 		t.Fatalf("Snapshot after the ends = %+v", snap)

@@ -52,8 +52,10 @@ type Coordinator struct {
 	started time.Time
 	// held records what the coordinator's owners hold and ask for, across its lock actors.
 	held *actors.HeldKinds
-	// registry runs the process registration (see registerProcess).
-	registry sync.WaitGroup
+	// registry runs the process registration (see registerProcess); actorsStopped is closed at Close
+	// once the lock actors have stopped, after which the registration is deleted.
+	registry      sync.WaitGroup
+	actorsStopped chan struct{}
 	// background counts the gateway's status queries running on their own goroutines.
 	background sync.WaitGroup
 
@@ -130,6 +132,8 @@ func New(client redis.UniversalClient, opts ...Option) (*Coordinator, error) {
 		stop:      actors.NewStopClock(o.stopReleaseTimeout),
 		tel:       tel,
 		held:      &actors.HeldKinds{},
+
+		actorsStopped: make(chan struct{}),
 	}
 	var journal *eventJournal
 	if o.journalStream != "" {
@@ -239,10 +243,11 @@ func (c *Coordinator) Close() error {
 		// commands to the lock actors.
 		_ = c.system.Root.StopFuture(c.gateway).Wait()
 		c.background.Wait()
-		c.registry.Wait()
 		c.stopGroups()
 		c.stopping.Wait()
 		_ = c.system.Root.StopFuture(c.guardian).Wait()
+		close(c.actorsStopped)
+		c.registry.Wait()
 		c.renewals.Wait()
 		_ = c.system.Root.StopFuture(c.bridge).Wait()
 		c.events.close()

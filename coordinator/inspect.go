@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/lockwarden/lockwarden/actors"
 	"github.com/lockwarden/lockwarden/messages"
 	"github.com/lockwarden/lockwarden/redisops"
 )
@@ -184,13 +185,15 @@ func (c *Coordinator) thisProcess() Process {
 // that matter to an operator are the long ones, and a younger hold would make the registration churn.
 const holdsRecordedAfter = time.Second
 
-// maxRecordedHolds bounds the holds a registration records.
+// maxRecordedHolds bounds the holds a registration records: the oldest are kept.
 const maxRecordedHolds = 1000
 
 // registerProcess keeps the coordinator registered in Redis (see [WithoutProcessRegistry]) until the
 // lifetime ends: it writes the registration with an expiry of the watchdog timeout, whole, every third
-// of it (sooner after an error), records its holds older than holdsRecordedAfter in it every
-// holdsRecordedAfter in between, and deletes it at Close.
+// of it, and records its holds older than holdsRecordedAfter in it every holdsRecordedAfter in between.
+// After a failure it tries again later and later, up to every third of the watchdog timeout. Once the
+// coordinator's actors have stopped at Close (and released what they held), it deletes the
+// registration.
 func (c *Coordinator) registerProcess() {
 	defer c.registry.Done()
 	ttl := c.opts.watchdogTimeout
@@ -201,10 +204,13 @@ func (c *Coordinator) registerProcess() {
 	var (
 		written map[string]time.Time // the holds in the registration, nil when it must be written whole
 		renewAt time.Time
+		entries []actors.HeldEntry
+		backoff time.Duration // the wait after the last failure, 0 after a success
 	)
 	for {
 		select {
 		case <-c.lifetime.Done():
+			<-c.actorsStopped
 			ctx, cancel := c.stop.Context()
 			defer cancel()
 			if err := redisops.UnregisterProcess(ctx, c.client, c.id); err != nil {
@@ -214,7 +220,11 @@ func (c *Coordinator) registerProcess() {
 		case <-timer.C:
 		}
 		now := time.Now()
-		holds := c.recordedHolds(now)
+		entries = c.held.HeldBefore(now.Add(-holdsRecordedAfter), entries)
+		holds := make(map[string]time.Time, min(len(entries), maxRecordedHolds))
+		for _, e := range entries[:min(len(entries), maxRecordedHolds)] {
+			holds[redisops.HeldField(e.Owner, e.Name)] = e.Since
+		}
 		ctx, cancel := context.WithTimeout(c.lifetime, ttl/3)
 		var err error
 		if written == nil || !now.Before(renewAt) {
@@ -230,21 +240,16 @@ func (c *Coordinator) registerProcess() {
 		cancel()
 		next := tick
 		if err != nil {
-			c.opts.logger.Debug("process registry", "error", err)
-			written = nil // write it whole at the next attempt
+			if backoff == 0 && c.lifetime.Err() == nil {
+				c.opts.logger.Warn("process registry: cannot write the registration; retrying", "error", err)
+			}
+			backoff = min(max(2*backoff, tick), ttl/3)
+			next, written = backoff, nil // written whole at the next attempt
+		} else {
+			backoff = 0
 		}
 		timer.Reset(next)
 	}
-}
-
-// recordedHolds returns the holds of the coordinator's owners granted at least holdsRecordedAfter
-// before now, as registration fields (see [redisops.HeldField]), at most maxRecordedHolds.
-func (c *Coordinator) recordedHolds(now time.Time) map[string]time.Time {
-	holds := map[string]time.Time{}
-	c.held.EachHeldSince(now.Add(-holdsRecordedAfter), maxRecordedHolds, func(name, owner string, since time.Time) {
-		holds[redisops.HeldField(owner, name)] = since
-	})
-	return holds
 }
 
 // diffHolds returns the holds of now that were not in before (or with another time), and the fields

@@ -171,11 +171,14 @@ func WithLogger(l *slog.Logger) Option {
 }
 
 // WithoutProcessRegistry keeps the coordinator out of the process registry. By default a coordinator
-// registers itself in Redis while it runs, under lockwarden_process:<coordinator id> (a small hash:
-// host, process id, program, start time, version, with an expiry of the watchdog timeout, renewed every
-// third of it and deleted at Close), so that [Coordinator.Inspect] and the lockwarden command show
-// which process holds a lock rather than only its owner id. Tools that only look, such as the
-// lockwarden command, turn it off.
+// registers itself in Redis while it runs, under lockwarden_process:<coordinator id>: a hash of its
+// host, process id, program, start time and version, and one field per hold of its owners that is
+// older than a second (since when it is held; the 1000 oldest holds), with an expiry of the watchdog
+// timeout. The coordinator writes it whole every third of the watchdog timeout, updates the holds
+// every second (one round trip when they changed), and deletes it at Close once its holds are
+// released. [Coordinator.Inspect] and the lockwarden command then show which process holds a lock, and
+// since when, rather than only its owner id. Tools that only look, such as the lockwarden command,
+// turn it off.
 func WithoutProcessRegistry() Option {
 	return func(o *options) error {
 		o.noProcessRegistry = true

@@ -3,6 +3,7 @@ package integration
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"slices"
 	"strings"
@@ -627,5 +628,91 @@ func TestInspectRedissonHolders(t *testing.T) {
 	in, err = c.Inspect(ctx, name+":rw2")
 	if err != nil || in.Mode != "write" || len(in.Holders) != 1 || in.Holders[0].Owner != javaID+":4" || in.Holders[0].Mode != "write" {
 		t.Fatalf("Inspect = %+v, %v, want the Redisson writer %s:4", in, err, javaID)
+	}
+}
+
+// TestInspectKindIsDecidedByAllFields: a hash is a read-write lock only when every field but a valid
+// mode is a hold count, whatever order its fields were written in; a read-write lock with more readers
+// than Inspect lists is still one, and says it was cut.
+func TestInspectKindIsDecidedByAllFields(t *testing.T) {
+	t.Parallel()
+	_, client, c := setup(t)
+	ctx := t.Context()
+	name := t.Name()
+	for key, fields := range map[string][][2]string{
+		name + ":mode-last":  {{"user", "alice"}, {"mode", "read"}},
+		name + ":mode-first": {{"mode", "read"}, {"user", "alice"}},
+		name + ":bad-mode":   {{"mode", "sideways"}, {"o:1", "1"}},
+		name + ":zero":       {{"o:1", "0"}},
+	} {
+		for _, f := range fields {
+			if err := client.HSet(ctx, key, f[0], f[1]).Err(); err != nil {
+				t.Fatal(err)
+			}
+		}
+		in, err := c.Inspect(ctx, key)
+		if err != nil || in.Kind != coordinator.ObjectOther || len(in.Holders) != 0 || in.Mode != "" {
+			t.Fatalf("Inspect(%s) = %+v, %v, want other data", key, in, err)
+		}
+	}
+	many := name + ":many-readers"
+	args := []any{"mode", "read"}
+	for i := range coordinator.InspectLimit + 500 {
+		args = append(args, fmt.Sprintf("reader-%d:1", i), 1)
+	}
+	if err := client.HSet(ctx, many, args...).Err(); err != nil {
+		t.Fatal(err)
+	}
+	in, err := c.Inspect(ctx, many)
+	if err != nil || in.Kind != coordinator.ObjectReadWriteLock || in.Mode != "read" || !in.Truncated ||
+		len(in.Holders) < coordinator.InspectLimit-1 || len(in.Holders) > coordinator.InspectLimit {
+		t.Fatalf("Inspect(%s): kind %v, mode %q, truncated %v, %d holders, %v; want a read-write lock cut at the limit",
+			many, in.Kind, in.Mode, in.Truncated, len(in.Holders), err)
+	}
+}
+
+// TestInspectCountsFairWaiters: a fair lock's queued waiters listen on channels of their own, and
+// are counted among its subscribers.
+func TestInspectCountsFairWaiters(t *testing.T) {
+	t.Parallel()
+	srv, _, a := setup(t)
+	b := newCoordinator(t, srv.Client(t))
+	name := t.Name()
+	holder := a.FairMutex(name)
+	mustLock(t, holder)
+	ctx, cancel := context.WithCancel(t.Context())
+	got := lockAsync(ctx, b.FairMutex(name))
+	in := inspectUntil(t, a, name, func(in coordinator.Inspection) bool { return len(in.Queue) == 1 && in.Subscribers > 0 })
+	if in.Subscribers != 1 {
+		t.Fatalf("subscribers = %d, want the one waiter's", in.Subscribers)
+	}
+	cancel()
+	<-got
+	mustUnlock(t, holder)
+}
+
+// TestInspectClusterUnsharedTag: on a Cluster, a name whose hash tag is empty or unclosed does not
+// share a slot with the keys kept beside it; Inspect reads its own key, and List goes on.
+func TestInspectClusterUnsharedTag(t *testing.T) {
+	t.Parallel()
+	cl := redistest.StartCluster(t, 3)
+	cc := cl.Client(t)
+	c := newCoordinator(t, cc)
+	ctx := t.Context()
+	prefix := t.Name()
+	for _, key := range []string{prefix + ":{}:session", prefix + ":a{b"} {
+		if err := cc.HSet(ctx, key, "user", "alice").Err(); err != nil {
+			t.Fatal(err)
+		}
+		in, err := c.Inspect(ctx, key)
+		if err != nil || in.Kind != coordinator.ObjectOther || in.RedisType != "hash" {
+			t.Fatalf("Inspect(%s) = %+v, %v, want other data", key, in, err)
+		}
+	}
+	if err := cc.Set(ctx, prefix+":{}:n", 5, 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if in, err := c.Inspect(ctx, prefix+":{}:n"); err != nil || in.Kind != coordinator.ObjectCounter || in.Count != 5 || !in.NoExpiry {
+		t.Fatalf("Inspect of a counter = %+v, %v", in, err)
 	}
 }

@@ -161,8 +161,9 @@ type Inspection struct {
 	Permits []AcquiredPermit `json:"permits,omitempty"`
 	// AcquiredPermits is how many permits of a permit semaphore are acquired in all.
 	AcquiredPermits int64 `json:"acquired_permits,omitempty"`
-	// Subscribers counts the client connections subscribed to the name's channels: the processes that
-	// wait for it, or listen to it. In Redis Cluster it adds up the nodes' counts.
+	// Subscribers counts the client connections subscribed to the name's channels (a fair lock's
+	// queued waiters' own channels included): the processes that wait for it, or listen to it. In
+	// Redis Cluster it adds up the nodes' counts.
 	Subscribers int64 `json:"subscribers"`
 	// Truncated is set when a list above was cut at InspectLimit entries.
 	Truncated bool `json:"truncated,omitempty"`
@@ -184,6 +185,12 @@ var (
 func Inspect(ctx context.Context, client redis.UniversalClient, name string) (Inspection, error) {
 	keys := []string{name, FairQueueKey(name), FairTimeoutKey(name), TokenKey(name), PermitTimeoutKey(name), WriteIntentKey(name)}
 	reply, err := inspectScript.Run(ctx, client, keys, suffixed(name, ""), InspectLimit).Slice()
+	if err != nil && strings.HasPrefix(err.Error(), "CROSSSLOT") {
+		// On Redis Cluster, a name with an empty or unclosed hash tag ("a{}b", "a{b") does not share
+		// its slot with the keys kept beside it: no lock can be kept under it, and only its own key
+		// is read.
+		reply, err = inspectOwnKey(ctx, client, name)
+	}
 	if err != nil {
 		return Inspection{}, fmt.Errorf("lockwarden: inspect %q: %w", name, err)
 	}
@@ -191,7 +198,11 @@ func Inspect(ctx context.Context, client redis.UniversalClient, name string) (In
 	if err != nil {
 		return Inspection{}, fmt.Errorf("lockwarden: inspect %q: %w", name, err)
 	}
-	lockSubs, err := Subscribers(ctx, client, ChannelName(name), RWChannelName(name))
+	channels := []string{ChannelName(name), RWChannelName(name)}
+	for _, w := range in.Queue { // a fair lock's waiters listen on channels of their own
+		channels = append(channels, FairChannelName(name, w.Owner))
+	}
+	lockSubs, err := Subscribers(ctx, client, channels...)
 	if err != nil {
 		return Inspection{}, err
 	}
@@ -217,9 +228,50 @@ func Inspect(ctx context.Context, client redis.UniversalClient, name string) (In
 	return in, nil
 }
 
+// inspectOwnKey reads the key name alone, in a reply of inspect.lua's shape.
+func inspectOwnKey(ctx context.Context, client redis.UniversalClient, name string) ([]any, error) {
+	typ, err := client.Type(ctx, name).Result()
+	if err != nil {
+		return nil, err
+	}
+	pttl, err := client.PTTL(ctx, name).Result()
+	if err != nil {
+		return nil, err
+	}
+	ms := int64(-2)
+	switch {
+	case pttl == -1:
+		ms = -1
+	case pttl > 0:
+		ms = pttl.Milliseconds()
+	}
+	var contents []any
+	mode, fields := "", int64(0)
+	switch typ {
+	case "hash":
+		all, err := client.HGetAll(ctx, name).Result()
+		if err != nil {
+			return nil, err
+		}
+		for f, v := range all {
+			if len(contents) < 2*InspectLimit {
+				contents = append(contents, f, v)
+			}
+		}
+		mode, fields = all["mode"], int64(len(all))
+	case "string":
+		v, err := client.Get(ctx, name).Result()
+		if err != nil && err != redis.Nil {
+			return nil, err
+		}
+		contents = []any{v}
+	}
+	return []any{typ, ms, contents, []any{}, []any{}, "", []any{}, int64(0), "", []any{}, mode, []any{fields, int64(0)}}, nil
+}
+
 // parseInspection reads inspect.lua's reply.
 func parseInspection(name string, reply []any) (Inspection, error) {
-	if len(reply) != 10 {
+	if len(reply) != 12 {
 		return Inspection{}, fmt.Errorf("unexpected reply of %d elements", len(reply))
 	}
 	in := Inspection{Name: name}
@@ -231,27 +283,41 @@ func parseInspection(name string, reply []any) (Inspection, error) {
 		in.Lease = time.Duration(pttl) * time.Millisecond
 	}
 	contents := strs(reply[2])
+	mode, _ := reply[10].(string)
+	counts, _ := reply[11].([]any)
+	var fields, queued int64
+	if len(counts) == 2 {
+		fields, _ = counts[0].(int64)
+		queued, _ = counts[1].(int64)
+	}
 	switch in.RedisType {
 	case "none":
 		in.Kind = ObjectNone
 	case "hash":
+		// A lock's hash holds counts, and a read-write lock's a mode of read or write besides: any
+		// other field or mode is data of another kind.
 		in.Kind = ObjectLock
-		in.Truncated = len(contents) >= 2*InspectLimit
+		if mode != "" {
+			in.Kind, in.Mode = ObjectReadWriteLock, mode
+			if mode != modeRead && mode != modeWrite {
+				in.Kind = ObjectOther
+			}
+		}
+		in.Truncated = fields > InspectLimit
 		for i := 0; i+1 < len(contents); i += 2 {
 			field, value := contents[i], contents[i+1]
-			if field == "mode" {
-				in.Kind, in.Mode = ObjectReadWriteLock, value
+			if field == "mode" && mode != "" {
 				continue
 			}
 			n, err := strconv.ParseInt(value, 10, 64)
-			if err != nil {
-				in.Kind = ObjectOther // not a count: not a lock's hash
+			if err != nil || n <= 0 {
+				in.Kind = ObjectOther // not a hold count: not a lock's hash
 				continue
 			}
 			in.Holders = append(in.Holders, Holder{Owner: field, Count: n})
 		}
 		if in.Kind == ObjectOther {
-			in.Holders = nil
+			in.Holders, in.Mode = nil, ""
 		}
 	case "string":
 		in.Kind = ObjectOther
@@ -309,8 +375,8 @@ func parseInspection(name string, reply []any) (Inspection, error) {
 	for _, owner := range queue {
 		in.Queue = append(in.Queue, Waiter{Owner: owner, Deadline: deadlines[owner]})
 	}
-	in.Truncated = in.Truncated || len(queue) >= InspectLimit
-	if len(in.Queue) > 0 && in.Kind == ObjectLock || len(in.Queue) > 0 && in.Kind == ObjectNone {
+	in.Truncated = in.Truncated || queued > int64(len(queue))
+	if len(in.Queue) > 0 && (in.Kind == ObjectLock || in.Kind == ObjectNone) {
 		in.Kind = ObjectFairLock
 	}
 	if s, _ := reply[5].(string); s != "" {

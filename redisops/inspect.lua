@@ -9,18 +9,20 @@
 -- ARGV[1]  the prefix of N's suffixed keys, "{N}:" (or "N:" when N carries a hash tag)
 -- ARGV[2]  the most entries to return of each list (fields, queue, permits)
 -- Returns {type of N, pttl of N, N's contents, queue, queue timeouts, token, permits,
---          number of permits, write intent, read timeouts}:
+--          number of permits, write intent, read timeouts, mode, {fields of N, length of the queue}}:
 --   N's contents: for a hash, its fields and values, flat (at most ARGV[2] pairs); for a string, its
 --   value; else nothing;
 --   queue: the owners in order; queue timeouts: owner, score pairs (client epoch ms), flat;
 --   permits: member, score pairs, flat (members are Redisson's 16 raw bytes);
 --   read timeouts: for each reader field O with count c of a hash that has a mode field, O followed
---   by the PTTL of each of its c timeout keys {N}:O:rwlock_timeout:k (k = 1..c), as {O, pttl...}.
+--   by the PTTL of each of its c timeout keys {N}:O:rwlock_timeout:k (k = 1..c), as {O, pttl...};
+--   mode: the hash's mode field, or "" (also when the fields returned are cut short).
 local limit = tonumber(ARGV[2])
 local kind = redis.call('type', KEYS[1])['ok']
-local contents, reads = {}, {}
+local contents, reads, mode, n, queued = {}, {}, '', 0, 0
 if kind == 'hash' then
-    local n = redis.call('hlen', KEYS[1])
+    n = redis.call('hlen', KEYS[1])
+    mode = redis.call('hget', KEYS[1], 'mode') or ''
     if n <= limit then
         contents = redis.call('hgetall', KEYS[1])
     else
@@ -35,7 +37,7 @@ if kind == 'hash' then
             end
         until cursor == '0' or #contents >= 2 * limit
     end
-    if redis.call('hexists', KEYS[1], 'mode') == 1 then
+    if mode ~= '' then
         for i = 1, #contents, 2 do
             local field, count = contents[i], tonumber(contents[i + 1])
             if field ~= 'mode' and count and string.sub(field, -6) ~= ':write' then
@@ -53,6 +55,7 @@ end
 local queue, timeouts = {}, {}
 if redis.call('type', KEYS[2])['ok'] == 'list' then
     queue = redis.call('lrange', KEYS[2], 0, limit - 1)
+    queued = redis.call('llen', KEYS[2])
 end
 if redis.call('type', KEYS[3])['ok'] == 'zset' then
     timeouts = redis.call('zrange', KEYS[3], 0, limit - 1, 'withscores')
@@ -70,4 +73,4 @@ local intent = ''
 if redis.call('type', KEYS[6])['ok'] == 'string' then
     intent = redis.call('get', KEYS[6])
 end
-return {kind, redis.call('pttl', KEYS[1]), contents, queue, timeouts, token, permits, npermits, intent, reads}
+return {kind, redis.call('pttl', KEYS[1]), contents, queue, timeouts, token, permits, npermits, intent, reads, mode, {n, queued}}

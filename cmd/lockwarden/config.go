@@ -63,11 +63,10 @@ flags (before or after the command):
 // newFlags returns the flag set of every command, writing into cfg.
 func newFlags(cfg *config, stderr io.Writer) *flag.FlagSet {
 	fs := flag.NewFlagSet("lockwarden", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.Usage = func() {
-		fmt.Fprint(stderr, usageText)
-		fs.PrintDefaults()
-	}
+	// The flag package's own messages are not written: a bad flag is one line (see run), and the usage
+	// goes out only for -h.
+	fs.SetOutput(io.Discard)
+	fs.Usage = func() {}
 	defAddr := os.Getenv("REDIS_ADDR")
 	if defAddr == "" {
 		defAddr = "localhost:6379"
@@ -96,9 +95,24 @@ func newFlags(cfg *config, stderr io.Writer) *flag.FlagSet {
 	return fs
 }
 
+// printUsage writes the command's usage, for -h.
+func printUsage(fs *flag.FlagSet, w io.Writer) {
+	fmt.Fprint(w, usageText)
+	fs.SetOutput(w)
+	fs.PrintDefaults()
+	fs.SetOutput(io.Discard)
+}
+
 // parseArgs parses flags that may come before and after the positional arguments, and returns the
-// positional ones.
+// positional ones. Everything after "--" is positional.
 func parseArgs(fs *flag.FlagSet, args []string) ([]string, error) {
+	var rest []string
+	for i, a := range args {
+		if a == "--" {
+			args, rest = args[:i], args[i+1:]
+			break
+		}
+	}
 	var positional []string
 	for {
 		if err := fs.Parse(args); err != nil {
@@ -109,10 +123,7 @@ func parseArgs(fs *flag.FlagSet, args []string) ([]string, error) {
 		}
 		args = fs.Args()
 		if len(args) == 0 {
-			return positional, nil
-		}
-		if args[0] == "--" {
-			return append(positional, args[1:]...), nil
+			return append(positional, rest...), nil
 		}
 		positional = append(positional, args[0])
 		args = args[1:]

@@ -4,10 +4,12 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -280,7 +282,7 @@ func TestBadInput(t *testing.T) {
 		if r.code != tc.code || !strings.Contains(r.stderr, tc.want) || r.stdout != "" {
 			t.Errorf("lockwarden %q: exit %d, stderr %q; want exit %d and %q", tc.args, r.code, r.stderr, tc.code, tc.want)
 		}
-		if tc.args != nil && tc.args[0] != "--no-such-flag" && strings.Count(r.stderr, "\n") != 1 {
+		if tc.args != nil && strings.Count(r.stderr, "\n") != 1 {
 			t.Errorf("lockwarden %q: stderr is not one line: %q", tc.args, r.stderr)
 		}
 	}
@@ -298,4 +300,106 @@ func TestBadInput(t *testing.T) {
 	if got := stderr.String(); strings.Count(got, "\n") != 1 || !strings.HasPrefix(got, "lockwarden: cannot reach Redis") {
 		t.Fatalf("unreachable Redis: stderr %q, want one line", got)
 	}
+}
+
+// TestForceUnlockChecksWhatWasConfirmed: a lock that changes hands while the question is asked is
+// left alone; an interrupt at the question removes nothing; "--" ends the flags.
+func TestForceUnlockChecksWhatWasConfirmed(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t)
+	a, b := newCoordinator(t, srv.Client(t)), newCoordinator(t, srv.Client(t))
+	ctx := t.Context()
+	name := "cli:" + t.Name()
+	first := a.Mutex(name)
+	if err := first.Lock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	// The answer comes once the lock has changed hands: first unlocks, second takes it.
+	second := b.Mutex(name)
+	stdin, answer := io.Pipe()
+	asked := &promptWatcher{asked: make(chan struct{})}
+	done := make(chan result, 1)
+	go func() {
+		var o bytes.Buffer
+		code := run(ctx, []string{"--addr", srv.Addr(), "force-unlock", name}, stdin, &o, asked)
+		done <- result{code, o.String(), asked.String()}
+	}()
+	select {
+	case <-asked.asked:
+	case <-time.After(5 * time.Second):
+		t.Fatal("force-unlock did not ask within 5s")
+	}
+	if err := first.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := second.Lock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := answer.Write([]byte("y\n")); err != nil {
+		t.Fatal(err)
+	}
+	r := <-done
+	if r.code != 1 || !strings.Contains(r.stderr, "changed while the question was asked") {
+		t.Fatalf("force-unlock after the lock changed hands: %+v", r)
+	}
+	if held, err := second.IsHeld(ctx); !held || err != nil {
+		t.Fatalf("the new holder lost its lock: %v, %v", held, err)
+	}
+
+	// An interrupt (ctx ending) at the question: nothing removed, the command returns.
+	ictx, interrupt := context.WithCancel(ctx)
+	blocked, _ := io.Pipe() // nobody answers
+	asked = &promptWatcher{asked: make(chan struct{})}
+	go func() {
+		var o bytes.Buffer
+		code := run(ictx, []string{"--addr", srv.Addr(), "force-unlock", name}, blocked, &o, asked)
+		done <- result{code, o.String(), asked.String()}
+	}()
+	select {
+	case <-asked.asked:
+	case <-time.After(5 * time.Second):
+		t.Fatal("force-unlock did not ask within 5s")
+	}
+	interrupt()
+	select {
+	case r := <-done:
+		if r.code != 1 || !strings.Contains(r.stderr, "interrupted") {
+			t.Fatalf("force-unlock interrupted: %+v", r)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("force-unlock did not return within 5s of the interrupt")
+	}
+	if held, err := second.IsHeld(ctx); !held || err != nil {
+		t.Fatalf("an interrupted force-unlock freed the lock: %v, %v", held, err)
+	}
+
+	// Names after "--" are names, even when they look like flags.
+	out := mustRun(t, "--addr", srv.Addr(), "inspect", "--", "-x", "--json")
+	if !strings.Contains(out, "-x: not held") || !strings.Contains(out, "--json: not held") {
+		t.Fatalf("inspect -- -x --json:\n%s", out)
+	}
+}
+
+// promptWatcher is a standard error that closes asked once the force-unlock question was written.
+type promptWatcher struct {
+	mu    sync.Mutex
+	buf   bytes.Buffer
+	asked chan struct{}
+	once  sync.Once
+}
+
+func (p *promptWatcher) Write(b []byte) (int, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	n, err := p.buf.Write(b)
+	if strings.Contains(p.buf.String(), "[y/N]") {
+		p.once.Do(func() { close(p.asked) })
+	}
+	return n, err
+}
+
+func (p *promptWatcher) String() string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.buf.String()
 }

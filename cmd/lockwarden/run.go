@@ -23,6 +23,7 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	fs := newFlags(&cfg, stderr)
 	positional, err := parseArgs(fs, args)
 	if errors.Is(err, flag.ErrHelp) {
+		printUsage(fs, stderr)
 		return 0
 	}
 	if err == nil {
@@ -35,7 +36,7 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		fmt.Fprintf(stderr, "lockwarden: %v (lockwarden -h for help)\n", err)
 		return 2
 	default:
-		fmt.Fprintf(stderr, "lockwarden: %s\n", oneLine(err))
+		fmt.Fprintf(stderr, "lockwarden: %s\n", strings.TrimPrefix(oneLine(err), "lockwarden: "))
 		return 1
 	}
 }
@@ -262,9 +263,22 @@ func forceUnlock(ctx context.Context, cfg *config, c *coordinator.Coordinator, o
 	}
 	if !cfg.yes {
 		fmt.Fprintf(stderr, "Force-unlock %s %s (%s)? Its holders lose it at once. [y/N] ", before.Kind, name, out.holdersSummary(before))
-		answer, _ := bufio.NewReader(stdin).ReadString('\n')
-		if a := strings.ToLower(strings.TrimSpace(answer)); a != "y" && a != "yes" {
+		ok, err := confirm(ctx, stdin)
+		if err != nil {
+			return err
+		}
+		if !ok {
 			return errors.New("not confirmed: nothing removed")
+		}
+		// What the operator agreed to free is what the first inspection showed: if the lock changed
+		// hands or kind while the question was asked, nothing is removed.
+		now, err := inspectOne(ctx, cfg, c, name)
+		if err != nil {
+			return err
+		}
+		if !sameHolders(before, now) {
+			return fmt.Errorf("%s changed while the question was asked (now: %s, %s): nothing removed; run force-unlock again",
+				name, now.Kind, out.holdersSummary(now))
 		}
 	}
 	uctx, cancel := context.WithTimeout(ctx, cfg.timeout)
@@ -277,12 +291,43 @@ func forceUnlock(ctx context.Context, cfg *config, c *coordinator.Coordinator, o
 		return out.writeJSON(forceUnlockJSON{Name: name, Removed: removed, Before: before})
 	}
 	if !removed {
-		fmt.Fprintf(out.w, "%s was freed meanwhile: nothing removed\n", name)
+		fmt.Fprintf(out.w, "%s was no longer held as it was shown (freed, or taken in another mode): nothing removed\n", name)
 		return nil
 	}
 	fmt.Fprintf(out.w, "force-unlocked %s %s; removed:\n", before.Kind, name)
 	out.holders(before)
 	return nil
+}
+
+// confirm reads the answer to a question from stdin: true for y or yes. It gives up when ctx ends (an
+// interrupt), with an error.
+func confirm(ctx context.Context, stdin io.Reader) (bool, error) {
+	answer := make(chan string, 1)
+	go func() {
+		line, _ := bufio.NewReader(stdin).ReadString('\n')
+		answer <- line
+	}()
+	select {
+	case line := <-answer:
+		a := strings.ToLower(strings.TrimSpace(line))
+		return a == "y" || a == "yes", nil
+	case <-ctx.Done():
+		return false, errors.New("interrupted: nothing removed")
+	}
+}
+
+// sameHolders reports whether a and b show the same kind of lock with the same holders and counts.
+func sameHolders(a, b coordinator.Inspection) bool {
+	if a.Kind != b.Kind || a.Mode != b.Mode || len(a.Holders) != len(b.Holders) {
+		return false
+	}
+	for i := range a.Holders {
+		x, y := a.Holders[i], b.Holders[i]
+		if x.Owner != y.Owner || x.Count != y.Count || x.Mode != y.Mode {
+			return false
+		}
+	}
+	return true
 }
 
 // forceUnlockJSON is force-unlock's JSON output.
