@@ -144,6 +144,7 @@ const (
 func TestBrowserShowsLocks(t *testing.T) {
 	p := newPage(t)
 	b := newBrowser(t, 1200, 900) // closed first: its events stream ends before the server closes
+	waitRegistered(t, p)          // for the process of the holder in the inspect box
 	b.do(t, "opening the page", chromedp.Navigate(p.base), chromedp.WaitVisible(chromedp.ID("holds-empty")))
 	b.waitUntil(t, 10*time.Second, "the coordinator id", jsText, "coordinator", p.c.ID())
 	b.waitUntil(t, 10*time.Second, "the events stream live", jsText, "stream-status", "events live")
@@ -178,6 +179,7 @@ func TestScreenshot(t *testing.T) {
 	}
 	p := newPage(t)
 	b := newBrowser(t, 1200, 900)
+	waitRegistered(t, p)
 	c, ctx := p.c, t.Context()
 
 	// Some history: a cache warm-up locked and released, a waiter that gave up.

@@ -16,6 +16,10 @@
 //	GET events.json            the recent lock events the handler keeps ([Events])
 //	GET events                 the recent events, then the new ones as they happen: server-sent events (text/event-stream)
 //
+// The events stream sends each event as a server-sent event with the event's [Event.Seq] as its id
+// and its JSON as data. A client that reconnects with Last-Event-ID (as EventSource does), or asks for
+// events?after=N, gets only the events after that one.
+//
 // The page polls state.json twice a second and follows the events stream; it also has a form for
 // inspect.json, one for list.json and the table of processes.json. Nothing on the page or behind it
 // changes anything in Redis, but it shows every lock name and owner, and reads any key's lock state:
@@ -29,9 +33,13 @@
 // keeps the last ones ([WithHistory]) so that a page opened later shows what happened before, and
 // hands each event to every client of the events stream. Every client has a buffer of its own
 // ([WithClientBuffer]): a client that does not keep up loses events, and is told how many (a
-// "dropped" event), but never holds up the other clients, the handler or the coordinator. The handler
-// stops, ending its subscription and every stream, when the coordinator closes, or when the context
-// given with [WithContext] ends.
+// "dropped" event), but never holds up the other clients, the handler or the coordinator; a client that
+// takes no data for 10 seconds is disconnected. Since the handler is subscribed from its creation, the
+// coordinator hands it every lock event, page open or not (events cost nothing only while nobody
+// listens). The handler stops, ending its subscription and every stream, when the coordinator closes, or when the context
+// given with [WithContext] ends. An events stream is a request that lasts: http.Server.Shutdown waits
+// for it, so close the coordinator (or end the [WithContext] context) before, or as, the server shuts
+// down.
 package debugpage
 
 import (

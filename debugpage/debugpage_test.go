@@ -211,6 +211,7 @@ func TestStateJSON(t *testing.T) {
 
 func TestInspectJSON(t *testing.T) {
 	p := newPage(t)
+	waitRegistered(t, p)
 	lock := name(t, "a b/c?d&e=f") // needs escaping in the query
 	m := p.c.Mutex(lock)
 	mustLock(t, m)
@@ -260,14 +261,30 @@ func TestListJSON(t *testing.T) {
 
 func TestProcessesJSON(t *testing.T) {
 	p := newPage(t)
-	var ps Processes
-	getJSON(t, p, "processes.json", http.StatusOK, &ps)
-	if ps.Coordinator != p.c.ID() {
-		t.Fatalf("processes.json coordinator = %q, want %q", ps.Coordinator, p.c.ID())
+	pr := waitRegistered(t, p)
+	if pr.PID != os.Getpid() || pr.Version != coordinator.Version {
+		t.Fatalf("this process = %+v, want pid %d", pr, os.Getpid())
 	}
-	i := slices.IndexFunc(ps.Processes, func(pr coordinator.Process) bool { return pr.ID == p.c.ID() })
-	if i < 0 || ps.Processes[i].PID != os.Getpid() || ps.Processes[i].Version != coordinator.Version {
-		t.Fatalf("processes = %+v, want this one (pid %d)", ps.Processes, os.Getpid())
+}
+
+// waitRegistered waits until processes.json lists the coordinator, which registers itself from a
+// goroutine of its own once it started, and returns its entry.
+func waitRegistered(t *testing.T, p *page) coordinator.Process {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		var ps Processes
+		getJSON(t, p, "processes.json", http.StatusOK, &ps)
+		if ps.Coordinator != p.c.ID() {
+			t.Fatalf("processes.json coordinator = %q, want %q", ps.Coordinator, p.c.ID())
+		}
+		if i := slices.IndexFunc(ps.Processes, func(pr coordinator.Process) bool { return pr.ID == p.c.ID() }); i >= 0 {
+			return ps.Processes[i]
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("processes = %+v, want this coordinator (%s) registered", ps.Processes, p.c.ID())
+		}
+		time.Sleep(5 * time.Millisecond) // a poll interval
 	}
 }
 
