@@ -251,25 +251,30 @@ type State struct {
 
 // Hold is what one owner holds on one lock name.
 type Hold struct {
-	Name  string `json:"name"`
+	// Name is the lock name.
+	Name string `json:"name"`
+	// Owner is the owner id ([coordinator.Mutex.Owner]).
 	Owner string `json:"owner"`
 	// Kinds are the kinds held: "plain", "fair", "read", "write" ([messages.Kind.String]).
 	Kinds []string `json:"kinds"`
-	// Since is when the owner's first hold of these kinds was granted; For is how long ago that was,
-	// at [State.Time].
-	Since time.Time     `json:"since"`
-	For   time.Duration `json:"for_ns"`
+	// Since is when the owner's first hold of these kinds was granted.
+	Since time.Time `json:"since"`
+	// For is how long ago Since was, at [State.Time].
+	For time.Duration `json:"for_ns"`
 }
 
 // Waiting is what one owner waits for on one lock name.
 type Waiting struct {
-	Name  string `json:"name"`
+	// Name is the lock name.
+	Name string `json:"name"`
+	// Owner is the owner id of the waiter.
 	Owner string `json:"owner"`
 	// Kinds counts the owner's acquisitions of each kind that wait or are under way.
 	Kinds map[string]int `json:"kinds"`
-	// Since is when the first of them was asked for; For is how long ago that was, at [State.Time].
-	Since time.Time     `json:"since"`
-	For   time.Duration `json:"for_ns"`
+	// Since is when the first of them was asked for.
+	Since time.Time `json:"since"`
+	// For is how long ago Since was, at [State.Time].
+	For time.Duration `json:"for_ns"`
 }
 
 func (h *handler) serveState(w http.ResponseWriter, _ *http.Request) {
@@ -382,19 +387,30 @@ type Event struct {
 	Seq uint64 `json:"seq"`
 	// Type is the event type in words ([messages.EventType.String]): "acquired", "released", ...
 	Type string `json:"type"`
+	// Name is the lock name.
 	Name string `json:"name"`
 	// Kind is the kind of lock: "plain", "fair", "read", "write", "semaphore", ... ([messages.LockKind]).
-	Kind        string        `json:"kind"`
-	Owner       string        `json:"owner,omitempty"`
-	From        string        `json:"from,omitempty"`
-	Token       int64         `json:"token,omitempty"`
-	HoldCount   int64         `json:"hold_count"`
-	Queued      bool          `json:"queued,omitempty"`
-	Time        time.Time     `json:"time"`
-	Wait        time.Duration `json:"wait_ns,omitempty"`
-	Held        time.Duration `json:"held_ns,omitempty"`
-	Reason      string        `json:"reason,omitempty"`
-	Coordinator string        `json:"coordinator,omitempty"`
+	Kind string `json:"kind"`
+	// Owner is the owner id of the hold or waiter (none for a force unlock).
+	Owner string `json:"owner,omitempty"`
+	// From is the owner that released, for handed-off.
+	From string `json:"from,omitempty"`
+	// Token is the fencing token of the hold.
+	Token int64 `json:"token,omitempty"`
+	// HoldCount is the owner's hold count after the event.
+	HoldCount int64 `json:"hold_count"`
+	// Queued is set, for acquired, when the owner had waited in the queue.
+	Queued bool `json:"queued,omitempty"`
+	// Time is when it happened.
+	Time time.Time `json:"time"`
+	// Wait is how long the owner waited, in nanoseconds in JSON.
+	Wait time.Duration `json:"wait_ns,omitempty"`
+	// Held is how long the hold lasted, for released and lost, in nanoseconds in JSON.
+	Held time.Duration `json:"held_ns,omitempty"`
+	// Reason says why, for released, lost and renewal-failed.
+	Reason string `json:"reason,omitempty"`
+	// Coordinator is the id of the coordinator where it happened.
+	Coordinator string `json:"coordinator,omitempty"`
 }
 
 func eventOf(seq uint64, ev messages.Event) Event {

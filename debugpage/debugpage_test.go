@@ -806,3 +806,72 @@ func TestStoppedByContext(t *testing.T) {
 		t.Fatalf("closed() = %v", p.h.closed())
 	}
 }
+
+// TestDeployments: the page's data on a Sentinel deployment and on a Cluster: a lock held shows in
+// state.json, inspect.json shows its holder and process, list.json finds it.
+func TestDeployments(t *testing.T) {
+	for _, d := range []struct {
+		name   string
+		client func(t *testing.T) redis.UniversalClient
+	}{
+		{"sentinel", func(t *testing.T) redis.UniversalClient {
+			rs := redistest.StartReplicaSet(t, 2)
+			return redistest.StartSentinels(t, rs, 1).FailoverClient(t)
+		}},
+		{"cluster", func(t *testing.T) redis.UniversalClient { return redistest.StartCluster(t, 3).Client(t) }},
+	} {
+		t.Run(d.name, func(t *testing.T) {
+			c, err := coordinator.New(d.client(t), coordinator.WithStopReleaseTimeout(time.Second))
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { _ = c.Close() })
+			ts := httptest.NewServer(Handler(c))
+			t.Cleanup(ts.Close)
+			fetch := func(rel string, v any) {
+				t.Helper()
+				resp, err := http.Get(ts.URL + "/" + rel)
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer resp.Body.Close()
+				if resp.StatusCode != http.StatusOK {
+					body, _ := io.ReadAll(resp.Body)
+					t.Fatalf("GET %s: %d %s", rel, resp.StatusCode, body)
+				}
+				if err := json.NewDecoder(resp.Body).Decode(v); err != nil {
+					t.Fatalf("GET %s: %v", rel, err)
+				}
+			}
+			lock := name(t, "orders")
+			m := c.Mutex(lock)
+			mustLock(t, m)
+			var st State
+			fetch("state.json", &st)
+			if len(st.Holds) != 1 || st.Holds[0].Name != lock || st.Holds[0].Owner != m.Owner() {
+				t.Fatalf("state.json holds = %+v, want %s held by %s", st.Holds, lock, m.Owner())
+			}
+			deadline := time.Now().Add(5 * time.Second)
+			for {
+				var in coordinator.Inspection
+				fetch("inspect.json?name="+url.QueryEscape(lock), &in)
+				if len(in.Holders) != 1 || in.Holders[0].Owner != m.Owner() {
+					t.Fatalf("inspect.json = %+v", in)
+				}
+				if p := in.Holders[0].Process; p != nil && p.ID == c.ID() {
+					break
+				}
+				if time.Now().After(deadline) {
+					t.Fatal("inspect.json: the holder's process was not registered within 5s")
+				}
+				<-time.After(10 * time.Millisecond)
+			}
+			var list List
+			fetch("list.json?pattern="+url.QueryEscape(lock), &list)
+			if len(list.Names) != 1 || list.Names[0] != lock {
+				t.Fatalf("list.json = %+v, want [%s]", list, lock)
+			}
+			mustUnlock(t, m)
+		})
+	}
+}
