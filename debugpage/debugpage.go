@@ -380,43 +380,18 @@ func (h *handler) serveProcesses(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, Processes{Coordinator: h.c.ID(), Processes: procs})
 }
 
-// Event is a lock event ([messages.Event]) as events.json and the events stream serve it.
+// Event is a lock event ([messages.Event]) as events.json and the events stream serve it: its fields
+// as [messages.EventJSON] writes them, and its number.
 type Event struct {
 	// Seq numbers the events the handler received, from 1; the events stream gives it as the id of
 	// each event, so that a client that reconnects (with Last-Event-ID) gets only newer ones.
 	Seq uint64 `json:"seq"`
-	// Type is the event type in words ([messages.EventType.String]): "acquired", "released", ...
-	Type string `json:"type"`
-	// Name is the lock name.
-	Name string `json:"name"`
-	// Kind is the kind of lock: "plain", "fair", "read", "write", "semaphore", ... ([messages.LockKind]).
-	Kind string `json:"kind"`
-	// Owner is the owner id of the hold or waiter (none for a force unlock).
-	Owner string `json:"owner,omitempty"`
-	// From is the owner that released, for handed-off.
-	From string `json:"from,omitempty"`
-	// Token is the fencing token of the hold.
-	Token int64 `json:"token,omitempty"`
-	// HoldCount is the owner's hold count after the event.
-	HoldCount int64 `json:"hold_count"`
-	// Queued is set, for acquired, when the owner had waited in the queue.
-	Queued bool `json:"queued,omitempty"`
-	// Time is when it happened.
-	Time time.Time `json:"time"`
-	// Wait is how long the owner waited, in nanoseconds in JSON.
-	Wait time.Duration `json:"wait_ns,omitempty"`
-	// Held is how long the hold lasted, for released and lost, in nanoseconds in JSON.
-	Held time.Duration `json:"held_ns,omitempty"`
-	// Reason says why, for released, lost and renewal-failed.
-	Reason string `json:"reason,omitempty"`
-	// Coordinator is the id of the coordinator where it happened.
-	Coordinator string `json:"coordinator,omitempty"`
+	// EventJSON is the event.
+	messages.EventJSON
 }
 
 func eventOf(seq uint64, ev messages.Event) Event {
-	return Event{Seq: seq, Type: ev.Type.String(), Name: ev.Name, Kind: string(ev.Kind), Owner: ev.Owner, From: ev.From,
-		Token: ev.Token, HoldCount: ev.HoldCount, Queued: ev.Queued, Time: ev.Time, Wait: ev.Wait, Held: ev.Held,
-		Reason: ev.Reason, Coordinator: ev.Coordinator}
+	return Event{Seq: seq, EventJSON: ev.JSON()}
 }
 
 // Events is what events.json serves.

@@ -158,3 +158,41 @@ const (
 	// The owner actor of an actor-model application stopped while it held the lock:
 	// [ReleaseCauseOwnerStopped].
 )
+
+// EventJSON is an [Event] as lockwarden's JSON outputs carry it (the debug page, the lockwarden
+// command): its type in words, snake_case names, durations in nanoseconds.
+type EventJSON struct {
+	// Type is the event type in words ([EventType.String]): "acquired", "released", ...
+	Type string `json:"type"`
+	// Name is the lock name.
+	Name string `json:"name"`
+	// Kind is the kind of lock: "plain", "fair", "read", "write", "semaphore", ... ([LockKind]).
+	Kind string `json:"kind"`
+	// Owner is the owner id of the hold or waiter (none for a force unlock).
+	Owner string `json:"owner,omitempty"`
+	// From is the owner that released, for handed-off.
+	From string `json:"from,omitempty"`
+	// Token is the fencing token of the hold.
+	Token int64 `json:"token,omitempty"`
+	// HoldCount is the owner's hold count after the event.
+	HoldCount int64 `json:"hold_count"`
+	// Queued is set, for acquired, when the owner had waited in the queue.
+	Queued bool `json:"queued,omitempty"`
+	// Time is when it happened.
+	Time time.Time `json:"time"`
+	// Wait is how long the owner waited, in nanoseconds in JSON.
+	Wait time.Duration `json:"wait_ns,omitempty"`
+	// Held is how long the hold lasted, for released and lost, in nanoseconds in JSON.
+	Held time.Duration `json:"held_ns,omitempty"`
+	// Reason says why, for released, lost and renewal-failed.
+	Reason string `json:"reason,omitempty"`
+	// Coordinator is the id of the coordinator where it happened.
+	Coordinator string `json:"coordinator,omitempty"`
+}
+
+// JSON returns the event as [EventJSON] writes it.
+func (e Event) JSON() EventJSON {
+	return EventJSON{Type: e.Type.String(), Name: e.Name, Kind: string(e.Kind), Owner: e.Owner, From: e.From,
+		Token: e.Token, HoldCount: e.HoldCount, Queued: e.Queued, Time: e.Time, Wait: e.Wait, Held: e.Held,
+		Reason: e.Reason, Coordinator: e.Coordinator}
+}

@@ -222,7 +222,7 @@ func watch(ctx context.Context, cfg *config, client redis.UniversalClient, out *
 		for _, e := range entries {
 			after = e.ID
 			if out.json {
-				if err := out.writeJSONLine(journalJSON{ID: e.ID, Event: eventJSONOf(e.Event)}); err != nil {
+				if err := out.writeJSONLine(journalJSON{ID: e.ID, Event: e.Event.JSON()}); err != nil {
 					return err
 				}
 			} else {
@@ -339,31 +339,8 @@ type forceUnlockJSON struct {
 
 // journalJSON is one event of watch's JSON output.
 type journalJSON struct {
-	ID    string    `json:"id"`
-	Event eventJSON `json:"event"`
-}
-
-// eventJSON is a lock event in JSON, its type in words.
-type eventJSON struct {
-	Type        string        `json:"type"`
-	Name        string        `json:"name"`
-	Kind        string        `json:"kind"`
-	Owner       string        `json:"owner,omitempty"`
-	From        string        `json:"from,omitempty"`
-	Token       int64         `json:"token,omitempty"`
-	HoldCount   int64         `json:"hold_count,omitempty"`
-	Queued      bool          `json:"queued,omitempty"`
-	Time        time.Time     `json:"time"`
-	Wait        time.Duration `json:"wait_ns,omitempty"`
-	Held        time.Duration `json:"held_ns,omitempty"`
-	Reason      string        `json:"reason,omitempty"`
-	Coordinator string        `json:"coordinator,omitempty"`
-}
-
-func eventJSONOf(ev messages.Event) eventJSON {
-	return eventJSON{Type: ev.Type.String(), Name: ev.Name, Kind: string(ev.Kind), Owner: ev.Owner, From: ev.From,
-		Token: ev.Token, HoldCount: ev.HoldCount, Queued: ev.Queued, Time: ev.Time, Wait: ev.Wait, Held: ev.Held,
-		Reason: ev.Reason, Coordinator: ev.Coordinator}
+	ID    string             `json:"id"`
+	Event messages.EventJSON `json:"event"`
 }
 
 // writeJSON writes v as indented JSON.
