@@ -326,6 +326,12 @@ func (a *lockActor) grant(m *Acquire, count, token int64, sent time.Time) {
 	default:
 		h.extend(sent, m.Lease)
 	}
+	if m.Kind == KindRead {
+		if !reentry {
+			h.reads = h.reads[:0]
+		}
+		h.pushRead(validUntil(sent, m.Lease))
+	}
 	if a.answer(m, Outcome{HoldCount: count, Token: token, Done: h.done, Attempts: m.attempts}) {
 		h.announced = true
 		typ := messages.EventAcquired

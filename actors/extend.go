@@ -46,15 +46,21 @@ func (a *lockActor) onExtend(m *Extend) {
 		m.Ticket.deliver(Outcome{Reason: messages.ReasonRedis, Err: ErrWatchdogHold})
 		return
 	}
+	old := h.expires
 	sent, err := a.extendOnce(k, h, m.Lease)
-	if errors.Is(err, redisops.ErrReplicasChanged) && !errors.Is(err, redisops.ErrNotHeld) {
+	// first is when the first call was sent: when its new lease may have taken effect on the master
+	// while the answer says otherwise, a cut of the validity counts from it.
+	first := sent
+	if errors.Is(err, redisops.ErrReplicasChanged) && !errors.Is(err, redisops.ErrNotHeld) && !h.ended() {
 		// The master has fewer replicas than the WAIT asked for (a failover left the new master
 		// without the old one's): ask again at once for what it has now, as a renewal does.
 		sent, err = a.extendOnce(k, h, m.Lease)
 	}
 	renewed := err == nil || errors.Is(err, redisops.ErrRenewalNotSynced)
 	switch {
-	case renewed && (h.ended() || lateGrant(sent, m.Lease)):
+	case renewed && (h.ended() || lateGrant(sent, m.Lease) || !time.Now().Before(old)):
+		// (Past the old deadline, its timer may be ending the hold as the answer is settled: the
+		// hold is taken as ended rather than extended under it.)
 		// The hold's validity ran out while the call was out (Done has closed), or the new lease
 		// came back with none left: nobody owns what the extension renewed on the master, so it is
 		// given back, with the owner check (an owner id shared with other processes is left to its
@@ -68,7 +74,19 @@ func (a *lockActor) onExtend(m *Extend) {
 	case err == nil:
 		h.lease = m.Lease
 		h.extend(sent, m.Lease)
+		h.setReads(h.expires)
 		h.unacked = false
+		if !time.Now().Before(old) {
+			// The old deadline passed while the new one was set: its timer may have fired before
+			// the reset, and Done be closing. The hold is lost, and what the master keeps given back.
+			a.lose(k, "lease ran out")
+			if !h.shared {
+				a.giveBackLost(k)
+			}
+			a.tryHead()
+			m.Ticket.deliver(Outcome{Reason: messages.ReasonNotHeld})
+			return
+		}
 		m.Ticket.deliver(Outcome{HoldCount: h.count})
 		a.emitHold(messages.EventRenewed, k, h, h.count, messages.RenewExtended)
 	case errors.Is(err, redisops.ErrNotHeld):
@@ -80,10 +98,22 @@ func (a *lockActor) onExtend(m *Extend) {
 		// may keep the former one (not acknowledged): the hold keeps the validity it had, cut to the
 		// new lease's when that is shorter, and when it runs out what the master may still keep is
 		// given back (expireHolds).
-		if v := validUntil(sent, m.Lease); v.Before(h.expires) {
+		if h.ended() {
+			// The hold ran out while the call was out: nobody owns what the master may have
+			// extended, so it is given back, as above.
+			a.lose(k, "lease ran out")
+			if !h.shared {
+				a.giveBackLost(k)
+			}
+			a.tryHead()
+			m.Ticket.deliver(Outcome{Reason: messages.ReasonNotHeld})
+			return
+		}
+		if v := validUntil(first, m.Lease); v.Before(h.expires) {
 			h.expires = v
 			h.deadline.Reset(time.Until(v))
 		}
+		h.cutReads(validUntil(first, m.Lease))
 		h.unacked = true
 		if renewed {
 			err = fmt.Errorf("%w: %w", redisops.ErrNotSynced, err)

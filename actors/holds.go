@@ -43,6 +43,10 @@ type hold struct {
 	// unacked is set while the latest renewal took effect on the master but the replicas did not
 	// acknowledge it: the master's key outlasts expires, so a hold that runs out then is given back.
 	unacked bool
+	// reads is, for a read hold, the validity of each of the owner's read holds in Redis (each has a
+	// timeout key of its own), oldest first: a read release leaves the remaining holds' keys as they
+	// are, so the hold is valid until the longest of them (see dropReads).
+	reads []time.Time
 }
 
 // newHold returns a hold valid until expires, whose deadline is a runtime timer of its own (for an
@@ -69,6 +73,45 @@ func (a *lockActor) newHold(expires time.Time) *hold {
 func (h *hold) extend(sent time.Time, lease time.Duration) {
 	h.expires = validUntil(sent, lease)
 	h.deadline.Reset(time.Until(h.expires))
+}
+
+// pushRead records a new read hold of the owner, valid until v.
+func (h *hold) pushRead(v time.Time) { h.reads = append(h.reads, v) }
+
+// setReads records that every read hold of the owner is valid until v: a renewal or an extension
+// gave every timeout key the same lease.
+func (h *hold) setReads(v time.Time) {
+	for i := range h.reads {
+		h.reads[i] = v
+	}
+}
+
+// cutReads records that no read hold of the owner may be valid past v.
+func (h *hold) cutReads(v time.Time) {
+	for i := range h.reads {
+		if v.Before(h.reads[i]) {
+			h.reads[i] = v
+		}
+	}
+}
+
+// dropReads settles a read release that left n read holds: the latest holds are gone, and the hold's
+// validity becomes the longest of the remaining holds' (rw_read_release.lua renews none of them),
+// never more than it was.
+func (h *hold) dropReads(n int64) {
+	if int64(len(h.reads)) > n {
+		h.reads = h.reads[:max(n, 0)]
+	}
+	var longest time.Time
+	for _, v := range h.reads {
+		if v.After(longest) {
+			longest = v
+		}
+	}
+	if !longest.IsZero() && longest.Before(h.expires) {
+		h.expires = longest
+		h.deadline.Reset(time.Until(longest))
+	}
 }
 
 // validUntil is the end of the validity of a lease that Redis granted for a call sent at sent: the

@@ -137,6 +137,10 @@ func (a *lockActor) settleRelease(m *Release, h *hold, lease time.Duration, next
 		if h != nil {
 			h.count = rel.Remaining
 			switch {
+			case k.kind == KindRead:
+				// A read release renews none of the remaining holds: the hold is valid until the
+				// longest of theirs (and with replica sync, a replica's cannot be longer).
+				h.dropReads(rel.Remaining)
 			case a.env.Ops.WaitsForReplicas(a.redisContext(), a.name):
 				// The release's new expiry is not waited for: a replica promoted now may have an
 				// older one, so the estimate may go down with it but not up. The master's may now

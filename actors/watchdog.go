@@ -320,6 +320,7 @@ func (a *lockActor) settleRenewal(k holdKey, h *hold, sent time.Time, err error)
 	case err == nil:
 		h.lease = a.env.WatchdogTimeout
 		h.extend(sent, a.env.WatchdogTimeout)
+		h.setReads(h.expires)
 		h.unacked = false
 		a.emitHold(messages.EventRenewed, k, h, h.count, "")
 		return false, false, nil

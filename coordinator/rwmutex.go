@@ -94,7 +94,10 @@ func (rw *RWMutex) Extend(ctx context.Context, lease time.Duration) error {
 }
 
 // RExtend sets the remaining lease of the handle's read holds, taken with a fixed lease, to lease
-// from now, as [Mutex.Extend] does on the read side ([RWMutex.Read]).
+// from now, as [Mutex.Extend] does on the read side ([RWMutex.Read]). Every read hold has its own
+// expiry in Redis: when one of them has already run out (an inner hold taken with a shorter lease),
+// RExtend returns [ErrNotHeld] and the read holds end (Done closes), although the outer holds' field
+// stays in Redis until its own expiry.
 func (rw *RWMutex) RExtend(ctx context.Context, lease time.Duration) error {
 	return rw.read.Extend(ctx, lease)
 }

@@ -196,12 +196,17 @@ func (h *handler) serveEvents(w http.ResponseWriter, r *http.Request) {
 	hdr.Set("X-Accel-Buffering", "no")
 	w.WriteHeader(http.StatusOK)
 
-	// flush sends what was written, within writeTimeout; false when the client is gone.
-	flush := func() bool {
-		if err := rc.SetWriteDeadline(time.Now().Add(writeTimeout)); err != nil && !errors.Is(err, http.ErrNotSupported) {
-			return false
-		}
-		return rc.Flush() == nil
+	// deadline gives the writes that follow, and their flush, writeTimeout: every write phase sets it
+	// first, since a write larger than the response's buffer reaches the connection at once (a stuck
+	// client would otherwise block it forever, and an old deadline would cut a healthy one off).
+	deadline := func() bool {
+		err := rc.SetWriteDeadline(time.Now().Add(writeTimeout))
+		return err == nil || errors.Is(err, http.ErrNotSupported)
+	}
+	// flush sends what was written; false when the client is gone.
+	flush := func() bool { return rc.Flush() == nil }
+	if !deadline() {
+		return
 	}
 	if _, err := fmt.Fprintf(w, "retry: %d\n\n", retryMillis); err != nil {
 		return
@@ -221,11 +226,14 @@ func (h *handler) serveEvents(w http.ResponseWriter, r *http.Request) {
 		case <-r.Context().Done():
 			return
 		case <-ping.C:
+			if !deadline() {
+				return
+			}
 			if _, err := w.Write([]byte(": ping\n\n")); err != nil || !flush() {
 				return
 			}
 		case d, ok := <-cl.ch:
-			if !ok {
+			if !ok || !deadline() {
 				return
 			}
 			// Write what is waiting, then flush once.
