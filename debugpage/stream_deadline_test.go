@@ -30,7 +30,7 @@ func TestStreamLivesAfterIdle(t *testing.T) {
 			lines <- sc.Text()
 		}
 	}()
-	<-lines // retry:
+	<-lines                                  // retry:
 	<-time.After(writeTimeout + time.Second) // idle past the write timeout
 	m := p.c.Mutex(name(t, strings.Repeat("x", 16<<10)))
 	if err := m.Lock(t.Context()); err != nil {
