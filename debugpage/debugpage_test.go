@@ -326,6 +326,8 @@ type sseEvent struct {
 
 // stream is a client of the events stream, read on a goroutine of its own.
 type stream struct {
+	// epoch is the handler's, which every event id starts with.
+	epoch  string
 	resp   *http.Response
 	events chan sseEvent
 	cancel context.CancelFunc
@@ -355,7 +357,7 @@ func openStream(t *testing.T, p *page, rel string, hdr http.Header) *stream {
 		resp.Body.Close()
 		t.Fatalf("GET %s: status %d, Content-Type %q", rel, resp.StatusCode, resp.Header.Get("Content-Type"))
 	}
-	s := &stream{resp: resp, events: make(chan sseEvent, 100000), cancel: cancel, done: make(chan struct{})}
+	s := &stream{epoch: p.h.hub.epoch, resp: resp, events: make(chan sseEvent, 100000), cancel: cancel, done: make(chan struct{})}
 	go s.read()
 	t.Cleanup(s.close)
 	return s
@@ -410,8 +412,8 @@ func (s *stream) next(t *testing.T, within time.Duration) Event {
 			if err := json.Unmarshal([]byte(sev.data), &ev); err != nil {
 				t.Fatalf("event %q: %v", sev.data, err)
 			}
-			if sev.id != fmt.Sprint(ev.Seq) {
-				t.Fatalf("event id %q, seq %d", sev.id, ev.Seq)
+			if sev.id != s.epoch+"."+fmt.Sprint(ev.Seq) {
+				t.Fatalf("event id %q, seq %d, want the epoch %q and the seq", sev.id, ev.Seq, s.epoch)
 			}
 			return ev
 		case <-timer.C:
@@ -475,8 +477,8 @@ func TestEventStreamHistory(t *testing.T) {
 		rel string
 		hdr http.Header
 	}{
-		{"events", http.Header{"Last-Event-ID": {fmt.Sprint(acquired.Seq)}}},
-		{fmt.Sprintf("events?after=%d", acquired.Seq), nil},
+		{"events", http.Header{"Last-Event-ID": {fmt.Sprintf("%s.%d", p.h.hub.epoch, acquired.Seq)}}},
+		{fmt.Sprintf("events?after=%s.%d", p.h.hub.epoch, acquired.Seq), nil},
 	} {
 		s2 := openStream(t, p, c.rel, c.hdr)
 		if ev := s2.next(t, 5*time.Second); ev.Seq != released.Seq || ev.Type != "released" {
@@ -484,6 +486,12 @@ func TestEventStreamHistory(t *testing.T) {
 		}
 		s2.close()
 	}
+	// An id of another handler (an earlier run of the program) resumes from the first event kept.
+	s3 := openStream(t, p, "events", http.Header{"Last-Event-ID": {fmt.Sprintf("0badc0de.%d", released.Seq)}})
+	if ev := s3.next(t, 5*time.Second); ev.Seq != acquired.Seq {
+		t.Fatalf("an id of another epoch: first event = %+v, want the first kept (%d)", ev, acquired.Seq)
+	}
+	s3.close()
 }
 
 // blockedWriter is an events stream client that takes no data: its Write blocks until release is
@@ -557,7 +565,8 @@ func TestSlowClientDoesNotBlockOthers(t *testing.T) {
 	// again, the next event comes after a notice of how many it lost.
 	release()
 	mustLock(t, m)
-	next := fmt.Sprintf("id: %d\n", 2*cycles+1)
+	epoch := p.h.hub.epoch
+	next := fmt.Sprintf("id: %s.%d\n", epoch, 2*cycles+1)
 	deadline := time.Now().Add(5 * time.Second)
 	for !strings.Contains(slow.text(), next) {
 		if time.Now().After(deadline) {
@@ -574,7 +583,7 @@ func TestSlowClientDoesNotBlockOthers(t *testing.T) {
 	}
 	lost := 2*cycles - DefaultClientBuffer
 	notice := fmt.Sprintf("event: dropped\ndata: {\"dropped\": %d}\n\n%s", lost, next)
-	if len(ids) != DefaultClientBuffer+1 || ids[0] != "1" || ids[DefaultClientBuffer-1] != fmt.Sprint(DefaultClientBuffer) ||
+	if len(ids) != DefaultClientBuffer+1 || ids[0] != epoch+".1" || ids[DefaultClientBuffer-1] != fmt.Sprintf("%s.%d", epoch, DefaultClientBuffer) ||
 		!strings.Contains(text, notice) {
 		t.Fatalf("the slow client got events %v, want 1 to %d then %d after a notice of %d lost:\n%s",
 			ids, DefaultClientBuffer, 2*cycles+1, lost, text)

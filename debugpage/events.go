@@ -2,11 +2,14 @@ package debugpage
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -30,6 +33,8 @@ const (
 type record struct {
 	event Event
 	data  []byte
+	// id is the event's id in the stream (see hub.eventID).
+	id string
 }
 
 // delivery is a record handed to a client, with the number of events dropped for the client just
@@ -60,11 +65,16 @@ type hub struct {
 	seq     uint64
 	clients map[*client]struct{}
 	stopped bool
+	// epoch tells this hub's event ids from another's (a handler of an earlier run of the program): a
+	// client that resumes after an id of another epoch gets every event kept.
+	epoch string
 }
 
 func newHub(sub *coordinator.Subscription, history, buffer int) *hub {
+	var b [4]byte
+	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails
 	return &hub{sub: sub, buffer: buffer, ring: make([]*record, history), clients: map[*client]struct{}{},
-		done: make(chan struct{})}
+		done: make(chan struct{}), epoch: hex.EncodeToString(b[:])}
 }
 
 // run hands the subscription's events out until the coordinator closes or ctx ends, then stops the
@@ -91,7 +101,7 @@ func (h *hub) publish(ev messages.Event) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.seq++
-	rec := &record{event: eventOf(h.seq, ev)}
+	rec := &record{event: eventOf(h.seq, ev), id: h.eventID(h.seq)}
 	rec.data, _ = json.Marshal(rec.event)
 	h.ring[h.next] = rec
 	h.next++
@@ -122,6 +132,20 @@ func (h *hub) isStopped() bool {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	return h.stopped
+}
+
+// eventID is the id of the event with sequence number seq in the stream: <epoch>.<seq>.
+func (h *hub) eventID(seq uint64) string { return h.epoch + "." + strconv.FormatUint(seq, 10) }
+
+// resumeAfter returns the sequence number to resume after, from the id a client last got: 0 (every
+// event kept) for no id, an id of another epoch, or one that does not parse.
+func (h *hub) resumeAfter(id string) uint64 {
+	epoch, seq, ok := strings.Cut(id, ".")
+	if !ok || epoch != h.epoch {
+		return 0
+	}
+	n, _ := strconv.ParseUint(seq, 10, 64)
+	return n
 }
 
 // history returns the records kept with a sequence number above after, oldest first (all of them when
@@ -172,16 +196,16 @@ func (h *hub) clientCount() int {
 
 // serveEvents serves the events stream: the kept events newer than the Last-Event-ID header, or the
 // after parameter without it (all when there is neither), then each new one, until the request's context ends, the client stops taking
-// data for writeTimeout, or the hub stops. Each event is a server-sent event with the event's Seq as
-// id and its JSON ([Event]) as data; events dropped for the client come as an event named "dropped"
+// data for writeTimeout, or the hub stops. Each event is a server-sent event with <epoch>.<Seq> as id
+// (the epoch is the handler's own, so that an id given by an earlier handler resumes from the start)
+// and its JSON ([Event]) as data; events dropped for the client come as an event named "dropped"
 // with {"dropped": n}.
 func (h *handler) serveEvents(w http.ResponseWriter, r *http.Request) {
 	id := r.Header.Get("Last-Event-ID")
 	if id == "" {
 		id = r.URL.Query().Get("after")
 	}
-	after, _ := strconv.ParseUint(id, 10, 64)
-	recs, cl, ok := h.hub.history(after, true)
+	recs, cl, ok := h.hub.history(h.hub.resumeAfter(id), true)
 	if !ok {
 		writeError(w, http.StatusServiceUnavailable, errStopped)
 		return
@@ -265,6 +289,6 @@ func writeRecord(w http.ResponseWriter, d delivery) bool {
 			return false
 		}
 	}
-	_, err := fmt.Fprintf(w, "id: %d\ndata: %s\n\n", d.rec.event.Seq, d.rec.data)
+	_, err := fmt.Fprintf(w, "id: %s\ndata: %s\n\n", d.rec.id, d.rec.data)
 	return err == nil
 }
