@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -19,6 +20,7 @@ import (
 
 	"github.com/lockwarden/lockwarden/coordinator"
 	"github.com/lockwarden/lockwarden/integration/redistest"
+	"github.com/lockwarden/lockwarden/redisops"
 )
 
 // baselineLease is the lease of the baseline's SET NX PX.
@@ -119,8 +121,18 @@ func newCoordinator(b *testing.B, client redis.UniversalClient, opts ...coordina
 	if err != nil {
 		b.Fatalf("coordinator.New: %v", err)
 	}
+	registryKeys.Lock()
+	registryKeys.keys = append(registryKeys.keys, redisops.ProcessKey(c.ID()))
+	registryKeys.Unlock()
 	b.Cleanup(func() { _ = c.Close() })
 	return c
+}
+
+// registryKeys are the process registry's keys of the coordinators newCoordinator made: a
+// coordinator keeps its key while it runs, and lockKeys does not count them.
+var registryKeys struct {
+	sync.Mutex
+	keys []string
 }
 
 // ops returns how many operations a run performs: b.N, but at least floor.

@@ -135,7 +135,7 @@ func scriptCost(b *testing.B, srv *redistest.Server, client *redis.Client, prefi
 	// Wait for the keys the pairs left behind to expire, with a deadline well past their expiry.
 	deadline := time.Now().Add(redisops.DefaultLatchExpiry + redisops.DefaultTokenExpiry + 10*time.Second)
 	for {
-		n, err := client.DBSize(ctx).Result()
+		n, err := lockKeys(ctx, client)
 		if err != nil {
 			b.Fatal(err)
 		}
