@@ -67,13 +67,17 @@ const InspectLimit = redisops.InspectLimit
 const DefaultListLimit = 10000
 
 // Inspect reports what Redis stores under name, whoever took it (lockwarden, Redisson or another
-// client of Redisson's layout), changing nothing: the kind of object; for a lock its holders with
-// owner ids, hold counts and (for lockwarden owners) the process that holds it and, for a hold older
-// than about a second, since when, the remaining lease
-// and the last fencing token; for a fair lock the queue in order with each waiter's deadline; for a
-// read-write lock the mode, the readers (each with its longest remaining read lease) and the writer;
-// for a semaphore its available permits, and for a permit semaphore the acquired permits with their
-// expiry; for a latch its count; and how many client connections listen on the name's channels.
+// client of Redisson's layout), changing nothing:
+//   - the kind of object;
+//   - for a lock, its holders with owner ids and hold counts, the remaining lease and the fencing-token
+//     counter; for a lockwarden owner also the process that holds it and, for a hold older than about
+//     a second, since when;
+//   - for a fair lock, the queue in order with each waiter's deadline;
+//   - for a read-write lock, the mode, the readers (each with its longest remaining read lease) and the
+//     writer;
+//   - for a semaphore its available permits, for a permit semaphore the acquired permits with their
+//     expiry, for a latch its count;
+//   - how many client connections listen on the name's channels.
 //
 // The state is read in one script call, so it is consistent; the processes are looked up in the
 // process registry after it (see [WithoutProcessRegistry]). Inspect works on any name, also one
