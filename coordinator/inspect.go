@@ -77,7 +77,7 @@ const DefaultListLimit = 10000
 //     writer;
 //   - for a semaphore its available permits, for a permit semaphore the acquired permits with their
 //     expiry, for a latch its count;
-//   - how many client connections listen on the name's channels.
+//   - the subscriptions to the name's channels: who waits for it, or listens to it.
 //
 // The state is read in one script call, so it is consistent; the processes are looked up in the
 // process registry after it (see [WithoutProcessRegistry]). Inspect works on any name, also one

@@ -161,8 +161,9 @@ type Inspection struct {
 	Permits []AcquiredPermit `json:"permits,omitempty"`
 	// AcquiredPermits is how many permits of a permit semaphore are acquired in all.
 	AcquiredPermits int64 `json:"acquired_permits,omitempty"`
-	// Subscribers counts the client connections subscribed to the name's channels (a fair lock's
-	// queued waiters' own channels included): the processes that wait for it, or listen to it. In
+	// Subscribers counts the subscriptions to the name's channels (a fair lock's queued waiters' own
+	// channels included): one per connection and channel, so a process that waits for the name
+	// counts once per channel it listens on. 0 means nobody waits for the name or listens to it. In
 	// Redis Cluster it adds up the nodes' counts.
 	Subscribers int64 `json:"subscribers"`
 	// Truncated is set when a list above was cut at InspectLimit entries.
@@ -411,8 +412,9 @@ func strs(v any) []string {
 	return out
 }
 
-// Subscribers counts the client connections subscribed to the channels, with SUBSCRIBE or, on Redis
-// Cluster, SSUBSCRIBE: in Cluster, every node's count of both, masters and replicas, added up.
+// Subscribers counts the subscriptions to the channels (one per connection and channel), with
+// SUBSCRIBE or, on Redis Cluster, SSUBSCRIBE: in Cluster, every node's count of both, masters and
+// replicas, added up.
 func Subscribers(ctx context.Context, client redis.UniversalClient, channels ...string) (int64, error) {
 	sum := func(m map[string]int64) (n int64) {
 		for _, v := range m {

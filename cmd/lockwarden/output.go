@@ -21,7 +21,7 @@ type output struct {
 
 // inspection writes what inspect shows of one name:
 //
-//	orders:42: lock, lease 27.4s left, fencing token 1042, 1 client listening
+//	orders:42: lock, lease 27.4s left, fencing token 1042, 1 subscription
 //	  held by 3f2a...:17 x2  api-7 pid 4121 (orders-svc, lockwarden 0.1.0, up since 12:03:55)
 func (o *output) inspection(in coordinator.Inspection) {
 	fmt.Fprintf(o.w, "%s: %s\n", in.Name, o.headline(in))
@@ -79,9 +79,9 @@ func (o *output) headline(in coordinator.Inspection) string {
 	switch in.Subscribers {
 	case 0:
 	case 1:
-		parts = append(parts, "1 client listening")
+		parts = append(parts, "1 subscription to its channels")
 	default:
-		parts = append(parts, fmt.Sprintf("%d clients listening", in.Subscribers))
+		parts = append(parts, fmt.Sprintf("%d subscriptions to its channels", in.Subscribers))
 	}
 	return strings.Join(parts, ", ")
 }
