@@ -375,12 +375,11 @@ func TestProcessRegistry(t *testing.T) {
 	if ttl := client.PTTL(ctx, key).Val(); ttl <= 0 || ttl > 300*time.Millisecond {
 		t.Fatalf("registration PTTL %v, want at most the watchdog timeout", ttl)
 	}
-	// It outlives its first expiry: it is renewed.
+	// Past its first expiry it is there: it was renewed (or, on a machine slow enough to let it
+	// expire, written again).
 	expired := time.NewTimer(600 * time.Millisecond)
 	<-expired.C
-	if n := client.Exists(ctx, key).Val(); n != 1 {
-		t.Fatal("the registration was not renewed")
-	}
+	waitKey(true, "past the first expiry")
 	procs, err := c.Processes(ctx, c.ID())
 	if err != nil {
 		t.Fatal(err)
