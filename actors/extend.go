@@ -62,15 +62,8 @@ func (a *lockActor) onExtend(m *Extend) {
 		// (Past the old deadline, its timer may be ending the hold as the answer is settled: the
 		// hold is taken as ended rather than extended under it.)
 		// The hold's validity ran out while the call was out (Done has closed), or the new lease
-		// came back with none left: nobody owns what the extension renewed on the master, so it is
-		// given back, with the owner check (an owner id shared with other processes is left to its
-		// holder's Unlock, as for a late renewal).
-		a.lose(k, "lease ran out")
-		if !h.shared {
-			a.giveBackLost(k)
-		}
-		a.tryHead()
-		m.Ticket.deliver(Outcome{Reason: messages.ReasonNotHeld})
+		// came back with none left.
+		a.extensionRanOut(k, h, m)
 	case err == nil:
 		h.lease = m.Lease
 		h.extend(sent, m.Lease)
@@ -79,12 +72,7 @@ func (a *lockActor) onExtend(m *Extend) {
 		if !time.Now().Before(old) {
 			// The old deadline passed while the new one was set: its timer may have fired before
 			// the reset, and Done be closing. The hold is lost, and what the master keeps given back.
-			a.lose(k, "lease ran out")
-			if !h.shared {
-				a.giveBackLost(k)
-			}
-			a.tryHead()
-			m.Ticket.deliver(Outcome{Reason: messages.ReasonNotHeld})
+			a.extensionRanOut(k, h, m)
 			return
 		}
 		m.Ticket.deliver(Outcome{HoldCount: h.count})
@@ -99,27 +87,30 @@ func (a *lockActor) onExtend(m *Extend) {
 		// new lease's when that is shorter, and when it runs out what the master may still keep is
 		// given back (expireHolds).
 		if h.ended() {
-			// The hold ran out while the call was out: nobody owns what the master may have
-			// extended, so it is given back, as above.
-			a.lose(k, "lease ran out")
-			if !h.shared {
-				a.giveBackLost(k)
-			}
-			a.tryHead()
-			m.Ticket.deliver(Outcome{Reason: messages.ReasonNotHeld})
+			// The hold ran out while the call was out.
+			a.extensionRanOut(k, h, m)
 			return
 		}
-		if v := validUntil(first, m.Lease); v.Before(h.expires) {
-			h.expires = v
-			h.deadline.Reset(time.Until(v))
-		}
-		h.cutReads(validUntil(first, m.Lease))
+		h.cut(validUntil(first, m.Lease))
 		h.unacked = true
 		if renewed {
 			err = fmt.Errorf("%w: %w", redisops.ErrNotSynced, err)
 		}
 		m.Ticket.deliver(Outcome{Reason: messages.ReasonRedis, Err: fmt.Errorf("lockwarden: extend: %w", err)})
 	}
+}
+
+// extensionRanOut answers the extension m of the hold h of k, whose validity ran out while it was
+// out: the hold is lost, and what the extension may have renewed on the master is given back, with
+// the owner check (an owner id shared with other processes is left to its holder's Unlock, as for a
+// late renewal), since nobody owns it.
+func (a *lockActor) extensionRanOut(k holdKey, h *hold, m *Extend) {
+	a.lose(k, "lease ran out")
+	if !h.shared {
+		a.giveBackLost(k)
+	}
+	a.tryHead()
+	m.Ticket.deliver(Outcome{Reason: messages.ReasonNotHeld})
 }
 
 // extendOnce sends one renewal of the hold h of k with lease, bounded by the hold's validity, and

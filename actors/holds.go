@@ -108,9 +108,8 @@ func (h *hold) dropReads(n int64) {
 			longest = v
 		}
 	}
-	if !longest.IsZero() && longest.Before(h.expires) {
-		h.expires = longest
-		h.deadline.Reset(time.Until(longest))
+	if !longest.IsZero() {
+		h.cut(longest)
 	}
 }
 
@@ -164,10 +163,16 @@ func (a *lockActor) cutValidity(k holdKey, sent time.Time, lease time.Duration) 
 	if h == nil || a.proto.reentryRaisesExpiry(k.kind) {
 		return
 	}
-	if v := validUntil(sent, lease); v.Before(h.expires) {
+	h.cut(validUntil(sent, lease))
+}
+
+// cut shortens the hold's validity (and its read holds') to v, when v is sooner.
+func (h *hold) cut(v time.Time) {
+	if v.Before(h.expires) {
 		h.expires = v
 		h.deadline.Reset(time.Until(v))
 	}
+	h.cutReads(v)
 }
 
 // giveBackLate undoes one hold of k that a late answer granted (count is the owner's hold count after
