@@ -1,5 +1,5 @@
-// Package actors holds lockwarden's actor behaviour: the guardian that routes commands to one actor per
-// lock name and family, the lock actor that serialises everything about one name, the pub/sub bridge
+// Package actors holds lockwarden's actor behaviour: the guardian that binds one actor to each lock
+// name and family and routes commands to it, the lock actor that serialises everything about one name, the pub/sub bridge
 // that turns Redis unlock notices into messages for the lock actors, and the supervisors of MultiLock
 // and RedLock groups.
 //
@@ -71,10 +71,17 @@
 // a timer re-armed since is recognised by its generation), and registers its next deadline.
 //
 // A lock actor with no holders, no waiters and nothing in flight for [Env.IdleTimeout] reports itself
-// idle. The guardian then unbinds it from its name, if every command it routed to it has arrived, and
+// idle. The guardian then unbinds it from its name, if every command sent to it has arrived, and
 // keeps it in a pool (at most [MaxPooledActors]); the next new name gets a pooled actor, rebound to
 // it, rather than a newly spawned one. A recycled actor drops its subscriptions, timers and everything
 // it knew of its old name.
+//
+// A handle asks the guardian for its actor once ([Locate]) and keeps the answer, a [Route], on which
+// it sends its next commands itself: the guardian's turn, which every handle of the coordinator would
+// otherwise share, is off the path of a Lock and an Unlock. The guardian and the handles count the
+// commands sent on a route on one counter, and the guardian retires the route with a compare-and-swap
+// of it before unbinding the actor, so no command is sent to an actor after it was unbound, nor is
+// one on its way when it is.
 //
 // # Events and telemetry
 //

@@ -30,8 +30,9 @@ type Guardian struct {
 }
 
 type child struct {
-	pid     *actor.PID
-	routed  uint64
+	// route holds the actor's PID and counts the commands sent to it, by the guardian and by the
+	// handles that send their own (see Route).
+	route   *Route
 	binding uint64
 	// primitive marks a primitive actor: stopped when idle, never pooled.
 	primitive bool
@@ -69,26 +70,27 @@ func (g *Guardian) Receive(ctx actor.Context) {
 		// Every lock actor has stopped: nothing uses the timers any more.
 		g.timers.Stop()
 	case *Locate:
-		// The caller sends the command itself, outside the guardian's turn: counted as routed, so
+		// The caller sends the command itself, outside the guardian's turn: counted as sent, so
 		// that the actor is not recycled before it has it.
 		c := g.child(ctx, m.Cmd)
-		c.routed++
-		m.pid = c.pid
+		c.route.count()
+		m.route = c.route
 		close(m.done)
 	case Routed:
 		c := g.child(ctx, m)
-		c.routed++
-		ctx.Send(c.pid, m)
+		c.route.count()
+		ctx.Send(c.route.pid, m)
 	case *idle:
 		// Recycle the actor only if no command is on its way to it: every command it was sent for
-		// this name, it has received, and it was idle after the last one.
-		if c := g.children[m.key]; c != nil && c.pid.Equal(m.pid) && c.binding == m.binding && c.routed == m.routed {
+		// this name, by the guardian or by a handle, it has received, and it was idle after the last
+		// one. Retiring the route stops the handles from sending any more.
+		if c := g.children[m.key]; c != nil && c.route.pid.Equal(m.pid) && c.binding == m.binding && c.route.retire(m.routed) {
 			delete(g.children, m.key)
 			if !c.primitive && len(g.pool) < MaxPooledActors {
-				ctx.Send(c.pid, recycle{})
-				g.pool = append(g.pool, c.pid)
+				ctx.Send(c.route.pid, recycle{})
+				g.pool = append(g.pool, c.route.pid)
 			} else {
-				ctx.Stop(c.pid)
+				ctx.Stop(c.route.pid)
 			}
 		}
 	}
@@ -102,9 +104,9 @@ func (g *Guardian) child(ctx actor.Context, m Routed) *child {
 	if c == nil {
 		g.bindings++
 		if families[fam].primitive {
-			c = &child{pid: g.spawnPrimitive(ctx, name, key, m.LockKind(), g.bindings), binding: g.bindings, primitive: true}
+			c = &child{route: &Route{pid: g.spawnPrimitive(ctx, name, key, m.LockKind(), g.bindings)}, binding: g.bindings, primitive: true}
 		} else {
-			c = &child{pid: g.bind(ctx, name, key, fam, g.bindings), binding: g.bindings}
+			c = &child{route: &Route{pid: g.bind(ctx, name, key, fam, g.bindings)}, binding: g.bindings}
 		}
 		g.children[key] = c
 	}
@@ -112,14 +114,16 @@ func (g *Guardian) child(ctx actor.Context, m Routed) *child {
 }
 
 // Locate asks the guardian for the actor of Cmd's name and kind, which the caller then sends Cmd to
-// itself (see NewLocate). It is answered by Wait. A primitive's caller uses it, so that the actor may
-// run the command on the caller's goroutine once the guardian's turn is over (an actor that the
-// guardian posts to inline would hold up the routing of every command while it waits on Redis).
+// itself (see NewLocate), and keeps (Route) for its next commands. It is answered by Located. So the
+// actor runs the command outside the guardian's turn, on the caller's goroutine when it may (an actor
+// that the guardian posted to inline would hold up the routing of every command while it runs; a
+// primitive's, while it waits on Redis).
 type Locate struct {
-	// Cmd is the command whose actor is asked for; the guardian does not send it.
-	Cmd  Routed
-	pid  *actor.PID
-	done chan struct{}
+	// Cmd is the command whose actor is asked for; the guardian does not send it, but counts it as
+	// sent (the caller must send it).
+	Cmd   Routed
+	route *Route
+	done  chan struct{}
 }
 
 // NewLocate returns a Locate for cmd. Should the guardian fail on it (a recovered panic), it answers
@@ -130,7 +134,10 @@ func NewLocate(cmd Routed) *Locate { return &Locate{Cmd: cmd, done: make(chan st
 func (l *Locate) Located() <-chan struct{} { return l.done }
 
 // PID returns the actor's PID once Located is closed.
-func (l *Locate) PID() *actor.PID { return l.pid }
+func (l *Locate) PID() *actor.PID { return l.route.pid }
+
+// Route returns the actor's route once Located is closed, for the caller's next commands.
+func (l *Locate) Route() *Route { return l.route }
 
 // bind returns an actor for the name: a pooled one, told its new name, or a new one.
 func (g *Guardian) bind(ctx actor.Context, name, key string, fam family, binding uint64) *actor.PID {

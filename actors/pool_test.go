@@ -196,3 +196,132 @@ func TestCommandRacingRecycle(t *testing.T) {
 		t.Fatalf("unlock = %+v", o)
 	}
 }
+
+// locateRoute asks the guardian for the route of name's plain lock actor, sending cmd (which the
+// guardian counts) to the actor as a handle does.
+func locateRoute(t *testing.T, root *actor.RootContext, guardian *actor.PID, cmd Routed) *Route {
+	t.Helper()
+	loc := NewLocate(cmd)
+	root.Send(guardian, loc)
+	select {
+	case <-loc.Located():
+	case <-time.After(5 * time.Second):
+		t.Fatal("the guardian did not answer a Locate within 5s")
+	}
+	root.Send(loc.PID(), cmd)
+	return loc.Route()
+}
+
+// TestDirectCommandRacingRecycle: a command that a handle sends its actor itself, on the route it
+// keeps, while the actor reports itself idle, is not lost: the guardian does not retire the route,
+// the actor stays bound, and the command is answered. Once the actor has gone idle after it, the
+// route is retired and refuses further commands.
+func TestDirectCommandRacingRecycle(t *testing.T) {
+	const idle = 50 * time.Millisecond
+	w := newPoolWatch()
+	guardian, _, root := testGuardian(t, guardianSetup{inject: w.inject, idle: idle})
+	name := t.Name()
+	tk := NewTicket()
+	route := locateRoute(t, root, guardian, &Acquire{Name: name, Kind: KindPlain, Owner: "x", Lease: 30 * time.Second, Watchdog: true, Ticket: tk})
+	if o := outcome(t, tk, 5*time.Second, "acquire"); o.Reason != messages.ReasonNone {
+		t.Fatalf("acquire = %+v", o)
+	}
+	pid, ok := route.Enter()
+	if !ok {
+		t.Fatal("the route of a held lock refused a command")
+	}
+	tk = NewTicket()
+	root.Send(pid, &Release{Name: name, Kind: KindPlain, Owner: "x", Ticket: tk})
+	if o := outcome(t, tk, 5*time.Second, "release"); o.Reason != messages.ReasonNone {
+		t.Fatalf("release = %+v", o)
+	}
+	idleAt := time.Now().Add(idle)
+	// The first wake-up at or after the idle deadline is the one that reports the actor idle: hold it
+	// until a command is on its way to the actor, sent on the route.
+	sent := make(chan *Ticket, 1)
+	var once sync.Once
+	w.mu.Lock()
+	w.hold = func() {
+		if time.Now().Before(idleAt) {
+			return
+		}
+		once.Do(func() {
+			pid, ok := route.Enter()
+			if !ok {
+				sent <- nil
+				return
+			}
+			tk := NewTicket()
+			root.Send(pid, &Acquire{Name: name, Kind: KindPlain, Owner: "y", Lease: 30 * time.Second, Watchdog: true, Ticket: tk})
+			sent <- tk
+		})
+	}
+	w.mu.Unlock()
+	select {
+	case tk = <-sent:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the idle wake-up did not come within 10s")
+	}
+	if tk == nil {
+		t.Fatal("the route was retired before the actor reported itself idle")
+	}
+	if o := outcome(t, tk, 5*time.Second, "acquire racing the recycle"); o.Reason != messages.ReasonNone || o.HoldCount != 1 {
+		t.Fatalf("acquire racing the recycle = %+v, want held once", o)
+	}
+	select {
+	case <-w.recycled:
+		t.Fatal("the actor was recycled while a command sent on its route was on its way to it")
+	default:
+	}
+	pid, ok = route.Enter()
+	if !ok {
+		t.Fatal("the route of a held lock refused a command")
+	}
+	tk = NewTicket()
+	root.Send(pid, &Release{Name: name, Kind: KindPlain, Owner: "y", Ticket: tk})
+	if o := outcome(t, tk, 5*time.Second, "release"); o.Reason != messages.ReasonNone {
+		t.Fatalf("release = %+v", o)
+	}
+	select {
+	case <-w.recycled:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the idle actor was not recycled within 10s")
+	}
+	if _, ok := route.Enter(); ok {
+		t.Fatal("the route of a recycled actor took a command")
+	}
+	// The guardian binds the name again, on a route of its own.
+	tk = NewTicket()
+	again := locateRoute(t, root, guardian, &Acquire{Name: name, Kind: KindPlain, Owner: "x", Lease: 30 * time.Second, Watchdog: true, Ticket: tk})
+	if again == route {
+		t.Fatal("the guardian answered the retired route")
+	}
+	if o := outcome(t, tk, 5*time.Second, "acquire after the recycle"); o.Reason != messages.ReasonNone || o.HoldCount != 1 {
+		t.Fatalf("acquire after the recycle = %+v, want held once", o)
+	}
+	if o := unlockOnce(t, root, guardian, name, "x"); o.Reason != messages.ReasonNone {
+		t.Fatalf("unlock = %+v", o)
+	}
+}
+
+// TestRouteRetire: a route is retired only when every command sent on it was received, and then
+// refuses commands.
+func TestRouteRetire(t *testing.T) {
+	r := &Route{pid: actor.NewPID("test", "lock")}
+	r.count()
+	if _, ok := r.Enter(); !ok {
+		t.Fatal("a live route refused a command")
+	}
+	if r.retire(1) {
+		t.Fatal("retired with 2 commands sent and 1 received")
+	}
+	if _, ok := r.Enter(); !ok {
+		t.Fatal("a route that was not retired refused a command")
+	}
+	if !r.retire(3) {
+		t.Fatal("not retired with every command received")
+	}
+	if pid, ok := r.Enter(); ok || pid != nil {
+		t.Fatalf("a retired route took a command (%v)", pid)
+	}
+}

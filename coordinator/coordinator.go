@@ -347,7 +347,7 @@ func (c *Coordinator) newOwner() string {
 	return c.id + ":" + strconv.FormatUint(c.owners.Add(1), 10)
 }
 
-// errAbandoned tells callers of do that they gave up, because ctx ended or the coordinator closed.
+// errAbandoned tells callers of doRouted that they gave up, because ctx ended or the coordinator closed.
 // ack is delivered once the actor has taken the abandoned command out of its queue (nil when the
 // coordinator closed).
 type errAbandoned struct {
@@ -358,31 +358,37 @@ type errAbandoned struct {
 func (e errAbandoned) Error() string { return e.err.Error() }
 func (e errAbandoned) Unwrap() error { return e.err }
 
-// do sends cmd to its lock actor and waits for the outcome on ticket. If ctx ends or the coordinator
+// doRouted sends cmd to its actor and waits for the outcome on ticket. If ctx ends or the coordinator
 // closes first, it abandons the ticket and returns errAbandoned; abandonment is undone by the actor.
-func (c *Coordinator) do(ctx context.Context, cmd actors.Routed, ticket *actors.Ticket) (actors.Outcome, error) {
-	return c.doAt(ctx, c.guardian, cmd, ticket)
-}
-
-// doLocated is do for a command that the caller sends to the actor itself, once the guardian has told
-// which actor serves it (actors.Locate): a primitive's command that the actor may run on the caller's
-// goroutine, which it must not do inside the guardian's turn.
-func (c *Coordinator) doLocated(ctx context.Context, cmd actors.Routed, ticket *actors.Ticket) (actors.Outcome, error) {
+//
+// The handle keeps the route of its actor in route (see actors.Route): while
+// the route stands, cmd is sent to the actor directly, with no turn of the guardian, which every
+// handle's commands would otherwise share; when there is none yet, or it was retired (the actor went
+// idle and was unbound), the guardian is asked for the actor (actors.Locate) and route keeps its
+// answer. Either way the actor runs cmd outside the guardian's turn, on this goroutine when it may.
+func (c *Coordinator) doRouted(ctx context.Context, route *atomic.Pointer[actors.Route], cmd actors.Routed, ticket *actors.Ticket) (actors.Outcome, error) {
+	if r := route.Load(); r != nil {
+		if pid, ok := r.Enter(); ok {
+			return c.doAt(ctx, pid, cmd, ticket)
+		}
+	}
 	loc := actors.NewLocate(cmd)
 	c.system.Root.Send(c.guardian, loc)
+	// The guardian counts cmd as sent to the actor, which is recycled only once it has received it:
+	// it must be sent, even if ctx ends meanwhile (it is then abandoned, as any command). The guardian
+	// never waits, so the answer comes at once.
 	select {
 	case <-loc.Located():
 	case <-ticket.Ready(): // the guardian failed on the Locate and answered the command (ErrActorFailed)
 		return ticket.Outcome(), nil
-	case <-ctx.Done():
-		return actors.Outcome{}, errAbandoned{err: ctx.Err()}
 	case <-c.closed:
 		return actors.Outcome{}, errAbandoned{err: ErrClosed}
 	}
+	route.Store(loc.Route())
 	return c.doAt(ctx, loc.PID(), cmd, ticket)
 }
 
-// doAt is do with cmd sent to pid: the guardian, which routes it, or the actor that serves it.
+// doAt is doRouted with cmd sent to pid: the guardian, which routes it, or the actor that serves it.
 func (c *Coordinator) doAt(ctx context.Context, pid *actor.PID, cmd actors.Routed, ticket *actors.Ticket) (actors.Outcome, error) {
 	o, err := c.ask(ctx, pid, cmd, ticket)
 	if err == nil {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/lockwarden/lockwarden/actors"
@@ -34,6 +35,9 @@ type Mutex struct {
 	span telemetry.Lock
 	// route is the guardian's key of the lock's actor, built once for all the handle's commands.
 	route string
+	// bound is the route to the lock's actor once the guardian has told it: the handle sends its
+	// commands there itself (see Coordinator.doRouted).
+	bound atomic.Pointer[actors.Route]
 
 	mu    sync.Mutex
 	token int64
@@ -282,7 +286,7 @@ func (m *Mutex) take(ctx context.Context, lease time.Duration, wait bool, window
 	call := new(acquireCall) // the command and its ticket in one allocation
 	cmd := m.acquireCommand(&call.cmd, lease, wait, window, call.ticket.Init())
 	cmd.Span = op.Span()
-	o, err = m.c.do(ctx, cmd, cmd.Ticket)
+	o, err = m.c.doRouted(ctx, &m.bound, cmd, cmd.Ticket)
 	if err != nil {
 		if (m.kind == actors.KindFair || m.kind == actors.KindWrite) && leaveCtx != nil {
 			// TryLock's wait ran out: leave the Redis queue (fair) or withdraw the write intent
@@ -408,7 +412,7 @@ func (m *Mutex) Unlock(ctx context.Context) (err error) {
 	call := new(releaseCall) // the command and its ticket in one allocation
 	cmd := &call.cmd
 	*cmd = actors.Release{Name: m.name, Kind: m.kind, Owner: m.owner, Span: op.Span(), Route: m.route, Ticket: call.ticket.Init()}
-	o, err := m.c.do(ctx, cmd, cmd.Ticket)
+	o, err := m.c.doRouted(ctx, &m.bound, cmd, cmd.Ticket)
 	if err != nil {
 		return errors.Unwrap(err)
 	}
@@ -454,7 +458,7 @@ func (m *Mutex) Extend(ctx context.Context, lease time.Duration) error {
 		return err
 	}
 	cmd := &actors.Extend{Name: m.name, Kind: m.kind, Owner: m.owner, Lease: lease, Route: m.route, Ticket: actors.NewTicket()}
-	o, err := m.c.do(ctx, cmd, cmd.Ticket)
+	o, err := m.c.doRouted(ctx, &m.bound, cmd, cmd.Ticket)
 	if err != nil {
 		return errors.Unwrap(err)
 	}
@@ -470,7 +474,7 @@ func (m *Mutex) ForceUnlock(ctx context.Context) (bool, error) {
 		return false, err
 	}
 	cmd := &actors.ForceUnlock{Name: m.name, Kind: m.kind, Ticket: actors.NewTicket()}
-	o, err := m.c.do(ctx, cmd, cmd.Ticket)
+	o, err := m.c.doRouted(ctx, &m.bound, cmd, cmd.Ticket)
 	if err != nil {
 		return false, errors.Unwrap(err)
 	}

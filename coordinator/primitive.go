@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/cenkalti/backoff/v4"
@@ -26,10 +27,13 @@ type primitive struct {
 	// err is the construction error (ErrEmptyName).
 	err  error
 	span telemetry.Lock
+	// bound is the route to the name's actor once the guardian has told it (see
+	// Coordinator.doRouted); shared by the copies of the handle.
+	bound *atomic.Pointer[actors.Route]
 }
 
 func (c *Coordinator) primitive(kind actors.Kind, name string) primitive {
-	p := primitive{c: c, kind: kind, name: name, owner: c.newOwner()}
+	p := primitive{c: c, kind: kind, name: name, owner: c.newOwner(), bound: new(atomic.Pointer[actors.Route])}
 	if name == "" {
 		p.err = ErrEmptyName
 	}
@@ -82,13 +86,10 @@ func (p *primitive) take(ctx context.Context, permits int64, lease time.Duration
 	}
 }
 
-// send sends cmd to the name's actor and waits for its outcome: itself when ctx can never end (cmd is
-// then Inline: the actor may run it on this goroutine), else through the guardian.
+// send sends cmd to the name's actor itself and waits for its outcome. When ctx can never end, cmd is
+// Inline: the actor may run it on this goroutine.
 func (p *primitive) send(ctx context.Context, cmd actors.Routed, ticket *actors.Ticket) (actors.Outcome, error) {
-	if ctx.Done() == nil {
-		return p.c.doLocated(ctx, cmd, ticket)
-	}
-	return p.c.do(ctx, cmd, ticket)
+	return p.c.doRouted(ctx, p.bound, cmd, ticket)
 }
 
 // tryTake is take for a TryAcquire or TryAwait with opts: one attempt without Wait, else a wait of up
