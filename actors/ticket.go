@@ -46,11 +46,15 @@ const (
 // blocking for long; an abandoned ticket tells the actor to undo whatever it obtained for the caller.
 type Ticket struct {
 	state atomic.Int32
-	// ready is closed once outcome is set; result, for a ticket from NewTicket, carries the outcome too.
-	ready   chan struct{}
-	outcome Outcome
-	result  chan Outcome
-	notify  func(Outcome)
+	// ready holds the channel closed once outcome is set (a chan struct{}), made by the first caller
+	// of Ready, or closedChannel when the outcome came first: a caller that finds the outcome there
+	// when it looks (Delivered) needs no channel. delivered is set once outcome is. result, for a
+	// ticket from NewTicket, carries the outcome too.
+	ready     atomic.Value
+	delivered atomic.Bool
+	outcome   Outcome
+	result    chan Outcome
+	notify    func(Outcome)
 	// lastErr is the Redis error of the latest attempt made while the caller waited, nil once Redis
 	// answered again.
 	lastErr atomic.Pointer[error]
@@ -156,22 +160,42 @@ func (t *Ticket) LastError() error {
 
 // NewTicket returns a pending ticket, whose outcome can be read with Ready and Outcome, or from Result.
 func NewTicket() *Ticket {
-	return &Ticket{ready: make(chan struct{}), result: make(chan Outcome, 1)}
+	return &Ticket{result: make(chan Outcome, 1)}
 }
 
-// Init makes the zero Ticket t a pending ticket whose outcome is read with Ready and Outcome (Result
-// is nil), and returns it. It lets a caller allocate a ticket together with its command, and saves the
-// allocations of Result's channel. Init must not be called on a ticket in use.
-func (t *Ticket) Init() *Ticket {
-	t.ready = make(chan struct{})
-	return t
-}
+// Init makes the zero Ticket t a pending ticket whose outcome is read with Delivered or Ready, and
+// Outcome (Result is nil), and returns it. It lets a caller allocate a ticket together with its
+// command, and saves the allocation of Result's channel. Init must not be called on a ticket in use.
+func (t *Ticket) Init() *Ticket { return t }
+
+// closedChannel is the Ready channel of every ticket whose outcome came before anyone asked for one.
+var closedChannel = func() chan struct{} {
+	ch := make(chan struct{})
+	close(ch)
+	return ch
+}()
 
 // Ready returns a channel that is closed once the outcome is delivered (nil for a ticket from
-// NewTicketFunc).
-func (t *Ticket) Ready() <-chan struct{} { return t.ready }
+// NewTicketFunc). The channel is made at the first call, unless the outcome is there already: a
+// caller that looks at Delivered first, and finds it, makes none.
+func (t *Ticket) Ready() <-chan struct{} {
+	if t.notify != nil {
+		return nil
+	}
+	if ch, ok := t.ready.Load().(chan struct{}); ok {
+		return ch
+	}
+	ch := make(chan struct{})
+	if t.ready.CompareAndSwap(nil, ch) {
+		return ch
+	}
+	return t.ready.Load().(chan struct{})
+}
 
-// Outcome returns the delivered outcome; call it once Ready is closed.
+// Delivered reports whether the outcome has been delivered; Outcome may then be read.
+func (t *Ticket) Delivered() bool { return t.delivered.Load() }
+
+// Outcome returns the delivered outcome; call it once Ready is closed or Delivered is true.
 func (t *Ticket) Outcome() Outcome { return t.outcome }
 
 // NewTicketFunc returns a pending ticket whose outcome is passed to notify instead of Result. notify
@@ -203,7 +227,11 @@ func (t *Ticket) deliver(o Outcome) bool {
 		return true
 	}
 	t.outcome = o
-	close(t.ready)
+	t.delivered.Store(true)
+	// Whoever asked for the channel before now gets it closed; whoever asks after gets closedChannel.
+	if !t.ready.CompareAndSwap(nil, closedChannel) {
+		close(t.ready.Load().(chan struct{}))
+	}
 	if t.result != nil {
 		t.result <- o
 	}

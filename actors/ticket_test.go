@@ -3,6 +3,7 @@ package actors
 import (
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/lockwarden/lockwarden/messages"
 )
@@ -98,5 +99,55 @@ func TestTicketInit(t *testing.T) {
 	}
 	if tk.Abandon() {
 		t.Fatal("Abandon after delivery = true")
+	}
+}
+
+// TestTicketReadyChannel: the Ready channel is closed by the delivery whether it was asked for before
+// it, after it, or at the same moment, and every caller gets the same channel; Delivered tells the
+// outcome is there without any channel.
+func TestTicketReadyChannel(t *testing.T) {
+	before := new(Ticket).Init()
+	early := before.Ready()
+	if before.Delivered() {
+		t.Fatal("a pending ticket reports its outcome delivered")
+	}
+	select {
+	case <-early:
+		t.Fatal("Ready closed before the outcome")
+	default:
+	}
+	before.deliver(Outcome{HoldCount: 1})
+	<-early
+	if !before.Delivered() || before.Outcome().HoldCount != 1 || before.Ready() != early {
+		t.Fatalf("after delivery: delivered %v, outcome %+v, same channel %v", before.Delivered(), before.Outcome(), before.Ready() == early)
+	}
+
+	after := new(Ticket).Init()
+	after.deliver(Outcome{HoldCount: 2})
+	if !after.Delivered() || after.Outcome().HoldCount != 2 {
+		t.Fatalf("delivered %v, outcome %+v", after.Delivered(), after.Outcome())
+	}
+	<-after.Ready()
+
+	for i := 0; i < 200; i++ {
+		tk := new(Ticket).Init()
+		var wg sync.WaitGroup
+		chans := make([]<-chan struct{}, 4)
+		for g := range chans {
+			wg.Add(1)
+			go func() { defer wg.Done(); chans[g] = tk.Ready() }()
+		}
+		tk.deliver(Outcome{HoldCount: int64(i)})
+		wg.Wait()
+		for _, ch := range chans {
+			select {
+			case <-ch:
+			case <-time.After(5 * time.Second):
+				t.Fatal("a Ready channel asked for while the outcome was delivered was never closed")
+			}
+		}
+	}
+	if NewTicketFunc(func(Outcome) {}).Ready() != nil {
+		t.Fatal("a ticket with a notify function has a Ready channel")
 	}
 }

@@ -421,6 +421,10 @@ func (c *Coordinator) ask(ctx context.Context, pid *actor.PID, msg any, ticket *
 	} else {
 		c.system.Root.Send(pid, msg)
 	}
+	if ticket.Delivered() {
+		// Answered already (a call the caller ran, settled on its goroutine): no channel, no select.
+		return ticket.Outcome(), nil
+	}
 	var cause error
 	select {
 	case <-ticket.Ready():
