@@ -115,26 +115,7 @@ func runProtocolFloor(b *testing.B, servers [4]*redistest.Server, workers int) {
 		return err
 	}
 
-	lsClient, lsRT := newClient(b, servers[2])
-	ops := redisops.New(lsClient)
-	// The release request ids of each worker's owner end in a number that grows with every release,
-	// as ReleaseHeld requires (the warm-up's iteration numbers are negative).
-	releases := make([]int, workers)
-	scriptsOp := func(ctx context.Context, g, _ int) error {
-		name := key("lockwarden-scripts", g)
-		owner := "owner-" + run + ":" + strconv.Itoa(g)
-		got, err := ops.Acquire(ctx, name, owner, baselineLease*time.Millisecond, 0)
-		if err != nil {
-			return err
-		}
-		if !got.OK {
-			return redisops.ErrNotHeld
-		}
-		releases[g]++
-		_, err = ops.ReleaseHeld(ctx, name, owner, run+":"+strconv.Itoa(g)+":r"+strconv.Itoa(releases[g]),
-			baselineLease*time.Millisecond, 1, nil)
-		return err
-	}
+	scriptsOp, lsRT := scriptsCycle(b, servers[2], "bench:protocol:lockwarden-scripts:"+run+":", workers, 0)
 
 	lwOp, lwRT := lockwardenCycle(b, servers[3], "bench:protocol:lockwarden:"+run+":", workers)
 
@@ -165,4 +146,38 @@ func runProtocolFloor(b *testing.B, servers [4]*redistest.Server, workers int) {
 		b.ReportMetric(float64(s.cost.allocs)/float64(s.cost.ops), "allocs/op-"+s.name)
 		b.ReportMetric(float64(s.cost.rt)/float64(s.cost.ops), "rt/op-"+s.name)
 	}
+}
+
+// scriptsCycle returns a cycle that runs lockwarden's acquire.lua and release.lua directly through
+// redisops (its batcher, no actor) on the name prefix+<goroutine>, with the hold counts known, as the
+// lock actor calls them, and its round-trip counter. With burn > 0 the cycle also spins its goroutine
+// on the CPU for burn/2 after each of the two calls, where a client would settle the answer.
+func scriptsCycle(b *testing.B, srv *redistest.Server, prefix string, workers int, burn time.Duration) (cycle, *rtCounter) {
+	client, rt := newClient(b, srv)
+	ops := redisops.New(client)
+	run := strconv.FormatInt(time.Now().UnixNano(), 36)
+	// The release request ids of each worker's owner end in a number that grows with every release,
+	// as ReleaseHeld requires.
+	releases := make([]int, workers)
+	spin := func() {
+		for start := time.Now(); burn > 0 && time.Since(start) < burn/2; {
+		}
+	}
+	return func(ctx context.Context, g, _ int) error {
+		name := prefix + strconv.Itoa(g)
+		owner := "owner-" + run + ":" + strconv.Itoa(g)
+		got, err := ops.Acquire(ctx, name, owner, baselineLease*time.Millisecond, 0)
+		if err != nil {
+			return err
+		}
+		if !got.OK {
+			return redisops.ErrNotHeld
+		}
+		spin()
+		releases[g]++
+		_, err = ops.ReleaseHeld(ctx, name, owner, run+":"+strconv.Itoa(g)+":r"+strconv.Itoa(releases[g]),
+			baselineLease*time.Millisecond, 1, nil)
+		spin()
+		return err
+	}, rt
 }
