@@ -32,7 +32,7 @@ type Guardian struct {
 type child struct {
 	// route holds the actor's PID and counts the commands sent to it, by the guardian and by the
 	// handles that send their own (see Route).
-	route   *Route
+	route   Route
 	binding uint64
 	// primitive marks a primitive actor: stopped when idle, never pooled.
 	primitive bool
@@ -74,7 +74,7 @@ func (g *Guardian) Receive(ctx actor.Context) {
 		// that the actor is not recycled before it has it.
 		c := g.child(ctx, m.Cmd)
 		c.route.count()
-		m.route = c.route
+		m.route = &c.route
 		close(m.done)
 	case Routed:
 		c := g.child(ctx, m)
@@ -104,9 +104,11 @@ func (g *Guardian) child(ctx actor.Context, m Routed) *child {
 	if c == nil {
 		g.bindings++
 		if families[fam].primitive {
-			c = &child{route: &Route{pid: g.spawnPrimitive(ctx, name, key, m.LockKind(), g.bindings)}, binding: g.bindings, primitive: true}
+			c = &child{binding: g.bindings, primitive: true}
+			c.route.pid = g.spawnPrimitive(ctx, name, key, m.LockKind(), g.bindings)
 		} else {
-			c = &child{route: &Route{pid: g.bind(ctx, name, key, fam, g.bindings)}, binding: g.bindings}
+			c = &child{binding: g.bindings}
+			c.route.pid = g.bind(ctx, name, key, fam, g.bindings)
 		}
 		g.children[key] = c
 	}

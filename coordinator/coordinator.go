@@ -376,16 +376,31 @@ func (c *Coordinator) doRouted(ctx context.Context, route *atomic.Pointer[actors
 	c.system.Root.Send(c.guardian, loc)
 	// The guardian counts cmd as sent to the actor, which is recycled only once it has received it:
 	// it must be sent, even if ctx ends meanwhile (it is then abandoned, as any command). The guardian
-	// never waits, so the answer comes at once.
+	// never waits, so the answer comes at once; when it ran on this goroutine, it is here already, and
+	// no channel of the ticket is made to wait for it.
 	select {
 	case <-loc.Located():
-	case <-ticket.Ready(): // the guardian failed on the Locate and answered the command (ErrActorFailed)
-		return ticket.Outcome(), nil
-	case <-c.closed:
-		return actors.Outcome{}, errAbandoned{err: ErrClosed}
+	default:
+		if o, answered, err := c.awaitLocated(loc, ticket); answered {
+			return o, err
+		}
 	}
 	route.Store(loc.Route())
 	return c.doAt(ctx, loc.PID(), cmd, ticket)
+}
+
+// awaitLocated waits for the guardian's answer to loc, and reports answered false once it has come.
+// It reports answered true, with what doRouted returns, when the guardian failed on the Locate and
+// answered the command itself on ticket (ErrActorFailed), or when the coordinator closed.
+func (c *Coordinator) awaitLocated(loc *actors.Locate, ticket *actors.Ticket) (o actors.Outcome, answered bool, err error) {
+	select {
+	case <-loc.Located():
+		return o, false, nil
+	case <-ticket.Ready():
+		return ticket.Outcome(), true, nil
+	case <-c.closed:
+		return o, true, errAbandoned{err: ErrClosed}
+	}
 }
 
 // doAt is doRouted with cmd sent to pid: the guardian, which routes it, or the actor that serves it.
