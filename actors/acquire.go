@@ -307,7 +307,8 @@ func (a *lockActor) grant(m *Acquire, count, token int64, sent time.Time) {
 		a.lose(k, "lease ran out before a re-entry")
 		h = nil
 	}
-	if h == nil {
+	fresh := h == nil
+	if fresh {
 		h = a.newHold(validUntil(sent, m.Lease))
 		a.holds[k] = h
 		a.env.Held.add(a.name, k.owner, k.kind, sent)
@@ -319,6 +320,8 @@ func (a *lockActor) grant(m *Acquire, count, token int64, sent time.Time) {
 	h.shared = m.SharedOwner
 	h.retryID = "" // Redis' count is known again
 	switch {
+	case fresh:
+		// newHold gave it this call's validity, and its deadline.
 	case reentry && a.proto.reentryRaisesExpiry(m.Kind) && validUntil(sent, m.Lease).Before(h.expires):
 		// Such a re-entry never cuts the expiry in Redis, but a retried one whose first try's
 		// addition a renewal has reset since may add nothing (rw_write_acquire.lua). So the estimate
