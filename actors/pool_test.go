@@ -151,6 +151,30 @@ func TestIdleActorIsReused(t *testing.T) {
 	}
 }
 
+// sendAtIdleReport runs send on the lock actor's goroutine at its first wake-up at or after the idle
+// deadline (idle from now), the one that reports the actor idle, so that the command send sends is on
+// its way while the report is; it returns send's ticket.
+func sendAtIdleReport(t *testing.T, w *poolWatch, idle time.Duration, send func() *Ticket) *Ticket {
+	t.Helper()
+	idleAt := time.Now().Add(idle)
+	sent := make(chan *Ticket, 1)
+	var once sync.Once
+	w.mu.Lock()
+	w.hold = func() {
+		if !time.Now().Before(idleAt) {
+			once.Do(func() { sent <- send() })
+		}
+	}
+	w.mu.Unlock()
+	select {
+	case tk := <-sent:
+		return tk
+	case <-time.After(10 * time.Second):
+		t.Fatal("the idle wake-up did not come within 10s")
+		return nil
+	}
+}
+
 // TestCommandRacingRecycle: a command routed to an actor while it reports itself idle is not lost: the
 // guardian sees that the actor has not received everything it was sent, keeps it bound, and the
 // command is answered.
@@ -161,29 +185,11 @@ func TestCommandRacingRecycle(t *testing.T) {
 	name := t.Name()
 	lockOnce(t, root, guardian, name, "x")
 	unlockOnce(t, root, guardian, name, "x")
-	idleAt := time.Now().Add(idle)
-	// The first wake-up at or after the idle deadline is the one that reports the actor idle: hold it
-	// until a new command is on its way to the actor.
-	sent := make(chan *Ticket, 1)
-	var once sync.Once
-	w.mu.Lock()
-	w.hold = func() {
-		if time.Now().Before(idleAt) {
-			return
-		}
-		once.Do(func() {
-			tk := NewTicket()
-			root.Send(guardian, &Acquire{Name: name, Kind: KindPlain, Owner: "y", Lease: 30 * time.Second, Watchdog: true, Ticket: tk})
-			sent <- tk
-		})
-	}
-	w.mu.Unlock()
-	var tk *Ticket
-	select {
-	case tk = <-sent:
-	case <-time.After(10 * time.Second):
-		t.Fatal("the idle wake-up did not come within 10s")
-	}
+	tk := sendAtIdleReport(t, w, idle, func() *Ticket {
+		tk := NewTicket()
+		root.Send(guardian, &Acquire{Name: name, Kind: KindPlain, Owner: "y", Lease: 30 * time.Second, Watchdog: true, Ticket: tk})
+		return tk
+	})
 	if o := outcome(t, tk, 5*time.Second, "acquire racing the recycle"); o.Reason != messages.ReasonNone || o.HoldCount != 1 {
 		t.Fatalf("acquire racing the recycle = %+v, want held once", o)
 	}
@@ -235,33 +241,15 @@ func TestDirectCommandRacingRecycle(t *testing.T) {
 	if o := outcome(t, tk, 5*time.Second, "release"); o.Reason != messages.ReasonNone {
 		t.Fatalf("release = %+v", o)
 	}
-	idleAt := time.Now().Add(idle)
-	// The first wake-up at or after the idle deadline is the one that reports the actor idle: hold it
-	// until a command is on its way to the actor, sent on the route.
-	sent := make(chan *Ticket, 1)
-	var once sync.Once
-	w.mu.Lock()
-	w.hold = func() {
-		if time.Now().Before(idleAt) {
-			return
+	tk = sendAtIdleReport(t, w, idle, func() *Ticket {
+		pid, ok := route.Enter()
+		if !ok {
+			return nil
 		}
-		once.Do(func() {
-			pid, ok := route.Enter()
-			if !ok {
-				sent <- nil
-				return
-			}
-			tk := NewTicket()
-			root.Send(pid, &Acquire{Name: name, Kind: KindPlain, Owner: "y", Lease: 30 * time.Second, Watchdog: true, Ticket: tk})
-			sent <- tk
-		})
-	}
-	w.mu.Unlock()
-	select {
-	case tk = <-sent:
-	case <-time.After(10 * time.Second):
-		t.Fatal("the idle wake-up did not come within 10s")
-	}
+		tk := NewTicket()
+		root.Send(pid, &Acquire{Name: name, Kind: KindPlain, Owner: "y", Lease: 30 * time.Second, Watchdog: true, Ticket: tk})
+		return tk
+	})
 	if tk == nil {
 		t.Fatal("the route was retired before the actor reported itself idle")
 	}
