@@ -138,10 +138,12 @@ func (f *Failures) report(name, lock string, err error, stack []byte) {
 }
 
 // answerClosed answers the caller of msg, a command that a lock actor had not handled when it
-// stopped, as for a coordinator that closed.
+// stopped, as for a coordinator that closed: an Abandon's Ack, when it asked for one.
 func answerClosed(msg any) {
 	if m, ok := msg.(*Abandon); ok {
-		m.Ack.deliver(Outcome{})
+		if m.Ack != nil {
+			m.Ack.deliver(Outcome{})
+		}
 		return
 	}
 	if t := commandTicket(msg); t != nil {
