@@ -2,6 +2,7 @@ package actors
 
 import (
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -77,4 +78,66 @@ func TestStopWithStashedAbandon(t *testing.T) {
 	case <-time.After(5 * time.Second):
 		t.Fatal("a's hold was not released when its actor stopped: Done still open")
 	}
+}
+
+// TestCommandsWhileGuardianStops: commands that reach the guardian once it has begun to stop (their
+// callers passed the coordinator's closed check just before Close) are answered as closed, and an
+// Abandon's Ack is delivered. The guardian binds no actor to a new name while it stops: such an actor
+// would take a lock in Redis after Close, and the guardian, which waits for every actor it has, would
+// never stop.
+func TestCommandsWhileGuardianStops(t *testing.T) {
+	name := t.Name()
+	var self atomic.Pointer[actor.PID]
+	var root *actor.RootContext
+	located := NewLocate(&Acquire{Name: name + ":located", Kind: KindPlain, Owner: "x", Lease: 30 * time.Second, Watchdog: true, Ticket: NewTicket()})
+	routed := &Acquire{Name: name + ":routed", Kind: KindPlain, Owner: "x", Lease: 30 * time.Second, Watchdog: true, Ticket: NewTicket()}
+	gone := NewTicket()
+	gone.Abandon()
+	abandon := &Abandon{Name: name + ":abandoned", Kind: KindFair, Ticket: gone, Ack: NewTicket()}
+	seen := make(chan struct{})
+	var sent, last sync.Once
+	inject := func(who string, msg any) {
+		switch {
+		case who == "guardian" && msg == any(abandon):
+			last.Do(func() { close(seen) })
+		case who == "guardian":
+			if _, ok := msg.(*actor.Stopping); ok {
+				sent.Do(func() {
+					root.Send(self.Load(), located)
+					root.Send(self.Load(), routed)
+					root.Send(self.Load(), abandon)
+				})
+			}
+		case who == "lock actor":
+			if _, ok := msg.(*actor.Stopping); ok {
+				// The held lock's actor stops only once the guardian has the commands: until then
+				// the guardian is stopping, waiting for it.
+				select {
+				case <-seen:
+				case <-time.After(5 * time.Second):
+				}
+			}
+		}
+	}
+	guardian, _, r := testGuardian(t, guardianSetup{inject: inject})
+	root = r
+	self.Store(guardian)
+	if o := lockOnce(t, root, guardian, name+":held", "h"); o.Reason != messages.ReasonNone {
+		t.Fatalf("acquire of the held lock = %+v", o)
+	}
+	if err := root.StopFuture(guardian).Wait(); err != nil {
+		t.Fatalf("the guardian did not stop: %v", err)
+	}
+	select {
+	case <-located.Located():
+		t.Error("the stopping guardian located an actor")
+	default:
+	}
+	if o := outcome(t, located.Cmd.(*Acquire).Ticket, 5*time.Second, "the located command"); o.Reason != messages.ReasonClosed {
+		t.Errorf("located command: %+v, want closed", o)
+	}
+	if o := outcome(t, routed.Ticket, 5*time.Second, "the routed command"); o.Reason != messages.ReasonClosed {
+		t.Errorf("routed command: %+v, want closed", o)
+	}
+	outcome(t, abandon.Ack, 5*time.Second, "the Abandon's Ack")
 }
