@@ -137,11 +137,14 @@ func (f *Failures) report(name, lock string, err error, stack []byte) {
 	}
 }
 
-// answerClosed answers the caller of msg, a command that a lock actor had not handled when it
-// stopped, as for a coordinator that closed.
+// answerClosed answers the caller of msg, a command that no actor will handle because the coordinator
+// closes (a lock actor had not handled it when it stopped, or it reached the guardian once that was
+// stopping), as for a coordinator that closed: an Abandon's Ack, when it asked for one.
 func answerClosed(msg any) {
 	if m, ok := msg.(*Abandon); ok {
-		m.Ack.deliver(Outcome{})
+		if m.Ack != nil {
+			m.Ack.deliver(Outcome{})
+		}
 		return
 	}
 	if t := commandTicket(msg); t != nil {

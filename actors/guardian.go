@@ -27,6 +27,9 @@ type Guardian struct {
 	// bindings counts the bindings of actors to names; each binding has its number, so that an idle
 	// report of an earlier binding of the same actor to the same name is not taken for the current.
 	bindings uint64
+	// stopping is set once the guardian has begun to stop (the coordinator closes): it binds no actor
+	// any more, and answers the commands that still reach it as closed.
+	stopping bool
 }
 
 type child struct {
@@ -66,10 +69,20 @@ func (g *Guardian) Receive(ctx actor.Context) {
 	case *actor.Started:
 		root := ctx.ActorSystem().Root
 		g.timers = NewTimers(func(pid *actor.PID, msg any) { root.Send(pid, msg) })
+	case *actor.Stopping:
+		// The lock actors stop with the guardian, which waits for them, and takes messages
+		// meanwhile. A command that comes now (its caller checked that the coordinator was open just
+		// before Close) must not bind an actor to a new name: that actor would serve it after Close,
+		// and the guardian, waiting for it too, would never stop.
+		g.stopping = true
 	case *actor.Stopped:
 		// Every lock actor has stopped: nothing uses the timers any more.
 		g.timers.Stop()
 	case *Locate:
+		if g.stopping {
+			answerClosed(m.Cmd) // its caller waits on the command's ticket too
+			return
+		}
 		// The caller sends the command itself, outside the guardian's turn: counted as sent, so
 		// that the actor is not recycled before it has it.
 		c := g.child(ctx, m.Cmd)
@@ -77,6 +90,10 @@ func (g *Guardian) Receive(ctx actor.Context) {
 		m.route = &c.route
 		close(m.done)
 	case Routed:
+		if g.stopping {
+			answerClosed(m)
+			return
+		}
 		c := g.child(ctx, m)
 		c.route.count()
 		ctx.Send(c.route.pid, m)
@@ -129,7 +146,8 @@ type Locate struct {
 }
 
 // NewLocate returns a Locate for cmd. Should the guardian fail on it (a recovered panic), it answers
-// cmd's ticket with the failure rather than the Locate: its caller waits on both.
+// cmd's ticket with the failure rather than the Locate, and so it does, with ReasonClosed, once it has
+// begun to stop: its caller waits on both.
 func NewLocate(cmd Routed) *Locate { return &Locate{Cmd: cmd, done: make(chan struct{})} }
 
 // Located returns a channel closed once the guardian has answered, and then the actor's PID.
