@@ -11,10 +11,12 @@ import (
 // millions of distinct names over time.
 const MaxPooledActors = 1024
 
-// Guardian routes each [Routed] command to the actor of its lock name, binding an actor to the name
-// when needed (a pooled one, or a new one), and recycles the lock actors that report themselves idle.
-// There is one guardian per coordinator. It never blocks, so it runs on the sender's goroutine (a
-// synchronized dispatcher) and saves every command a goroutine hop.
+// Guardian binds an actor to each lock name (a pooled one, or a new one) and recycles the lock actors
+// that report themselves idle. It tells a handle which actor serves its name ([Locate]), and the
+// handle sends its commands there itself, on the [Route] it keeps; it routes the [Routed] commands
+// sent to it (abandonments, the message API's, a group's) to the actor of their name. There is one
+// guardian per coordinator. It never blocks, so it runs on the sender's goroutine (a synchronized
+// dispatcher) and saves every message a goroutine hop.
 //
 // It owns the coordinator's timer service ([Timers]), which its lock actors share; the service stops
 // once the guardian and every lock actor have stopped.
