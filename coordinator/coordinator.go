@@ -423,11 +423,11 @@ func (c *Coordinator) doAt(ctx context.Context, pid *actor.PID, cmd actors.Route
 func (c *Coordinator) ask(ctx context.Context, pid *actor.PID, msg any, ticket *actors.Ticket) (actors.Outcome, error) {
 	if ctx.Done() == nil {
 		// A caller that cannot give up runs the Redis call of its command itself, when the lock
-		// actor takes the command while the post is under way (on this goroutine, when the guardian
-		// and the actor are idle) and hands the call over: no other goroutine is woken to run the
-		// call, nor this one to read the answer. The post may also route commands that other
-		// goroutines posted meanwhile (the guardian runs on the posting goroutine): the call waits
-		// for those, a few microseconds each.
+		// actor takes the command while the post is under way (on this goroutine, when the actor is
+		// idle) and hands the call over: no other goroutine is woken to run the call, nor this one
+		// to read the answer. When pid is the guardian, the post may also route commands that other
+		// goroutines posted to it meanwhile (it runs on the posting goroutine): the call waits for
+		// those, a few microseconds each.
 		ticket.OpenCarry()
 		c.system.Root.Send(pid, msg)
 		if run := ticket.CloseCarry(); run != nil {
