@@ -403,7 +403,7 @@ func (c *Coordinator) awaitLocated(loc *actors.Locate, ticket *actors.Ticket) (o
 	}
 }
 
-// doAt is doRouted with cmd sent to pid: the guardian, which routes it, or the actor that serves it.
+// doAt is doRouted with cmd sent to pid, the actor that serves it.
 func (c *Coordinator) doAt(ctx context.Context, pid *actor.PID, cmd actors.Routed, ticket *actors.Ticket) (actors.Outcome, error) {
 	o, err := c.ask(ctx, pid, cmd, ticket)
 	if err == nil {
@@ -425,9 +425,7 @@ func (c *Coordinator) ask(ctx context.Context, pid *actor.PID, msg any, ticket *
 		// A caller that cannot give up runs the Redis call of its command itself, when the lock
 		// actor takes the command while the post is under way (on this goroutine, when the actor is
 		// idle) and hands the call over: no other goroutine is woken to run the call, nor this one
-		// to read the answer. When pid is the guardian, the post may also route commands that other
-		// goroutines posted to it meanwhile (it runs on the posting goroutine): the call waits for
-		// those, a few microseconds each.
+		// to read the answer.
 		ticket.OpenCarry()
 		c.system.Root.Send(pid, msg)
 		if run := ticket.CloseCarry(); run != nil {
