@@ -15,7 +15,7 @@ import (
 	"github.com/lockwarden/lockwarden/messages"
 )
 
-// gateHook holds the pipelines sent while it is armed until gate closes, and reports the first of
+// gateHook holds the script calls sent while it is armed until gate closes, and reports the first of
 // them on entered.
 type gateHook struct {
 	gate    chan struct{}
@@ -26,15 +26,34 @@ type gateHook struct {
 
 func (h *gateHook) DialHook(next redis.DialHook) redis.DialHook { return next }
 
-func (h *gateHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook { return next }
+func (h *gateHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		h.hold(cmd)
+		return next(ctx, cmd)
+	}
+}
 
 func (h *gateHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
 	return func(ctx context.Context, cmds []redis.Cmder) error {
-		if h.armed.Load() {
+		h.hold(cmds...)
+		return next(ctx, cmds)
+	}
+}
+
+// hold holds a script call (EVALSHA or EVAL, sent alone or in a pipeline) at the gate while the hook
+// is armed. Other commands pass: a new connection's handshake (CLIENT SETINFO) is a pipeline of its
+// own, made by whichever call needs the connection, so gating it would hold some call, not the one
+// armed for.
+func (h *gateHook) hold(cmds ...redis.Cmder) {
+	if !h.armed.Load() {
+		return
+	}
+	for _, c := range cmds {
+		if name := c.Name(); name == "evalsha" || name == "eval" {
 			h.once.Do(func() { close(h.entered) })
 			<-h.gate
+			return
 		}
-		return next(ctx, cmds)
 	}
 }
 
