@@ -40,6 +40,22 @@ func (h *gateHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.Pro
 	}
 }
 
+// sendHeld sends cmd to the guardian with a new ticket, which it returns once the command's script
+// call is held at the gate; the calls after it pass.
+func (h *gateHook) sendHeld(t *testing.T, root *actor.RootContext, guardian *actor.PID, cmd *Acquire) *Ticket {
+	t.Helper()
+	h.armed.Store(true)
+	cmd.Ticket = NewTicket()
+	root.Send(guardian, cmd)
+	select {
+	case <-h.entered:
+	case <-time.After(5 * time.Second):
+		t.Fatalf("%s's call did not reach Redis within 5s", cmd.Owner)
+	}
+	h.armed.Store(false)
+	return cmd.Ticket
+}
+
 // hold holds a script call (EVALSHA or EVAL, sent alone or in a pipeline) at the gate while the hook
 // is armed. Other commands pass: a new connection's handshake (CLIENT SETINFO) is a pipeline of its
 // own, made by whichever call needs the connection, so gating it would hold some call, not the one
@@ -77,15 +93,7 @@ func TestPanicInSettleReplaysTheStash(t *testing.T) {
 		}
 	}
 	guardian, _, root := testGuardian(t, guardianSetup{events: events, inject: inject, hooks: []redis.Hook{h}})
-	h.armed.Store(true)
-	ta := NewTicket()
-	root.Send(guardian, &Acquire{Name: name, Kind: KindPlain, Owner: "a", Lease: 30 * time.Second, Watchdog: true, Ticket: ta})
-	select {
-	case <-h.entered:
-	case <-time.After(5 * time.Second):
-		t.Fatal("a's call did not reach Redis within 5s")
-	}
-	h.armed.Store(false)
+	ta := h.sendHeld(t, root, guardian, &Acquire{Name: name, Kind: KindPlain, Owner: "a", Lease: 30 * time.Second, Watchdog: true})
 	// b comes while a's call is in flight, and waits in the stash.
 	tb := NewTicket()
 	root.Send(guardian, &Acquire{Name: name, Kind: KindPlain, Owner: "b", Lease: 30 * time.Second, Ticket: tb})

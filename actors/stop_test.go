@@ -38,15 +38,7 @@ func TestStopWithStashedAbandon(t *testing.T) {
 	}
 	guardian, _, root := testGuardian(t, guardianSetup{inject: inject, hooks: []redis.Hook{h}})
 	t.Cleanup(func() { openGate.Do(func() { close(h.gate) }) })
-	h.armed.Store(true)
-	ta := NewTicket()
-	root.Send(guardian, &Acquire{Name: name, Kind: KindPlain, Owner: "a", Lease: 30 * time.Second, Watchdog: true, Ticket: ta})
-	select {
-	case <-h.entered:
-	case <-time.After(5 * time.Second):
-		t.Fatal("a's call did not reach Redis within 5s")
-	}
-	h.armed.Store(false)
+	ta := h.sendHeld(t, root, guardian, &Acquire{Name: name, Kind: KindPlain, Owner: "a", Lease: 30 * time.Second, Watchdog: true})
 	// While a's call is in flight, an Abandon without Ack and b's acquisition wait in the stash.
 	gone := NewTicket()
 	gone.Abandon()
