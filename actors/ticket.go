@@ -192,7 +192,8 @@ func (t *Ticket) Ready() <-chan struct{} {
 	return t.ready.Load().(chan struct{})
 }
 
-// Delivered reports whether the outcome has been delivered; Outcome may then be read.
+// Delivered reports whether the outcome has been delivered; Outcome may then be read. It is always
+// false for a ticket from NewTicketFunc, whose outcome goes to its function.
 func (t *Ticket) Delivered() bool { return t.delivered.Load() }
 
 // Outcome returns the delivered outcome; call it once Ready is closed or Delivered is true.
