@@ -4,6 +4,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/lockwarden/lockwarden/coordinator"
 )
 
@@ -50,15 +52,7 @@ func TestReadInnerReleaseKeepsTheOlderHoldsValidity(t *testing.T) {
 		t.Fatal(err)
 	}
 	done := rw.Read().Done()
-	waitKeyDeleted(t, func() bool { return client.Exists(t.Context(), name).Val() == 1 }, 5*time.Second, "the lock")
-	if ok, err := other.RWMutex(name).TryLock(t.Context()); !ok || err != nil {
-		t.Fatalf("writer TryLock after the lock expired = %v, %v", ok, err)
-	}
-	select {
-	case <-done:
-	default:
-		t.Fatalf("another owner holds the write lock %v after the first RLock, while the reader's Done is still open", time.Since(start))
-	}
+	writerAfterReader(t, client, other, name, done, "the lock expired")
 }
 
 // TestRExtendThenInnerRelease: the same after RExtend gave both read holds a shorter lease.
@@ -90,9 +84,16 @@ func TestRExtendThenInnerRelease(t *testing.T) {
 	if err := reader.RUnlock(t.Context()); err != nil { // its walk finds no live key: the lock is freed
 		t.Fatal(err)
 	}
+	writerAfterReader(t, client, other, name, done, "the lock was freed")
+}
+
+// writerAfterReader waits until Redis has dropped the lock name (why says how), takes its write lock
+// from other, and fails unless the reader's Done, done, closed before that.
+func writerAfterReader(t *testing.T, client *redis.Client, other *coordinator.Coordinator, name string, done <-chan struct{}, why string) {
+	t.Helper()
 	waitKeyDeleted(t, func() bool { return client.Exists(t.Context(), name).Val() == 1 }, 5*time.Second, "the lock")
 	if ok, err := other.RWMutex(name).TryLock(t.Context()); !ok || err != nil {
-		t.Fatalf("writer TryLock after the lock was freed = %v, %v", ok, err)
+		t.Fatalf("writer TryLock after %s = %v, %v", why, ok, err)
 	}
 	select {
 	case <-done:
