@@ -14,11 +14,10 @@
 -- lock's type is read once (a free lock needs nothing else read); the counter's is not read at all:
 -- the token is issued before the lock is written, and its first command fails on a counter of another
 -- type before anything is written (issueToken).
-local expiry = tonumber(ARGV[4])
 local found = redis.call('type', KEYS[1]).ok
 if found == 'none' then
-    local token = issueToken(KEYS[2], expiry)
-    redis.call('hset', KEYS[1], ARGV[2], 1)
+    local token = issueToken(KEYS[2], ARGV[4])
+    redis.call('hset', KEYS[1], ARGV[2], '1')
     redis.call('pexpire', KEYS[1], ARGV[1])
     return {1, 1, token}
 end
@@ -35,7 +34,7 @@ if state[1] then
 end
 local current = tonumber(state[2])
 local expected = tonumber(ARGV[3])
-local token = issueToken(KEYS[2], expiry)
+local token = issueToken(KEYS[2], ARGV[4])
 if expected >= 0 and current > expected then
     -- A fresh token, never the counter's value: the hold found may also be a dead one of the owner's,
     -- lost to the caller (its Done closed) while Redis kept it (a renewal that took effect although
@@ -45,6 +44,6 @@ if expected >= 0 and current > expected then
     redis.call('pexpire', KEYS[1], ARGV[1])
     return {1, current, token}
 end
-redis.call('hincrby', KEYS[1], ARGV[2], 1)
+redis.call('hincrby', KEYS[1], ARGV[2], '1')
 redis.call('pexpire', KEYS[1], ARGV[1])
 return {1, current + 1, token}

@@ -66,11 +66,11 @@ if current then
         -- effect although its answer was lost), which the caller failed to clear; answering the
         -- counter gave it that hold's token a second time. The token of a lost reply was never seen,
         -- so a fresh one costs nothing but a gap.
-        return {1, current, issueToken(KEYS[4], tonumber(ARGV[12]))}
+        return {1, current, issueToken(KEYS[4], ARGV[12])}
     end
-    local count = redis.call('hincrby', KEYS[1], ARGV[2], 1)
+    local count = redis.call('hincrby', KEYS[1], ARGV[2], '1')
     redis.call('pexpire', KEYS[1], ARGV[1])
-    return {1, count, issueToken(KEYS[4], tonumber(ARGV[12]))}
+    return {1, count, issueToken(KEYS[4], ARGV[12])}
 end
 
 local locked = redis.call('exists', KEYS[1]) == 1
@@ -87,9 +87,9 @@ if not locked and (not head or head == ARGV[2]) then
         -- now + window: a deadline that a live waiter keeps fresh (ARGV[8]) is about that far ahead.
         shiftDeadlines(KEYS[3], window, now)
     end
-    redis.call('hset', KEYS[1], ARGV[2], 1)
+    redis.call('hset', KEYS[1], ARGV[2], '1')
     redis.call('pexpire', KEYS[1], ARGV[1])
-    return {1, 1, issueToken(KEYS[4], tonumber(ARGV[12]))}
+    return {1, 1, issueToken(KEYS[4], ARGV[12])}
 end
 
 local pttl = redis.call('pttl', KEYS[1])

@@ -74,7 +74,7 @@ local next = false
 local registered = 0
 local waitID = ''
 if remaining > 0 then
-    redis.call('hincrby', KEYS[1], ARGV[2], -1)
+    redis.call('hincrby', KEYS[1], ARGV[2], '-1')
     redis.call('pexpire', KEYS[1], ARGV[1])
 else
     redis.call('del', KEYS[1])
@@ -102,9 +102,9 @@ else
             -- As in fair_acquire.lua: one window back, but never below now + window.
             shiftDeadlines(KEYS[3], window, now)
         end
-        redis.call('hset', KEYS[1], next, 1)
+        redis.call('hset', KEYS[1], next, '1')
         redis.call('pexpire', KEYS[1], lease)
-        token = issueToken(KEYS[5], tonumber(ARGV[12]))
+        token = issueToken(KEYS[5], ARGV[12])
         if registered == 1 then
             redis.call(ARGV[5], ARGV[6] .. ':' .. next, ARGV[11] .. string.format('%d', token) .. ':' .. waitID)
         end

@@ -78,8 +78,11 @@ end
 -- Its first command on key (INCR, or setGet) fails on a key of another type before it writes
 -- anything, and raises the error (redis.call): a script that issues the token before its other writes
 -- needs no TYPE check of the counter to change nothing on a counter of another type.
+-- expiry is the script's argument as it came (a decimal string), and is passed on to SET as it is:
+-- Redis turns a Lua number passed to a command into text with a printf on every call, which costs
+-- about as much as the command itself.
 local function issueToken(key, expiry)
-    if expiry == 0 then
+    if tonumber(expiry) == 0 then
         local token = redis.call('incr', key)
         redis.call('persist', key)
         return token
@@ -93,7 +96,7 @@ local function issueToken(key, expiry)
         return now
     end
     local token = last + 1
-    redis.call('set', key, string.format('%d', token), 'px', expiry + math.ceil((token - now) / 1000))
+    redis.call('set', key, string.format('%d', token), 'px', string.format('%d', tonumber(expiry) + math.ceil((token - now) / 1000)))
     return token
 end
 

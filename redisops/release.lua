@@ -88,13 +88,13 @@ if remaining < 0 then
     end
     remaining = -1
 elseif remaining > 0 then
-    redis.call('hincrby', KEYS[1], ARGV[2], -1)
+    redis.call('hincrby', KEYS[1], ARGV[2], '-1')
     redis.call('pexpire', KEYS[1], ARGV[1])
 elseif ARGV[6] ~= '' and (ARGV[8] ~= '1' or tonumber(redis.call('pubsub',
         ARGV[5] == 'spublish' and 'shardnumsub' or 'numsub', KEYS[2])[2]) <= 1) then
-    token = issueToken(KEYS[4], tonumber(ARGV[9]))
+    token = issueToken(KEYS[4], ARGV[9])
     redis.call('del', KEYS[1])
-    redis.call('hset', KEYS[1], ARGV[6], 1)
+    redis.call('hset', KEYS[1], ARGV[6], '1')
     redis.call('pexpire', KEYS[1], ARGV[7])
 else
     redis.call('del', KEYS[1])

@@ -13,13 +13,15 @@
 -- lost), also when O's field in N is a hold of the other family of locks, as the single-hold scripts
 -- answer; -1 when N holds another type than a hash (WRONGTYPE). A hold that does not answer 1 is left
 -- unchanged.
+-- lease is for comparisons; commands get ARGV[1] as it came: Redis turns a Lua number passed to a
+-- command into text with a printf on every call, a third of what renewing a hold costs it.
 local lease = tonumber(ARGV[1])
 local p, w = tonumber(ARGV[2]), tonumber(ARGV[3])
 local out = {}
 for i = 1, p do
     local r = redis.pcall('hexists', KEYS[i], ARGV[3 + i])
     if r == 1 then
-        redis.call('pexpire', KEYS[i], lease)
+        redis.call('pexpire', KEYS[i], ARGV[1])
     elseif type(r) == 'table' then
         r = -1
     end
@@ -33,7 +35,7 @@ for i = p + 1, p + w do
         r = -1
     elseif state[1] == 'write' and state[2] then
         if not state[3] or redis.call('pttl', KEYS[i]) < lease then
-            redis.call('pexpire', KEYS[i], lease)
+            redis.call('pexpire', KEYS[i], ARGV[1])
         end
         r = 1
     end
@@ -58,10 +60,10 @@ for i = p + w + 1, #ARGV - 3 do
             end
             if r == 1 then
                 for k = 1, count do
-                    redis.call('pexpire', prefix .. ':' .. k, lease)
+                    redis.call('pexpire', prefix .. ':' .. k, ARGV[1])
                 end
                 if redis.call('pttl', key) < lease then
-                    redis.call('pexpire', key, lease)
+                    redis.call('pexpire', key, ARGV[1])
                 end
             end
         end

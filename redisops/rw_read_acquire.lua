@@ -44,10 +44,10 @@ if current then
         local holdKey = KEYS[2] .. ':' .. current
         local holdType = redis.call('type', holdKey).ok
         if (holdType == 'none' or holdType == 'string') and redis.call('pttl', holdKey) < lease then
-            redis.call('set', holdKey, 1, 'px', lease)
+            redis.call('set', holdKey, '1', 'px', ARGV[1])
         end
         if redis.call('pttl', KEYS[1]) < lease then
-            redis.call('pexpire', KEYS[1], lease)
+            redis.call('pexpire', KEYS[1], ARGV[1])
         end
         return {1, current}
     end
@@ -65,7 +65,7 @@ end
 -- another type without writing, and is the script's first write.
 local count = (current or 0) + 1
 local holdKey = KEYS[2] .. ':' .. count
-local set = redis.pcall('set', holdKey, 1, 'px', lease, 'get')
+local set = redis.pcall('set', holdKey, '1', 'px', ARGV[1], 'get')
 if type(set) == 'table' and set.err then
     if string.sub(set.err, 1, 9) == 'WRONGTYPE' then
         return redis.error_reply('WRONGTYPE ' .. holdKey .. ' holds a ' .. redis.call('type', holdKey).ok .. ', not a string')
@@ -75,15 +75,15 @@ if type(set) == 'table' and set.err then
     if holdType ~= 'none' and holdType ~= 'string' then
         return redis.error_reply('WRONGTYPE ' .. holdKey .. ' holds a ' .. holdType .. ', not a string')
     end
-    redis.call('set', holdKey, 1, 'px', lease)
+    redis.call('set', holdKey, '1', 'px', ARGV[1])
 end
 if not mode then
     -- A free lock (or a hash of a plain or fair lock without mode, see kindMismatch): one HSET, and the
     -- expiry set with PEXPIRE ... NX (Redis 7+) when the hash has none (a new one); otherwise (or on an
     -- older server) raised to the lease if it is shorter.
     redis.call('hset', KEYS[1], 'mode', 'read', ARGV[2], count)
-    if redis.pcall('pexpire', KEYS[1], lease, 'nx') ~= 1 and redis.call('pttl', KEYS[1]) < lease then
-        redis.call('pexpire', KEYS[1], lease)
+    if redis.pcall('pexpire', KEYS[1], ARGV[1], 'nx') ~= 1 and redis.call('pttl', KEYS[1]) < lease then
+        redis.call('pexpire', KEYS[1], ARGV[1])
     end
     return {1, count}
 end
@@ -91,6 +91,6 @@ redis.call('hset', KEYS[1], ARGV[2], count)
 -- The expiry is raised to the lease if it is shorter (or absent). PTTL first: with many readers most
 -- acquisitions come within the millisecond of the last one, which left the expiry at the lease.
 if redis.call('pttl', KEYS[1]) < lease then
-    redis.call('pexpire', KEYS[1], lease)
+    redis.call('pexpire', KEYS[1], ARGV[1])
 end
 return {1, count}

@@ -58,7 +58,7 @@ if current then
         -- effect although its answer was lost), which the caller failed to clear; answering the
         -- counter gave it that hold's token a second time. The token of a lost reply was never seen,
         -- so a fresh one costs nothing but a gap.
-        return {1, current, issueToken(KEYS[2], tonumber(ARGV[6]))}
+        return {1, current, issueToken(KEYS[2], ARGV[6])}
     end
 elseif reads then
     return {-1}
@@ -76,7 +76,7 @@ local count = 1
 if current then
     -- A re-entry adds its lease to the time left, as Redisson's write lock does: a shorter inner lease
     -- must not cut the outer hold (nor O's downgraded read holds) short.
-    count = redis.call('hincrby', KEYS[1], ARGV[3], 1)
+    count = redis.call('hincrby', KEYS[1], ARGV[3], '1')
     local left = redis.call('pttl', KEYS[1])
     if left > 0 then
         redis.call('pexpire', KEYS[1], left + tonumber(ARGV[1]))
@@ -84,8 +84,8 @@ if current then
         redis.call('pexpire', KEYS[1], ARGV[1])
     end
 else
-    redis.call('hset', KEYS[1], 'mode', 'write', ARGV[3], 1)
+    redis.call('hset', KEYS[1], 'mode', 'write', ARGV[3], '1')
     redis.call('pexpire', KEYS[1], ARGV[1])
 end
 clearIntent()
-return {1, count, issueToken(KEYS[2], tonumber(ARGV[6]))}
+return {1, count, issueToken(KEYS[2], ARGV[6])}

@@ -34,7 +34,7 @@ if mode ~= 'write' or not held then
 end
 local remaining = tonumber(held) - 1
 if remaining > 0 then
-    redis.call('hincrby', KEYS[1], ARGV[3], -1)
+    redis.call('hincrby', KEYS[1], ARGV[3], '-1')
     -- Raised only: the holds left (an outer hold with a longer lease, downgraded read holds) keep
     -- the time they have.
     if redis.call('pttl', KEYS[1]) < tonumber(ARGV[1]) then
