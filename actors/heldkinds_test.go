@@ -458,3 +458,67 @@ func TestHeldKindsHeldBefore(t *testing.T) {
 		t.Fatalf("Snapshot after the ends = %+v", snap)
 	}
 }
+
+// TestHeldKindsShards: records of names spread over every shard come back whole and in order, and
+// concurrent acquisitions and releases on shared names (under -race) leave nothing behind.
+func TestHeldKindsShards(t *testing.T) {
+	var h HeldKinds
+	base := time.Unix(1000, 0)
+	const names = 200
+	shards := map[*heldShard]bool{}
+	for i := range names {
+		name := "n" + strconv.Itoa(names-1-i) // added in reverse order
+		shards[h.shard(name)] = true
+		h.add(name, "o", KindPlain, base.Add(time.Duration(i)*time.Second))
+	}
+	if len(shards) < 2 {
+		t.Fatalf("%d names on %d shard(s), want them spread", names, len(shards))
+	}
+	snap := h.Snapshot()
+	if len(snap) != names {
+		t.Fatalf("Snapshot has %d records, want %d", len(snap), names)
+	}
+	for i := 1; i < len(snap); i++ {
+		if snap[i-1].Name >= snap[i].Name {
+			t.Fatalf("Snapshot out of order at %d: %q then %q", i, snap[i-1].Name, snap[i].Name)
+		}
+	}
+	held := h.HeldBefore(base.Add(time.Hour), nil)
+	if len(held) != names {
+		t.Fatalf("HeldBefore has %d entries, want %d", len(held), names)
+	}
+	for i := 1; i < len(held); i++ {
+		if !held[i-1].Since.Before(held[i].Since) {
+			t.Fatalf("HeldBefore out of order at %d: %v then %v", i, held[i-1].Since, held[i].Since)
+		}
+	}
+	for i := range names {
+		h.remove("n"+strconv.Itoa(i), "o", KindPlain)
+	}
+
+	var wg sync.WaitGroup
+	for g := range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range 500 {
+				name, owner := "c"+strconv.Itoa(i%16), "o"+strconv.Itoa(g)
+				if !h.reserve(name, owner, KindPlain, time.Time{}) {
+					t.Errorf("reserve %s for %s refused", name, owner)
+					return
+				}
+				h.add(name, owner, KindPlain, time.Now())
+				h.unreserve(name, owner, KindPlain)
+				if !h.otherFamily(name, owner, KindRead) {
+					t.Errorf("a plain hold of %s on %s is not another family than a read", owner, name)
+					return
+				}
+				h.remove(name, owner, KindPlain)
+			}
+		}()
+	}
+	wg.Wait()
+	if snap := h.Snapshot(); len(snap) != 0 {
+		t.Fatalf("%d records left, want none: %+v", len(snap), snap)
+	}
+}

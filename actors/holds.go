@@ -64,7 +64,7 @@ func (a *lockActor) newHold(expires time.Time) *hold {
 	}
 	h := &hold{acquired: time.Now(), expires: expires, done: make(chan struct{})}
 	h.deadline.timers = a.timers
-	h.deadline.w = wakeup{hold: h, index: -1}
+	h.deadline.w = wakeup{hold: h, index: -1, shard: a.clock.w.shard} // the actor's shard
 	a.timers.set(&h.deadline.w, expires)
 	return h
 }

@@ -1,6 +1,7 @@
 package actors
 
 import (
+	"strconv"
 	"testing"
 	"time"
 
@@ -185,6 +186,65 @@ func TestHoldDeadlines(t *testing.T) {
 		t.Fatalf("ended: moved later %v, stopped %v; want neither", later.ended(), stopped.ended())
 	}
 	later.deadline.Stop()
+	if n := ts.len(); n != 0 {
+		t.Fatalf("%d registrations left, want 0", n)
+	}
+}
+
+// TestTimersShards: clocks and holds on every shard are woken at their deadlines, never before, and
+// leave no registration behind.
+func TestTimersShards(t *testing.T) {
+	woke := make(chan struct {
+		id string
+		at time.Time
+	}, 64)
+	ts := NewTimers(func(pid *actor.PID, _ any) {
+		woke <- struct {
+			id string
+			at time.Time
+		}{pid.Id, time.Now()}
+	})
+	t.Cleanup(ts.Stop)
+	const clocks = 2*timerShards + 1
+	now := time.Now()
+	due := map[string]time.Time{}
+	shards := map[uint8]bool{}
+	for i := range clocks {
+		id := strconv.Itoa(i)
+		due[id] = now.Add(time.Duration(10+i%7*10) * time.Millisecond)
+		c := newClock(ts, id)
+		shards[c.w.shard] = true
+		c.want(due[id])
+	}
+	if len(shards) != timerShards {
+		t.Fatalf("%d clocks on %d shards, want every one of the %d", clocks, len(shards), timerShards)
+	}
+	a := &lockActor{timers: ts}
+	a.clock.init(ts, actor.NewPID("test", "holder"))
+	h := a.newHold(now.Add(30 * time.Millisecond))
+	if h.deadline.w.shard != a.clock.w.shard {
+		t.Fatalf("hold on shard %d, its actor on %d", h.deadline.w.shard, a.clock.w.shard)
+	}
+	for range clocks {
+		select {
+		case w := <-woke:
+			want, ok := due[w.id]
+			if !ok {
+				t.Fatalf("woke %s twice or unknown", w.id)
+			}
+			if w.at.Before(want) {
+				t.Fatalf("woke %s %v before its deadline", w.id, want.Sub(w.at))
+			}
+			delete(due, w.id)
+		case <-time.After(5 * time.Second):
+			t.Fatalf("%d clocks not woken within 5s: %v", len(due), due)
+		}
+	}
+	select {
+	case <-h.done:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the hold's Done did not close within 5s of its deadline")
+	}
 	if n := ts.len(); n != 0 {
 		t.Fatalf("%d registrations left, want 0", n)
 	}
