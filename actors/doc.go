@@ -64,11 +64,12 @@
 // # Timers and idle actors
 //
 // A lock actor's timers (lease expiry, watchdog, retry of the head waiter, write intent, fair places,
-// idle time) are deadlines of its own. The coordinator's timer service ([Timers], one goroutine with a
-// heap, owned by the guardian) holds one wake-up per actor, at its earliest deadline; a deadline that
-// moves later, as the expiry, watchdog and idle deadlines do on every Lock and Unlock, does not touch
-// it. On a [Wake] the actor runs every timer whose deadline passed, as the tick it stands for (a tick of
-// a timer re-armed since is recognised by its generation), and registers its next deadline.
+// idle time) are deadlines of its own. The coordinator's timer service ([Timers], one goroutine with
+// heaps in shards, each with its own lock, owned by the guardian) holds one wake-up per actor, at its
+// earliest deadline; a deadline that moves later, as the expiry, watchdog and idle deadlines do on
+// every Lock and Unlock, does not touch it. On a [Wake] the actor runs every timer whose deadline
+// passed, as the tick it stands for (a tick of a timer re-armed since is recognised by its
+// generation), and registers its next deadline.
 //
 // A lock actor with no holders, no waiters and nothing in flight for [Env.IdleTimeout] reports itself
 // idle. The guardian then unbinds it from its name, if every command sent to it has arrived, and

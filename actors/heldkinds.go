@@ -194,7 +194,9 @@ type OwnerState struct {
 	WaitingSince time.Time
 }
 
-// Snapshot returns what every owner holds and asks for, sorted by name and owner.
+// Snapshot returns what every owner holds and asks for, sorted by name and owner. It reads the shards
+// one after another, so records of names in different shards may be from moments apart; each record
+// is whole.
 func (h *HeldKinds) Snapshot() []OwnerState {
 	if h == nil {
 		return nil

@@ -497,6 +497,20 @@ func TestHeldKindsShards(t *testing.T) {
 	}
 
 	var wg sync.WaitGroup
+	stop := make(chan struct{})
+	readers := make(chan struct{})
+	go func() { // reads every shard while the records change (a read without its shard's lock races)
+		defer close(readers)
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			h.Snapshot()
+			h.HeldBefore(time.Now(), nil)
+		}
+	}()
 	for g := range 8 {
 		wg.Add(1)
 		go func() {
@@ -518,6 +532,8 @@ func TestHeldKindsShards(t *testing.T) {
 		}()
 	}
 	wg.Wait()
+	close(stop)
+	<-readers
 	if snap := h.Snapshot(); len(snap) != 0 {
 		t.Fatalf("%d records left, want none: %+v", len(snap), snap)
 	}

@@ -30,10 +30,13 @@ type Timers struct {
 	shards [timerShards]timerShard
 	// next picks the shard of the next actor (see clock.init).
 	next atomic.Uint32
-	kick chan struct{}
-	stop chan struct{}
-	done chan struct{}
-	once sync.Once
+	// armed is when the goroutine wakes next, in Unix nanoseconds, or 0 while it scans the shards: a
+	// registration earlier than it (or made during a scan) kicks the goroutine, others need not.
+	armed atomic.Int64
+	kick  chan struct{}
+	stop  chan struct{}
+	done  chan struct{}
+	once  sync.Once
 }
 
 // timerShards is the number of shards of a Timers.
@@ -52,7 +55,7 @@ type timerShard struct {
 type Wake struct{}
 
 // wakeup is one actor's registration with the timer service. Its fields belong to the service (under
-// Timers.mu); the actor keeps its own copy of the deadline it registered (see clock).
+// the lock of its shard); the actor keeps its own copy of the deadline it registered (see clock).
 type wakeup struct {
 	pid *actor.PID
 	// hold, when set, is the hold whose Done this entry closes at its deadline (see holdTimer); then
@@ -127,9 +130,10 @@ func (t *Timers) set(w *wakeup, at time.Time) {
 	} else {
 		heap.Push(&sh.heap, w)
 	}
-	first := w.index == 0
 	sh.mu.Unlock()
-	if first {
+	// Read after the entry is in its shard: a scan that starts later sees the entry, and one that
+	// missed it has not stored its deadline yet (0) or stored one this entry is compared with.
+	if armed := t.armed.Load(); armed == 0 || at.UnixNano() < armed {
 		select {
 		case t.kick <- struct{}{}:
 		default:
@@ -169,6 +173,7 @@ func (t *Timers) run() {
 	defer timer.Stop()
 	var due []*wakeup
 	for {
+		t.armed.Store(0)
 		now := time.Now()
 		due = due[:0]
 		next := time.Hour
@@ -193,6 +198,7 @@ func (t *Timers) run() {
 			}
 			due[i] = nil
 		}
+		t.armed.Store(now.Add(next).UnixNano())
 		timer.Reset(next)
 		select {
 		case <-timer.C:
@@ -235,7 +241,10 @@ type clock struct {
 
 func (c *clock) init(t *Timers, self *actor.PID) {
 	c.timers = t
-	c.w = wakeup{pid: self, index: -1, shard: t.pick()}
+	c.w = wakeup{pid: self, index: -1}
+	if t != nil {
+		c.w.shard = t.pick()
+	}
 }
 
 // woken notes that the wake-up for the registered deadline arrived: the service no longer holds it.

@@ -1,6 +1,7 @@
 package actors
 
 import (
+	"runtime"
 	"strconv"
 	"testing"
 	"time"
@@ -248,4 +249,28 @@ func TestTimersShards(t *testing.T) {
 	if n := ts.len(); n != 0 {
 		t.Fatalf("%d registrations left, want 0", n)
 	}
+	// A deadline earlier than every other, on another shard than the one the goroutine waits for,
+	// wakes it then, not at the later deadline.
+	soon, late := newClock(ts, "soon"), newClock(ts, "late")
+	if soon.w.shard >= late.w.shard { // the goroutine scans the shards in order: soon's comes first
+		t.Fatalf("clocks on shards %d and %d, want the first below the second", soon.w.shard, late.w.shard)
+	}
+	late.want(time.Now().Add(time.Hour))
+	for deadline := time.Now().Add(5 * time.Second); ts.armed.Load() < time.Now().Add(30*time.Minute).UnixNano(); {
+		if time.Now().After(deadline) {
+			t.Fatal("the service did not take up the registration within 5s")
+		}
+		runtime.Gosched() // until the goroutine waits for the late deadline
+	}
+	at := time.Now().Add(20 * time.Millisecond)
+	soon.want(at)
+	select {
+	case w := <-woke:
+		if w.id != "soon" || w.at.Before(at) {
+			t.Fatalf("woke %s at %v, want soon at %v or later", w.id, w.at, at)
+		}
+	case <-time.After(2 * time.Second):
+		t.Fatal("a deadline 20 ms away on another shard was not woken within 2s")
+	}
+	late.release()
 }

@@ -296,7 +296,9 @@ type LocalOwner struct {
 // fair and read-write locks; a semaphore's or latch's state is in Redis, see [Coordinator.Inspect]),
 // sorted by name and owner. It reads the coordinator's own records, with no Redis call, so it is
 // cheap enough to poll. A hold is listed from the moment it is granted until it is released or
-// lost; an acquisition from the moment its lock actor takes it until it is answered. After Close it
+// lost; an acquisition from the moment its lock actor takes it until it is answered. The records are
+// read a group of names at a time, so a list taken while locks change may show two names as they were
+// at moments a few microseconds apart; each owner's record on one name is whole. After Close it
 // returns nothing.
 func (c *Coordinator) Local() []LocalOwner {
 	if c.isClosed() {
