@@ -60,7 +60,10 @@ var (
 	statusScript      = redis.NewScript(statusSource)
 )
 
-// Scripts returns every script of the package, so that tests and warm-up code can load them all.
+// Scripts returns every script of the package, so that tests and warm-up code can load them all. A
+// caller that runs one of them itself passes every duration and count as a plain decimal integer, as
+// the package does: the scripts hand those arguments to Redis commands as they came (a Lua number
+// would cost Redis a printf on every command), and a command refuses "1e3" or "300.0".
 func Scripts() map[string]*redis.Script {
 	all := map[string]*redis.Script{
 		"acquire":     acquireScript,
