@@ -103,9 +103,10 @@
 //	                         each on its own server: Redis CPU and commands per acquire+release, keys
 //	                         left to expire included
 //	BenchmarkLockCost        issue 16's uncontended figures: Lock+Unlock against the floor in
-//	                         alternating slices, each on its own server, at 1 and 32 goroutines and with
-//	                         a fresh name per pair: ops/s, p50, client and Redis CPU (the expiry of the
-//	                         keys left behind included), allocations and round trips per pair
+//	                         alternating slices, each on its own server, at 1 and 32 goroutines, with
+//	                         a fresh name per pair, and with Redis on a CPU apart from the client's:
+//	                         ops/s, p50, client and Redis CPU (the expiry of the keys left behind
+//	                         included), allocations and round trips per pair
 //	BenchmarkPeers           lockwarden, bsm/redislock and go-redsync against the floor in rotating
 //	                         slices, at 1 and 32 goroutines: ops/s and p50 over the floor's, client CPU
 //	                         and allocations per pair
