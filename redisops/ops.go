@@ -6,7 +6,10 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"slices"
+	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -105,6 +108,54 @@ type Ops struct {
 	sync *replicaSync
 	// cluster is set on Redis Cluster: the keys of one script call must then share a slot.
 	cluster bool
+	// lease is the last lease passed to leaseArg, with its argument boxed.
+	lease atomic.Pointer[boxedMillis]
+}
+
+// boxedMillis is a duration and its script argument, millis of it, boxed.
+type boxedMillis struct {
+	d   time.Duration
+	arg any
+}
+
+// leaseArg returns millis(d) as a script argument. Boxing an int64 above 255 allocates, so the last
+// lease's argument is kept: the locks of a coordinator nearly always use one lease, its watchdog
+// timeout.
+func (o *Ops) leaseArg(d time.Duration) any {
+	if b := o.lease.Load(); b != nil && b.d == d {
+		return b.arg
+	}
+	b := &boxedMillis{d: d, arg: millis(d)}
+	o.lease.Store(b)
+	return b.arg
+}
+
+// int64s returns the integers of an array reply, as [redis.Cmd.Int64Slice] does, appended to buf:
+// with a buf of the reply's length from the caller's stack, it allocates nothing.
+func int64s(cmd *redis.Cmd, buf []int64) ([]int64, error) {
+	v, err := cmd.Result()
+	if err != nil {
+		return nil, err
+	}
+	arr, ok := v.([]any)
+	if !ok {
+		return nil, fmt.Errorf("redis: unexpected type=%T for []int64", v)
+	}
+	for _, e := range arr {
+		switch n := e.(type) {
+		case int64:
+			buf = append(buf, n)
+		case string:
+			i, err := strconv.ParseInt(n, 10, 64)
+			if err != nil {
+				return nil, err
+			}
+			buf = append(buf, i)
+		default:
+			return nil, fmt.Errorf("redis: unexpected type=%T for int64", e)
+		}
+	}
+	return buf, nil
 }
 
 // New returns an Ops that runs scripts through client, publishing with PUBLISH, or with SPUBLISH when
@@ -188,8 +239,9 @@ func (o *Ops) AcquireNamed(ctx context.Context, n *Names, owner string, lease ti
 		undo = o.undoPlain(name, owner, lease)
 	}
 	reply, syncErr := o.runScript(ctx, undo, acquireScript,
-		[]string{name, n.Token}, millis(lease), owner, held, o.tokenArg())
-	vals, err := reply.Int64Slice()
+		[]string{name, n.Token}, o.leaseArg(lease), owner, held, o.tokenArg())
+	var buf [3]int64
+	vals, err := int64s(reply, buf[:0])
 	if err == nil {
 		err = syncErr
 	}
@@ -202,7 +254,7 @@ func (o *Ops) AcquireNamed(ctx context.Context, n *Names, owner string, lease ti
 	if len(vals) == 2 && vals[0] == 0 {
 		return Acquired{TTL: ttlFromMillis(vals[1])}, nil
 	}
-	return Acquired{}, fmt.Errorf("lockwarden: acquire %q: unexpected reply %v", name, vals)
+	return Acquired{}, fmt.Errorf("lockwarden: acquire %q: unexpected reply %v", name, slices.Clone(vals))
 }
 
 // Handoff names the owner that takes the lock in the same call when a release frees it.
@@ -324,14 +376,15 @@ func (o *Ops) ReleaseHeldNamed(ctx context.Context, n *Names, owner, requestID s
 	}
 	reply, syncErr := o.runScript(ctx, o.undoHandoff(name, next), releaseScript,
 		[]string{name, n.Channel, latch, n.Token},
-		millis(lease), owner, UnlockMessage, o.latchArg, o.publishArg,
+		o.leaseArg(lease), owner, UnlockMessage, o.latchArg, o.publishArg,
 		nextOwner, nextLease, onlyIfAlone, o.tokenArg(), held, seq)
-	vals, err := reply.Int64Slice()
+	var buf [2]int64
+	vals, err := int64s(reply, buf[:0])
 	if err != nil {
 		return Released{}, fmt.Errorf("lockwarden: release %q: %w", name, typed(err))
 	}
 	if len(vals) != 2 {
-		return Released{}, fmt.Errorf("lockwarden: release %q: unexpected reply %v", name, vals)
+		return Released{}, fmt.Errorf("lockwarden: release %q: unexpected reply %v", name, slices.Clone(vals))
 	}
 	switch vals[0] {
 	case -1:
