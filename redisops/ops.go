@@ -254,6 +254,7 @@ func (o *Ops) AcquireNamed(ctx context.Context, n *Names, owner string, lease ti
 	if len(vals) == 2 && vals[0] == 0 {
 		return Acquired{TTL: ttlFromMillis(vals[1])}, nil
 	}
+	// A copy: vals is in buf, which stays on the stack only if nothing keeps it.
 	return Acquired{}, fmt.Errorf("lockwarden: acquire %q: unexpected reply %v", name, slices.Clone(vals))
 }
 
