@@ -24,8 +24,9 @@ import (
 //
 // Every lock actor of the coordinator updates it on every acquisition and release, so the records are
 // spread over shards by name, each with a lock of its own: with one lock, the callers of 32 goroutines
-// on 32 names waited about 2.5 µs per Lock+Unlock for it (a mutex profile of BenchmarkUncontendedParallel).
-// The records of one name (and so its three families) are all in one shard.
+// on 32 names waited about 2.5 µs per Lock+Unlock for it (a mutex profile of
+// BenchmarkUncontendedParallel). The records of one name (and so its three families) are all in one
+// shard.
 type HeldKinds struct {
 	shards [heldShards]heldShard
 }

@@ -256,7 +256,8 @@ func TestTimersShards(t *testing.T) {
 		t.Fatalf("clocks on shards %d and %d, want the first below the second", soon.w.shard, late.w.shard)
 	}
 	late.want(time.Now().Add(time.Hour))
-	for deadline := time.Now().Add(5 * time.Second); ts.armed.Load() < time.Now().Add(30*time.Minute).UnixNano(); {
+	waitsForLate := func() bool { return ts.armed.Load() >= time.Now().Add(30*time.Minute).UnixNano() }
+	for deadline := time.Now().Add(5 * time.Second); !waitsForLate(); {
 		if time.Now().After(deadline) {
 			t.Fatal("the service did not take up the registration within 5s")
 		}
