@@ -8,11 +8,13 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// call is one script call: the script with its keys and arguments.
+// call is one script call: the script with its keys and arguments, or with its EVALSHA command given
+// whole (command, see evalshaCommand; then keys and args are not set).
 type call struct {
-	script *redis.Script
-	keys   []string
-	args   []any
+	script  *redis.Script
+	keys    []string
+	args    []any
+	command []any
 	// grant, when not nil, says how to give back the hold the call may give (see [Ops.SetReplicaSync]).
 	grant *grant
 }
@@ -21,6 +23,12 @@ type call struct {
 // same moment, or on its own when none is), with EVALSHA, and again with EVAL if the server does not
 // know the script.
 func (o *Ops) run(ctx context.Context, c call) *redis.Cmd {
+	if c.command != nil {
+		if o.batcher == nil {
+			return runCommand(ctx, o.client, c.script, c.command)
+		}
+		return o.batcher.DoCommand(ctx, c.script, c.command)
+	}
 	if o.batcher == nil {
 		return c.script.Run(ctx, o.client, c.keys, c.args...)
 	}

@@ -63,7 +63,10 @@ type pending struct {
 	script *redis.Script
 	keys   []string
 	args   []any
-	cmd    *redis.Cmd
+	// command, when set, is the call's EVALSHA command given whole (see Batcher.DoCommand), in place
+	// of keys and args.
+	command []any
+	cmd     *redis.Cmd
 	// done (capacity 1) wakes a caller of Do: its answer is in cmd, or it is to send lead.
 	done chan struct{}
 	lead []*pending
@@ -90,9 +93,94 @@ func (b *Batcher) get(ctx context.Context, script *redis.Script, keys []string, 
 	return p
 }
 
+// run sends the call p on its own on c, with EVALSHA and then, if the server does not know the script,
+// with EVAL, as [redis.Script.Run] does.
+func (p *pending) run(ctx context.Context, c redis.Scripter) *redis.Cmd {
+	if p.command != nil {
+		return runCommand(ctx, c, p.script, p.command)
+	}
+	return p.script.Run(ctx, c, p.keys, p.args...)
+}
+
+// evalsha adds the call p, with EVALSHA, to the pipeline pipe.
+func (p *pending) evalsha(ctx context.Context, pipe redis.Pipeliner) *redis.Cmd {
+	if p.command != nil {
+		return pipe.Do(ctx, p.command...)
+	}
+	return p.script.EvalSha(ctx, pipe, p.keys, p.args...)
+}
+
+// eval adds the call p, with EVAL, to the pipeline pipe.
+func (p *pending) eval(ctx context.Context, pipe redis.Pipeliner) *redis.Cmd {
+	keys, args := p.keys, p.args
+	if p.command != nil {
+		keys, args = splitCommand(p.command)
+	}
+	return p.script.Eval(ctx, pipe, keys, args...)
+}
+
+// evalshaCommand returns the EVALSHA command of script, for [Batcher.DoCommand]: the command name,
+// the script's SHA1, the number of keys (numKeys, the first of keysAndArgs) and the keys and the
+// arguments. The caller passes them boxed (as any), so that what it boxed once for many calls (a
+// lock's keys, the lease) is not boxed again; go-redis' Script.EvalSha boxes the SHA1 and every key on
+// every call. The keys must be strings.
+func evalshaCommand(script *scriptSHA, numKeys int, keysAndArgs ...any) []any {
+	cmd := make([]any, 0, 3+len(keysAndArgs))
+	cmd = append(cmd, "evalsha", script.sha, numKeys)
+	return append(cmd, keysAndArgs...)
+}
+
+// scriptSHA is a script with its SHA1 boxed once, for evalshaCommand.
+type scriptSHA struct {
+	*redis.Script
+	sha any
+}
+
+func withSHA(s *redis.Script) *scriptSHA { return &scriptSHA{Script: s, sha: s.Hash()} }
+
+// splitCommand returns the keys and the arguments of an EVALSHA command made by evalshaCommand.
+func splitCommand(command []any) ([]string, []any) {
+	n := command[2].(int)
+	keys := make([]string, n)
+	for i := range keys {
+		keys[i] = command[3+i].(string)
+	}
+	return keys, command[3+n:]
+}
+
+// doer is the method of every go-redis client and pipeline that sends a command given whole.
+type doer interface {
+	Do(ctx context.Context, args ...any) *redis.Cmd
+}
+
+// runCommand sends the EVALSHA command of script on its own on c, and again with EVAL if the server
+// does not know the script.
+func runCommand(ctx context.Context, c redis.Scripter, script *redis.Script, command []any) *redis.Cmd {
+	if d, ok := c.(doer); ok {
+		if cmd := d.Do(ctx, command...); cmd.Err() == nil || !isNoScript(cmd.Err()) {
+			return cmd
+		}
+		keys, args := splitCommand(command)
+		return script.Eval(ctx, c, keys, args...)
+	}
+	keys, args := splitCommand(command)
+	return script.Run(ctx, c, keys, args...)
+}
+
 func (b *Batcher) put(p *pending) {
 	*p = pending{done: p.done}
 	b.pool.Put(p)
+}
+
+// DoCommand runs script as Do does, with its EVALSHA command given whole (evalshaCommand), so that
+// the keys and arguments its caller boxed once are not boxed again.
+func (b *Batcher) DoCommand(ctx context.Context, script *redis.Script, command []any) *redis.Cmd {
+	if err := ctx.Err(); err != nil {
+		return errCmd(ctx, err)
+	}
+	p := b.get(ctx, script, nil, nil)
+	p.command = command
+	return b.do(ctx, p)
 }
 
 // Do runs script with keys and args, as [redis.Script.Run] does, and returns its reply once it has
@@ -102,7 +190,11 @@ func (b *Batcher) Do(ctx context.Context, script *redis.Script, keys []string, a
 	if err := ctx.Err(); err != nil {
 		return errCmd(ctx, err)
 	}
-	p := b.get(ctx, script, keys, args)
+	return b.do(ctx, b.get(ctx, script, keys, args))
+}
+
+// do sends the call p, as Do describes, and returns its reply.
+func (b *Batcher) do(ctx context.Context, p *pending) *redis.Cmd {
 	b.mu.Lock()
 	if b.inFlight < b.slots && len(b.queue) == 0 {
 		b.inFlight++
@@ -188,7 +280,7 @@ func (b *Batcher) sendOne(p *pending) {
 		return
 	}
 	defer answerPanic(p.ctx, p)
-	p.cmd = p.script.Run(p.ctx, b.client, p.keys, p.args...)
+	p.cmd = p.run(p.ctx, b.client)
 }
 
 // ErrPanicked answers the calls of a round trip in which the client panicked (a hook of the
@@ -250,14 +342,14 @@ func (b *Batcher) sendLive(batch []*pending, first *pending, live int) {
 	switch {
 	case live == 0:
 	case live == 1:
-		first.cmd = first.script.Run(first.ctx, b.client, first.keys, first.args...)
+		first.cmd = first.run(first.ctx, b.client)
 	default:
 		ctx, release := sharedContext(batch, first.ctx)
 		defer release()
 		if b.pipe == nil {
 			for _, p := range batch {
 				if p.cmd == nil {
-					p.cmd = p.script.Run(ctx, b.client, p.keys, p.args...)
+					p.cmd = p.run(ctx, b.client)
 				}
 			}
 		} else {
@@ -351,7 +443,7 @@ func (b *Batcher) pipeline(batch []*pending, ctx context.Context) {
 	pipe := b.pipe.Pipeline()
 	for _, p := range batch {
 		if p.cmd == nil {
-			p.cmd = p.script.EvalSha(ctx, pipe, p.keys, p.args...)
+			p.cmd = p.evalsha(ctx, pipe)
 		}
 	}
 	_, _ = pipe.Exec(ctx) // each command keeps its own error
@@ -361,7 +453,7 @@ func (b *Batcher) pipeline(batch []*pending, ctx context.Context) {
 			if again == nil {
 				again = b.pipe.Pipeline()
 			}
-			p.cmd = p.script.Eval(ctx, again, p.keys, p.args...)
+			p.cmd = p.eval(ctx, again)
 		}
 	}
 	if again != nil {

@@ -633,3 +633,68 @@ func TestBatcherSurvivesClientPanic(t *testing.T) {
 		}
 	}
 }
+
+// TestBatcherNoScriptCommands: acquisitions and releases, whose EVALSHA commands Ops builds whole,
+// pipelined together on a server that has forgotten the scripts, run again with EVAL, each once.
+func TestBatcherNoScriptCommands(t *testing.T) {
+	srv := redistest.Start(t)
+	c, h := counted(t, srv, redis.Options{})
+	loadTestScripts(t, c, echoScript)
+	ops := redisops.New(c)
+	b := redisops.BatcherOf(ops)
+	if err := c.ScriptFlush(t.Context()).Err(); err != nil {
+		t.Fatalf("SCRIPT FLUSH: %v", err)
+	}
+	loadTestScripts(t, c, echoScript) // for the calls that fill the round trips
+	const n = 8
+	run := func(what string, call func(i int) error) {
+		slots := fillSlots(t, srv, b, h, echoScript, "batcher:noscriptcmd:"+what+":")
+		errs := make([]error, n)
+		var wg sync.WaitGroup
+		for i := range n {
+			wg.Go(func() { errs[i] = call(i) })
+		}
+		waitFor(t, "the "+what+" calls to queue", func() bool { return redisops.QueuedCalls(b) == n })
+		srv.Resume()
+		wg.Wait()
+		for i, err := range slots() {
+			if err != nil {
+				t.Errorf("call %d under way: %v", i, err)
+			}
+		}
+		for i, err := range errs {
+			if err != nil {
+				t.Errorf("%s %d: %v", what, i, err)
+			}
+		}
+	}
+	name := func(i int) string { return fmt.Sprintf("batcher:noscriptcmd:%d", i) }
+	run("acquire", func(i int) error {
+		got, err := ops.Acquire(t.Context(), name(i), "A", time.Minute, 0)
+		if err == nil && (!got.OK || got.HoldCount != 1) {
+			err = fmt.Errorf("got %+v, want a first hold", got)
+		}
+		return err
+	})
+	for i := range n {
+		if v, err := c.HGet(t.Context(), name(i), "A").Int(); err != nil || v != 1 {
+			t.Errorf("hold count of %s: %d, %v; want 1", name(i), v, err)
+		}
+	}
+	if err := c.ScriptFlush(t.Context()).Err(); err != nil {
+		t.Fatalf("SCRIPT FLUSH: %v", err)
+	}
+	loadTestScripts(t, c, echoScript)
+	run("release", func(i int) error {
+		rel, err := ops.ReleaseHeld(t.Context(), name(i), "A", "A:r1", time.Minute, 1, nil)
+		if err == nil && rel.Remaining != 0 {
+			err = fmt.Errorf("got %+v, want the lock released", rel)
+		}
+		return err
+	})
+	for i := range n {
+		if n, err := c.Exists(t.Context(), name(i)).Result(); err != nil || n != 0 {
+			t.Errorf("%s after the release: exists %d, %v; want gone", name(i), n, err)
+		}
+	}
+}

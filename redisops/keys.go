@@ -51,12 +51,17 @@ type Names struct {
 	Token, Channel string
 	// latch is the unlock latch's key less the request id.
 	latch string
+	// name, token and channel are Name, Token and Channel as command arguments, boxed once rather
+	// than on every call (nil in Names not made by NamesOf: the calls then box them as usual).
+	name, token, channel any
 }
 
 // NamesOf returns the Names of the lock name.
 func NamesOf(name string) Names {
-	return Names{Name: name, Token: TokenKey(name), Channel: ChannelName(name),
+	n := Names{Name: name, Token: TokenKey(name), Channel: ChannelName(name),
 		latch: UnlockLatchKey(name, "")}
+	n.name, n.token, n.channel = n.Name, n.Token, n.Channel
+	return n
 }
 
 // latchKey returns [UnlockLatchKey] of the name and requestID.

@@ -61,6 +61,9 @@ var (
 	renewScript       = redis.NewScript(renewSource)
 	forceUnlockScript = redis.NewScript(withLib(forceUnlockSource))
 	statusScript      = redis.NewScript(statusSource)
+
+	// acquireSHA and releaseSHA are the scripts of every Lock and Unlock, for evalshaCommand.
+	acquireSHA, releaseSHA = withSHA(acquireScript), withSHA(releaseScript)
 )
 
 // Scripts returns every script of the package, so that tests and warm-up code can load them all. A
@@ -238,8 +241,15 @@ func (o *Ops) AcquireNamed(ctx context.Context, n *Names, owner string, lease ti
 	if o.syncsGrants(ctx, name) { // else no WAIT follows, and the undo is never needed
 		undo = o.undoPlain(name, owner, lease)
 	}
-	reply, syncErr := o.runScript(ctx, undo, acquireScript,
-		[]string{name, n.Token}, o.leaseArg(lease), owner, held, o.tokenArg())
+	var reply *redis.Cmd
+	var syncErr error
+	if undo == nil && n.name != nil {
+		reply = o.run(ctx, call{script: acquireScript, command: evalshaCommand(acquireSHA, 2,
+			n.name, n.token, o.leaseArg(lease), owner, held, o.tokenArg())})
+	} else {
+		reply, syncErr = o.runScript(ctx, undo, acquireScript,
+			[]string{name, n.Token}, o.leaseArg(lease), owner, held, o.tokenArg())
+	}
 	var buf [3]int64
 	vals, err := int64s(reply, buf[:0])
 	if err == nil {
@@ -375,10 +385,19 @@ func (o *Ops) ReleaseHeldNamed(ctx context.Context, n *Names, owner, requestID s
 	} else {
 		latch = n.latchKey(requestID)
 	}
-	reply, syncErr := o.runScript(ctx, o.undoHandoff(name, next), releaseScript,
-		[]string{name, n.Channel, latch, n.Token},
-		o.leaseArg(lease), owner, UnlockMessage, o.latchArg, o.publishArg,
-		nextOwner, nextLease, onlyIfAlone, o.tokenArg(), held, seq)
+	var reply *redis.Cmd
+	var syncErr error
+	if undo := o.undoHandoff(name, next); undo == nil && n.name != nil {
+		reply = o.run(ctx, call{script: releaseScript, command: evalshaCommand(releaseSHA, 4,
+			n.name, n.channel, latch, n.token,
+			o.leaseArg(lease), owner, UnlockMessage, o.latchArg, o.publishArg,
+			nextOwner, nextLease, onlyIfAlone, o.tokenArg(), held, seq)})
+	} else {
+		reply, syncErr = o.runScript(ctx, undo, releaseScript,
+			[]string{name, n.Channel, latch, n.Token},
+			o.leaseArg(lease), owner, UnlockMessage, o.latchArg, o.publishArg,
+			nextOwner, nextLease, onlyIfAlone, o.tokenArg(), held, seq)
+	}
 	var buf [2]int64
 	vals, err := int64s(reply, buf[:0])
 	if err != nil {
