@@ -9,7 +9,8 @@ import (
 )
 
 // call is one script call: the script with its keys and arguments, or with its EVALSHA command given
-// whole (command, see evalshaCommand; then keys and args are not set).
+// whole (command, see evalshaCommand; then keys and args are not set). Only Ops.run sends a command
+// given whole: a call with a grant, in a Batch, or renewing holds must have keys and args.
 type call struct {
 	script  *redis.Script
 	keys    []string
@@ -27,7 +28,7 @@ func (o *Ops) run(ctx context.Context, c call) *redis.Cmd {
 		if o.batcher == nil {
 			return runCommand(ctx, o.client, c.script, c.command)
 		}
-		return o.batcher.DoCommand(ctx, c.script, c.command)
+		return o.batcher.doCommand(ctx, c.script, c.command)
 	}
 	if o.batcher == nil {
 		return c.script.Run(ctx, o.client, c.keys, c.args...)

@@ -63,7 +63,7 @@ type pending struct {
 	script *redis.Script
 	keys   []string
 	args   []any
-	// command, when set, is the call's EVALSHA command given whole (see Batcher.DoCommand), in place
+	// command, when set, is the call's EVALSHA command given whole (see Batcher.doCommand), in place
 	// of keys and args.
 	command []any
 	cmd     *redis.Cmd
@@ -119,11 +119,11 @@ func (p *pending) eval(ctx context.Context, pipe redis.Pipeliner) *redis.Cmd {
 	return p.script.Eval(ctx, pipe, keys, args...)
 }
 
-// evalshaCommand returns the EVALSHA command of script, for [Batcher.DoCommand]: the command name,
-// the script's SHA1, the number of keys (numKeys, the first of keysAndArgs) and the keys and the
-// arguments. The caller passes them boxed (as any), so that what it boxed once for many calls (a
-// lock's keys, the lease) is not boxed again; go-redis' Script.EvalSha boxes the SHA1 and every key on
-// every call. The keys must be strings.
+// evalshaCommand returns the EVALSHA command of script, for Batcher.doCommand: the command name, the
+// script's SHA1, numKeys, then the numKeys keys and the arguments of keysAndArgs. The caller passes
+// them boxed (as any), so that what it boxed once for many calls (a lock's keys, the lease) is not
+// boxed again; go-redis' Script.EvalSha boxes the SHA1 and every key on every call. The keys must be
+// strings (splitCommand relies on it).
 func evalshaCommand(script *scriptSHA, numKeys int, keysAndArgs ...any) []any {
 	cmd := make([]any, 0, 3+len(keysAndArgs))
 	cmd = append(cmd, "evalsha", script.sha, numKeys)
@@ -172,9 +172,9 @@ func (b *Batcher) put(p *pending) {
 	b.pool.Put(p)
 }
 
-// DoCommand runs script as Do does, with its EVALSHA command given whole (evalshaCommand), so that
-// the keys and arguments its caller boxed once are not boxed again.
-func (b *Batcher) DoCommand(ctx context.Context, script *redis.Script, command []any) *redis.Cmd {
+// doCommand runs script as Do does, with its EVALSHA command given whole, as evalshaCommand makes it,
+// so that the keys and arguments its caller boxed once are not boxed again.
+func (b *Batcher) doCommand(ctx context.Context, script *redis.Script, command []any) *redis.Cmd {
 	if err := ctx.Err(); err != nil {
 		return errCmd(ctx, err)
 	}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"runtime"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -648,6 +649,7 @@ func TestBatcherNoScriptCommands(t *testing.T) {
 	loadTestScripts(t, c, echoScript) // for the calls that fill the round trips
 	const n = 8
 	run := func(what string, call func(i int) error) {
+		evals := evalCalls(t, c)
 		slots := fillSlots(t, srv, b, h, echoScript, "batcher:noscriptcmd:"+what+":")
 		errs := make([]error, n)
 		var wg sync.WaitGroup
@@ -666,6 +668,9 @@ func TestBatcherNoScriptCommands(t *testing.T) {
 			if err != nil {
 				t.Errorf("%s %d: %v", what, i, err)
 			}
+		}
+		if got := evalCalls(t, c) - evals; got != n {
+			t.Errorf("%s: %d EVAL calls, want one per call (%d)", what, got, n)
 		}
 	}
 	name := func(i int) string { return fmt.Sprintf("batcher:noscriptcmd:%d", i) }
@@ -697,4 +702,23 @@ func TestBatcherNoScriptCommands(t *testing.T) {
 			t.Errorf("%s after the release: exists %d, %v; want gone", name(i), n, err)
 		}
 	}
+}
+
+// evalCalls returns how many EVAL commands the server has run (INFO commandstats).
+func evalCalls(t *testing.T, c *redis.Client) int {
+	t.Helper()
+	stats, err := c.Info(t.Context(), "commandstats").Result()
+	if err != nil {
+		t.Fatalf("INFO commandstats: %v", err)
+	}
+	for _, line := range strings.Split(stats, "\r\n") {
+		if rest, ok := strings.CutPrefix(line, "cmdstat_eval:calls="); ok {
+			n, err := strconv.Atoi(rest[:strings.IndexByte(rest, ',')])
+			if err != nil {
+				t.Fatalf("INFO commandstats: %q: %v", line, err)
+			}
+			return n
+		}
+	}
+	return 0
 }

@@ -41,6 +41,9 @@ func TestLeaseArg(t *testing.T) {
 	if a != any(int64(30000)) || o.leaseArg(30*time.Second) != a {
 		t.Fatalf("leaseArg(30s) = %v, want 30000, twice", a)
 	}
+	if n := testing.AllocsPerRun(100, func() { o.leaseArg(30 * time.Second) }); n != 0 {
+		t.Fatalf("leaseArg of the last lease allocates %v times, want 0", n)
+	}
 	if b := o.leaseArg(1500 * time.Microsecond); b != any(int64(2)) {
 		t.Fatalf("leaseArg(1.5ms) = %v, want 2 (rounded up)", b)
 	}

@@ -43,7 +43,7 @@ func UnlockLatchKey(name, requestID string) string {
 
 // Names are the keys and the channel of one lock name, built once, for a caller that calls on the
 // same name often (a lock actor): the calls that take them build no key of their own but the unlock
-// latch's.
+// latch's. Make them with NamesOf, and do not change them after.
 type Names struct {
 	// Name is the lock name, which is also the key of its hash ([LockKey]).
 	Name string

@@ -663,7 +663,9 @@ func scriptRan(err error) bool {
 }
 
 // isNoScript reports whether err is Redis' answer to EVALSHA of a script it does not have.
-func isNoScript(err error) bool { return strings.HasPrefix(err.Error(), "NOSCRIPT") }
+func isNoScript(err error) bool {
+	return strings.HasPrefix(err.Error(), "NOSCRIPT") || redis.HasErrorPrefix(err, "NOSCRIPT")
+}
 
 // isErrorReply reports whether err is an error reply from the server, as opposed to a connection
 // error or an ended context.
