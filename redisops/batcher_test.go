@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"runtime"
 	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -649,7 +648,7 @@ func TestBatcherNoScriptCommands(t *testing.T) {
 	loadTestScripts(t, c, echoScript) // for the calls that fill the round trips
 	const n = 8
 	run := func(what string, call func(i int) error) {
-		evals := evalCalls(t, c)
+		evals := commandRuns(t, c, "eval")
 		slots := fillSlots(t, srv, b, h, echoScript, "batcher:noscriptcmd:"+what+":")
 		errs := make([]error, n)
 		var wg sync.WaitGroup
@@ -669,7 +668,7 @@ func TestBatcherNoScriptCommands(t *testing.T) {
 				t.Errorf("%s %d: %v", what, i, err)
 			}
 		}
-		if got := evalCalls(t, c) - evals; got != n {
+		if got := commandRuns(t, c, "eval") - evals; got != n {
 			t.Errorf("%s: %d EVAL calls, want one per call (%d)", what, got, n)
 		}
 	}
@@ -702,23 +701,4 @@ func TestBatcherNoScriptCommands(t *testing.T) {
 			t.Errorf("%s after the release: exists %d, %v; want gone", name(i), n, err)
 		}
 	}
-}
-
-// evalCalls returns how many EVAL commands the server has run (INFO commandstats).
-func evalCalls(t *testing.T, c *redis.Client) int {
-	t.Helper()
-	stats, err := c.Info(t.Context(), "commandstats").Result()
-	if err != nil {
-		t.Fatalf("INFO commandstats: %v", err)
-	}
-	for _, line := range strings.Split(stats, "\r\n") {
-		if rest, ok := strings.CutPrefix(line, "cmdstat_eval:calls="); ok {
-			n, err := strconv.Atoi(rest[:strings.IndexByte(rest, ',')])
-			if err != nil {
-				t.Fatalf("INFO commandstats: %q: %v", line, err)
-			}
-			return n
-		}
-	}
-	return 0
 }
