@@ -136,6 +136,7 @@ type scriptSHA struct {
 	sha any
 }
 
+// withSHA returns s with its SHA1 boxed.
 func withSHA(s *redis.Script) *scriptSHA { return &scriptSHA{Script: s, sha: s.Hash()} }
 
 // splitCommand returns the keys and the arguments of an EVALSHA command made by evalshaCommand.
