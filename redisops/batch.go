@@ -10,7 +10,8 @@ import (
 
 // call is one script call: the script with its keys and arguments, or with its EVALSHA command given
 // whole (command, see evalshaCommand; then keys and args are not set). Only Ops.run sends a command
-// given whole: a call with a grant, in a Batch, or renewing holds must have keys and args.
+// given whole: a call with a grant (see runCommandScript), in a Batch, or renewing holds must have
+// keys and args.
 type call struct {
 	script  *redis.Script
 	keys    []string

@@ -119,25 +119,16 @@ func (p *pending) eval(ctx context.Context, pipe redis.Pipeliner) *redis.Cmd {
 	return p.script.Eval(ctx, pipe, keys, args...)
 }
 
-// evalshaCommand returns the EVALSHA command of script, for Batcher.doCommand: the command name, the
-// script's SHA1, numKeys, then the numKeys keys and the arguments of keysAndArgs. The caller passes
-// them boxed (as any), so that what it boxed once for many calls (a lock's keys, the lease) is not
-// boxed again; go-redis' Script.EvalSha boxes the SHA1 and every key on every call. The keys must be
-// strings (splitCommand relies on it).
-func evalshaCommand(script *scriptSHA, numKeys int, keysAndArgs ...any) []any {
+// evalshaCommand returns an EVALSHA command, for Batcher.doCommand: the command name, the script's
+// SHA1 (sha, its Hash boxed), numKeys, then the numKeys keys and the arguments of keysAndArgs. The
+// caller passes them boxed (as any), so that what it boxed once for many calls (the SHA1, a lock's
+// keys, the lease) is not boxed again; go-redis' Script.EvalSha boxes the SHA1 and every key on every
+// call. The keys must be strings (splitCommand relies on it).
+func evalshaCommand(sha any, numKeys int, keysAndArgs ...any) []any {
 	cmd := make([]any, 0, 3+len(keysAndArgs))
-	cmd = append(cmd, "evalsha", script.sha, numKeys)
+	cmd = append(cmd, "evalsha", sha, numKeys)
 	return append(cmd, keysAndArgs...)
 }
-
-// scriptSHA is a script with its SHA1 boxed once, for evalshaCommand.
-type scriptSHA struct {
-	*redis.Script
-	sha any
-}
-
-// withSHA returns s with its SHA1 boxed.
-func withSHA(s *redis.Script) *scriptSHA { return &scriptSHA{Script: s, sha: s.Hash()} }
 
 // splitCommand returns the keys and the arguments of an EVALSHA command made by evalshaCommand.
 func splitCommand(command []any) ([]string, []any) {

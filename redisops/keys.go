@@ -52,8 +52,17 @@ type Names struct {
 	// latch is the unlock latch's key less the request id.
 	latch string
 	// name, token and channel are Name, Token and Channel as command arguments, boxed once rather
-	// than on every call (nil in Names not made by NamesOf: the calls then box them as usual).
+	// than on every call (see boxed).
 	name, token, channel any
+}
+
+// boxed returns Name, Token and Channel as command arguments: as NamesOf boxed them, or, in Names
+// made otherwise, boxed now.
+func (n *Names) boxed() (name, token, channel any) {
+	if n.name != nil {
+		return n.name, n.token, n.channel
+	}
+	return n.Name, n.Token, n.Channel
 }
 
 // NamesOf returns the Names of the lock name.

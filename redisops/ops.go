@@ -62,8 +62,9 @@ var (
 	forceUnlockScript = redis.NewScript(withLib(forceUnlockSource))
 	statusScript      = redis.NewScript(statusSource)
 
-	// acquireSHA and releaseSHA are the scripts of every Lock and Unlock, for evalshaCommand.
-	acquireSHA, releaseSHA = withSHA(acquireScript), withSHA(releaseScript)
+	// acquireSHA and releaseSHA are the SHA1s of the scripts of every Lock and Unlock, boxed once
+	// for evalshaCommand.
+	acquireSHA, releaseSHA any = acquireScript.Hash(), releaseScript.Hash()
 )
 
 // Scripts returns every script of the package, so that tests and warm-up code can load them all. A
@@ -241,15 +242,9 @@ func (o *Ops) AcquireNamed(ctx context.Context, n *Names, owner string, lease ti
 	if o.syncsGrants(ctx, name) { // else no WAIT follows, and the undo is never needed
 		undo = o.undoPlain(name, owner, lease)
 	}
-	var reply *redis.Cmd
-	var syncErr error
-	if undo == nil && n.name != nil {
-		reply = o.run(ctx, call{script: acquireScript, command: evalshaCommand(acquireSHA, 2,
-			n.name, n.token, o.leaseArg(lease), owner, held, o.tokenArg())})
-	} else {
-		reply, syncErr = o.runScript(ctx, undo, acquireScript,
-			[]string{name, n.Token}, o.leaseArg(lease), owner, held, o.tokenArg())
-	}
+	boxedName, token, _ := n.boxed()
+	reply, syncErr := o.runCommandScript(ctx, undo, acquireScript, evalshaCommand(acquireSHA, 2,
+		boxedName, token, o.leaseArg(lease), owner, held, o.tokenArg()))
 	var buf [3]int64
 	vals, err := int64s(reply, buf[:0])
 	if err == nil {
@@ -385,19 +380,11 @@ func (o *Ops) ReleaseHeldNamed(ctx context.Context, n *Names, owner, requestID s
 	} else {
 		latch = n.latchKey(requestID)
 	}
-	var reply *redis.Cmd
-	var syncErr error
-	if undo := o.undoHandoff(name, next); undo == nil && n.name != nil {
-		reply = o.run(ctx, call{script: releaseScript, command: evalshaCommand(releaseSHA, 4,
-			n.name, n.channel, latch, n.token,
+	boxedName, token, channel := n.boxed()
+	reply, syncErr := o.runCommandScript(ctx, o.undoHandoff(name, next), releaseScript,
+		evalshaCommand(releaseSHA, 4, boxedName, channel, latch, token,
 			o.leaseArg(lease), owner, UnlockMessage, o.latchArg, o.publishArg,
-			nextOwner, nextLease, onlyIfAlone, o.tokenArg(), held, seq)})
-	} else {
-		reply, syncErr = o.runScript(ctx, undo, releaseScript,
-			[]string{name, n.Channel, latch, n.Token},
-			o.leaseArg(lease), owner, UnlockMessage, o.latchArg, o.publishArg,
-			nextOwner, nextLease, onlyIfAlone, o.tokenArg(), held, seq)
-	}
+			nextOwner, nextLease, onlyIfAlone, o.tokenArg(), held, seq))
 	var buf [2]int64
 	vals, err := int64s(reply, buf[:0])
 	if err != nil {

@@ -141,6 +141,16 @@ func (o *Ops) runScript(ctx context.Context, g *grant, script *redis.Script, key
 	return o.runGranting(ctx, c, *g)
 }
 
+// runCommandScript is runScript for a call whose EVALSHA command is given whole (evalshaCommand):
+// without a grant it is sent whole; with one, its keys and arguments go the replica-sync way.
+func (o *Ops) runCommandScript(ctx context.Context, g *grant, script *redis.Script, command []any) (*redis.Cmd, error) {
+	if g == nil {
+		return o.run(ctx, call{script: script, command: command}), nil
+	}
+	keys, args := splitCommand(command)
+	return o.runGranting(ctx, call{script: script, keys: keys, args: args}, *g)
+}
+
 // undoPlain gives back a hold that [Ops.Acquire] gave owner: one release, so a re-entry drops back to
 // the count it had.
 func (o *Ops) undoPlain(name, owner string, lease time.Duration) *grant {
