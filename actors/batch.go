@@ -103,7 +103,7 @@ func (a *lockActor) batchAcquire(m *Acquire, then func(ok bool, ttl time.Duratio
 	b := a.pendingBatch()
 	b.keys[holdKey{m.Owner, m.Kind}] = struct{}{}
 	m.attempts++
-	reply := b.calls.ReadAcquire(a.name, m.Owner, m.Lease, a.knownHeld(m))
+	reply := b.calls.ReadAcquire(a.proto.readNames(), m.Owner, m.Lease, a.knownHeld(m))
 	b.settle = append(b.settle, batchCall{m, func(sent time.Time) {
 		res, err := reply()
 		acquireEvent(m, sent, res.OK, err)
@@ -117,7 +117,7 @@ func (a *lockActor) batchAcquire(m *Acquire, then func(ok bool, ttl time.Duratio
 func (a *lockActor) batchRelease(m *Release, requestID string, held int64, then func(sent time.Time, rel redisops.Released, err error)) {
 	b := a.pendingBatch()
 	b.keys[holdKey{m.Owner, m.Kind}] = struct{}{}
-	reply := b.calls.ReadRelease(a.name, m.Owner, requestID, held)
+	reply := b.calls.ReadRelease(a.proto.readNames(), m.Owner, requestID, held)
 	b.settle = append(b.settle, batchCall{m, func(sent time.Time) {
 		rel, err := reply()
 		releaseEvent(m.Span, sent, err)

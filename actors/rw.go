@@ -16,13 +16,15 @@ const writeIntent = 2 * time.Second
 // rwStrategy is the read-write lock (Redisson's RReadWriteLock); the hold key's kind picks the side.
 type rwStrategy struct {
 	exclusive
-	name   string
+	name string
+	// names are the lock's keys and channel, built once, and its readers' keys, built once per reader.
+	names  *redisops.RWNames
 	ops    *redisops.Ops
 	intent time.Duration
 }
 
 func newRWStrategy(name string, ops *redisops.Ops) strategy {
-	return rwStrategy{name: name, ops: ops, intent: writeIntent}
+	return rwStrategy{name: name, names: redisops.RWNamesOf(name), ops: ops, intent: writeIntent}
 }
 
 func (rwStrategy) lockKind() messages.LockKind { return messages.LockReadWrite }
@@ -43,21 +45,21 @@ func (p rwStrategy) acquire(ctx context.Context, m *Acquire, held int64, enqueue
 		}
 		return res, err
 	}
-	return p.ops.ReadAcquire(ctx, p.name, m.Owner, m.Lease, held)
+	return p.ops.ReadAcquireNamed(ctx, p.names, m.Owner, m.Lease, held)
 }
 
 func (p rwStrategy) release(ctx context.Context, k holdKey, requestID string, lease time.Duration, _ *redisops.Handoff) (redisops.Released, error) {
 	if k.kind == KindWrite {
 		return p.ops.WriteRelease(ctx, p.name, k.owner, requestID, lease)
 	}
-	return p.ops.ReadRelease(ctx, p.name, k.owner, requestID, lease)
+	return p.ops.ReadReleaseNamed(ctx, p.names, k.owner, requestID, redisops.UnknownHoldCount)
 }
 
 func (p rwStrategy) releaseHeld(ctx context.Context, k holdKey, requestID string, lease time.Duration, held int64, next *redisops.Handoff) (redisops.Released, error) {
 	if k.kind == KindWrite {
 		return p.release(ctx, k, requestID, lease, next)
 	}
-	return p.ops.ReadReleaseHeld(ctx, p.name, k.owner, requestID, lease, held)
+	return p.ops.ReadReleaseNamed(ctx, p.names, k.owner, requestID, held)
 }
 
 func (p rwStrategy) renew(ctx context.Context, k holdKey, lease time.Duration) error {
@@ -126,6 +128,8 @@ func (rwStrategy) refusesUpgrade(a *lockActor, m *Acquire) bool {
 }
 
 func (rwStrategy) batches(k Kind) bool { return k == KindRead }
+
+func (p rwStrategy) readNames() *redisops.RWNames { return p.names }
 
 // reentryRaisesExpiry: a read re-entry raises the hash's expiry to its lease, a write re-entry adds its
 // lease to what is left (rw_write_acquire.lua), and the releases only raise it too.

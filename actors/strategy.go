@@ -11,7 +11,8 @@ import (
 // strategy is everything in which one family of locks differs from the others: its Redis calls
 // (protocol), and the decisions that the lock actor's core (queue, holds, renewal, subscriptions,
 // events) leaves to it. The core never asks which family it serves; it asks its strategy. A strategy
-// keeps no state of its own: what it needs of the actor it reads from the actor it is given.
+// keeps no state of its own but the keys of its name: what it needs of the actor it reads from the
+// actor it is given.
 //
 // exclusive gives the behaviour of a lock with one exclusive kind, which a strategy embeds and then
 // overrides where its family differs.
@@ -45,6 +46,9 @@ type strategy interface {
 	async() bool
 	// batches reports whether calls on holds of kind k go to Redis in read batches (batch.go).
 	batches(k Kind) bool
+	// readNames are the keys of the lock's read side, for the read batches; nil for a family whose
+	// calls do not batch.
+	readNames() *redisops.RWNames
 	// reentryRaisesExpiry reports whether a re-entry of kind k only ever raises the lock's expiry in
 	// Redis, so that the hold's validity is never cut to the re-entry's.
 	reentryRaisesExpiry(k Kind) bool
@@ -93,6 +97,7 @@ func (exclusive) queuesInRedis() bool                          { return false }
 func (exclusive) beginAttempt(*lockActor, *Acquire)            {}
 func (exclusive) async() bool                                  { return false }
 func (exclusive) batches(Kind) bool                            { return false }
+func (exclusive) readNames() *redisops.RWNames                 { return nil }
 func (exclusive) reentryRaisesExpiry(Kind) bool                { return false }
 func (exclusive) releaseRaisesExpiry(Kind) bool                { return false }
 func (exclusive) forceUnlockKeepsHolds() bool                  { return false }

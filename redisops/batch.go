@@ -55,6 +55,35 @@ func (o *Ops) runChecked(ctx context.Context, c call) *redis.Cmd {
 	return reply
 }
 
+// withKeys returns c with its keys and arguments apart, as a call that may give a hold must have them
+// (see [Ops.runGranting]); c itself when they are.
+func (c call) withKeys() call {
+	if c.command != nil {
+		c.keys, c.args = splitCommand(c.command)
+		c.command = nil
+	}
+	return c
+}
+
+// evalsha adds c, with EVALSHA, to the pipeline pipe.
+func (c call) evalsha(ctx context.Context, pipe redis.Pipeliner) *redis.Cmd {
+	if c.command != nil {
+		return pipe.Do(ctx, c.command...)
+	}
+	return c.script.EvalSha(ctx, pipe, c.keys, c.args...)
+}
+
+// unknownHoldArg is UnknownHoldCount as a command argument: boxing a negative int64 allocates.
+var unknownHoldArg any = int64(UnknownHoldCount)
+
+// boxedCount returns the hold count held as a command argument, allocating only for counts above 255.
+func boxedCount(held int64) any {
+	if held == UnknownHoldCount {
+		return unknownHoldArg
+	}
+	return held
+}
+
 // pipeliner is what a client needs for [Batch] to send its calls in one round trip. Every go-redis
 // client (single node, failover, cluster, ring, universal) has it.
 type pipeliner interface {
@@ -69,6 +98,17 @@ type Batch struct {
 	o     *Ops
 	calls []call
 	cmds  []*redis.Cmd
+	// grants are the calls that give a hold, which the replica-sync safeguard gives back when replicas
+	// do not acknowledge it: their undos are made only when Exec finds that it waits for replicas.
+	grants []batchGrant
+}
+
+// batchGrant is a read acquire of a Batch: the index of its call, and the hold it may give.
+type batchGrant struct {
+	i     int
+	name  string
+	owner string
+	lease time.Duration
 }
 
 // NewBatch returns an empty batch on o's client.
@@ -83,16 +123,17 @@ func (b *Batch) add(c call) int {
 }
 
 // ReadAcquire adds an [Ops.ReadAcquire] call. The returned function gives its answer after Exec.
-func (b *Batch) ReadAcquire(name, owner string, lease time.Duration, held int64) func() (Acquired, error) {
-	c := readAcquireCall(name, owner, lease, held)
-	c.grant = b.o.undoRead(name, owner, lease)
-	i := b.add(c)
+func (b *Batch) ReadAcquire(n *RWNames, owner string, lease time.Duration, held int64) func() (Acquired, error) {
+	i := b.add(b.o.readAcquireCall(n, owner, lease, held))
+	b.grants = append(b.grants, batchGrant{i: i, name: n.Name, owner: owner, lease: lease})
+	name := n.Name
 	return func() (Acquired, error) { return readAcquireReply(name, b.cmds[i]) }
 }
 
-// ReadRelease adds an [Ops.ReadReleaseHeld] call. The returned function gives its answer after Exec.
-func (b *Batch) ReadRelease(name, owner, requestID string, held int64) func() (Released, error) {
-	i := b.add(b.o.readReleaseCall(name, owner, requestID, held))
+// ReadRelease adds an [Ops.ReadReleaseNamed] call. The returned function gives its answer after Exec.
+func (b *Batch) ReadRelease(n *RWNames, owner, requestID string, held int64) func() (Released, error) {
+	i := b.add(b.o.readReleaseCall(n, owner, requestID, held))
+	name := n.Name
 	return func() (Released, error) { return readReleaseReply(name, b.cmds[i]) }
 }
 
@@ -105,13 +146,7 @@ func (b *Batch) ReadRelease(name, owner, requestID string, held int64) func() (R
 // adding methods returned.
 func (b *Batch) Exec(ctx context.Context) {
 	b.cmds = make([]*redis.Cmd, len(b.calls))
-	if replies, syncErrs, ok := b.o.runSynced(ctx, b.calls); ok {
-		for i, reply := range replies {
-			if syncErrs[i] != nil && reply.Err() == nil {
-				reply.SetErr(syncErrs[i])
-			}
-		}
-		b.cmds = replies
+	if b.execSynced(ctx) {
 		return
 	}
 	p, ok := b.o.client.(pipeliner)
@@ -123,7 +158,7 @@ func (b *Batch) Exec(ctx context.Context) {
 	}
 	pipe := p.Pipeline()
 	for i, c := range b.calls {
-		b.cmds[i] = c.script.EvalSha(ctx, pipe, c.keys, c.args...)
+		b.cmds[i] = c.evalsha(ctx, pipe)
 	}
 	_, _ = pipe.Exec(ctx) // each command keeps its own error
 	for i, c := range b.calls {
@@ -131,4 +166,31 @@ func (b *Batch) Exec(ctx context.Context) {
 			b.cmds[i] = b.o.run(ctx, c)
 		}
 	}
+}
+
+// execSynced runs the calls as Exec does when the replica-sync safeguard waits for replicas after the
+// holds they give, and reports false, having run nothing, when it does not. The calls then take their
+// undos, and their keys and arguments apart (see runSynced).
+func (b *Batch) execSynced(ctx context.Context) bool {
+	if len(b.grants) == 0 || !b.o.syncsGrants(ctx, b.grants[0].name) {
+		return false
+	}
+	calls := make([]call, len(b.calls))
+	for i, c := range b.calls {
+		calls[i] = c.withKeys()
+	}
+	for _, g := range b.grants {
+		calls[g.i].grant = b.o.undoRead(g.name, g.owner, g.lease)
+	}
+	replies, syncErrs, ok := b.o.runSynced(ctx, calls)
+	if !ok {
+		return false
+	}
+	for i, reply := range replies {
+		if syncErrs[i] != nil && reply.Err() == nil {
+			reply.SetErr(syncErrs[i])
+		}
+	}
+	b.cmds = replies
+	return true
 }

@@ -26,10 +26,10 @@ func TestBatchRunsCallsInOrder(t *testing.T) {
 	}
 
 	b := ops.NewBatch()
-	bAcq := b.ReadAcquire(name, "b", midLease, 0)
-	aAgain := b.ReadAcquire(name, "a", midLease, 1)
-	aRel := b.ReadRelease(name, "a", "batch-1", redisops.UnknownHoldCount)
-	ghost := b.ReadRelease(name, "ghost", "batch-2", redisops.UnknownHoldCount)
+	bAcq := b.ReadAcquire(redisops.RWNamesOf(name), "b", midLease, 0)
+	aAgain := b.ReadAcquire(redisops.RWNamesOf(name), "a", midLease, 1)
+	aRel := b.ReadRelease(redisops.RWNamesOf(name), "a", "batch-1", redisops.UnknownHoldCount)
+	ghost := b.ReadRelease(redisops.RWNamesOf(name), "ghost", "batch-2", redisops.UnknownHoldCount)
 	if b.Len() != 4 {
 		t.Fatalf("Len = %d, want 4", b.Len())
 	}
@@ -69,8 +69,8 @@ func TestBatchReloadsFlushedScripts(t *testing.T) {
 		t.Fatal(err)
 	}
 	b := ops.NewBatch()
-	acq := b.ReadAcquire(name, "b", time.Second, 0)
-	rel := b.ReadRelease(name, "a", "noscript-1", redisops.UnknownHoldCount)
+	acq := b.ReadAcquire(redisops.RWNamesOf(name), "b", time.Second, 0)
+	rel := b.ReadRelease(redisops.RWNamesOf(name), "a", "noscript-1", redisops.UnknownHoldCount)
 	b.Exec(ctx)
 	if got, err := acq(); err != nil || !got.OK {
 		t.Errorf("read acquire after SCRIPT FLUSH = %+v, %v; want OK", got, err)
@@ -84,7 +84,7 @@ func TestBatchReloadsFlushedScripts(t *testing.T) {
 func TestBatchSingleCall(t *testing.T) {
 	ops, _ := setup(t)
 	b := ops.NewBatch()
-	acq := b.ReadAcquire("batch:single", "a", time.Second, 0)
+	acq := b.ReadAcquire(redisops.RWNamesOf("batch:single"), "a", time.Second, 0)
 	b.Exec(t.Context())
 	if got, err := acq(); err != nil || !got.OK || got.HoldCount != 1 {
 		t.Errorf("single batched read acquire = %+v, %v", got, err)

@@ -228,8 +228,8 @@ func TestReplicaSyncPausedReplica(t *testing.T) {
 	checkGone(t, client, redisops.ReadTimeoutKey(name+":rw", "r", 1))
 
 	b := ops.NewBatch()
-	r1 := b.ReadAcquire(name+":batch", "r1", lease, 0)
-	r2 := b.ReadAcquire(name+":batch", "r2", lease, 0)
+	r1 := b.ReadAcquire(redisops.RWNamesOf(name+":batch"), "r1", lease, 0)
+	r2 := b.ReadAcquire(redisops.RWNamesOf(name+":batch"), "r2", lease, 0)
 	b.Exec(ctx)
 	for i, reply := range []func() (redisops.Acquired, error){r1, r2} {
 		if _, err := reply(); !errors.Is(err, redisops.ErrNotSynced) {
@@ -344,8 +344,8 @@ func TestReplicaSyncReloadsFlushedScripts(t *testing.T) {
 		t.Fatalf("Acquire after SCRIPT FLUSH = %+v, %v; want a hold", got, err)
 	}
 	b := ops.NewBatch()
-	r1 := b.ReadAcquire(name+":rw", "r1", lease, 0)
-	r2 := b.ReadAcquire(name+":rw", "r2", lease, 0)
+	r1 := b.ReadAcquire(redisops.RWNamesOf(name+":rw"), "r1", lease, 0)
+	r2 := b.ReadAcquire(redisops.RWNamesOf(name+":rw"), "r2", lease, 0)
 	if err := client.ScriptFlush(ctx).Err(); err != nil {
 		t.Fatal(err)
 	}

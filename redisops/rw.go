@@ -5,6 +5,7 @@ import (
 	_ "embed"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -68,6 +69,10 @@ var (
 	rwForceUnlockScript  = redis.NewScript(withLib(rwForceUnlockSource))
 	rwStatusScript       = redis.NewScript(rwStatusSource)
 	rwClearIntentScript  = redis.NewScript(rwClearIntentSource)
+
+	// rwReadAcquireSHA and rwReadReleaseSHA are the SHA1s of the scripts of every RLock and RUnlock,
+	// boxed once (see evalshaCommand).
+	rwReadAcquireSHA, rwReadReleaseSHA any = rwReadAcquireScript.Hash(), rwReadReleaseScript.Hash()
 )
 
 // RWScripts returns every script of the read-write lock, so that tests and warm-up code can load them
@@ -134,23 +139,31 @@ func allReadersPrefix(name string) string { return suffixed(name, "") }
 // With the replica-sync safeguard on ([Ops.SetReplicaSync]), a hold that too few replicas acknowledge
 // is given back and the call returns an error matching [ErrNotSynced].
 func (o *Ops) ReadAcquire(ctx context.Context, name, owner string, lease time.Duration, held int64) (Acquired, error) {
-	c := readAcquireCall(name, owner, lease, held)
-	c.grant = o.undoRead(name, owner, lease)
-	return readAcquireReply(name, o.runChecked(ctx, c))
+	return o.ReadAcquireNamed(ctx, RWNamesOf(name), owner, lease, held)
 }
 
-// readAcquireCall is the script call of [Ops.ReadAcquire], shared with [Batch.ReadAcquire].
-func readAcquireCall(name, owner string, lease time.Duration, held int64) call {
-	return call{
-		script: rwReadAcquireScript,
-		keys:   []string{LockKey(name), readTimeoutPrefix(name, owner), WriteIntentKey(name)},
-		args:   []any{millis(lease), owner, WriteField(owner), held},
+// ReadAcquireNamed is [Ops.ReadAcquire] on the lock of n, whose keys it builds no more.
+func (o *Ops) ReadAcquireNamed(ctx context.Context, n *RWNames, owner string, lease time.Duration, held int64) (Acquired, error) {
+	c := o.readAcquireCall(n, owner, lease, held)
+	if o.syncsGrants(ctx, n.Name) { // else no WAIT follows, and the undo is never needed
+		c.grant = o.undoRead(n.Name, owner, lease)
+		c = c.withKeys()
 	}
+	return readAcquireReply(n.Name, o.runChecked(ctx, c))
+}
+
+// readAcquireCall is the script call of [Ops.ReadAcquireNamed], shared with [Batch.ReadAcquire]: an
+// EVALSHA command given whole.
+func (o *Ops) readAcquireCall(n *RWNames, owner string, lease time.Duration, held int64) call {
+	r := n.reader(owner)
+	return call{script: rwReadAcquireScript, command: evalshaCommand(rwReadAcquireSHA, 3,
+		n.name, r.timeouts, n.intent, o.leaseArg(lease), r.owner, r.writeField, boxedCount(held))}
 }
 
 // readAcquireReply reads the answer of a [readAcquireCall].
 func readAcquireReply(name string, cmd *redis.Cmd) (Acquired, error) {
-	vals, err := cmd.Int64Slice()
+	var buf [2]int64
+	vals, err := int64s(cmd, buf[:0])
 	if err != nil {
 		return Acquired{}, fmt.Errorf("lockwarden: read acquire %q: %w", name, typed(err))
 	}
@@ -160,7 +173,8 @@ func readAcquireReply(name string, cmd *redis.Cmd) (Acquired, error) {
 	if len(vals) == 2 && vals[0] == 0 {
 		return Acquired{TTL: ttlFromMillis(vals[1])}, nil
 	}
-	return Acquired{}, fmt.Errorf("lockwarden: read acquire %q: unexpected reply %v", name, vals)
+	// A copy: vals is in buf, which stays on the stack only if nothing keeps it.
+	return Acquired{}, fmt.Errorf("lockwarden: read acquire %q: unexpected reply %v", name, slices.Clone(vals))
 }
 
 // WriteAcquire takes or re-enters the write lock of the read-write lock name for owner with the given
@@ -251,22 +265,30 @@ func (o *Ops) ReadRelease(ctx context.Context, name, owner, requestID string, le
 // changes nothing and returns [ErrStaleRelease]. held is not otherwise used: a read release drops the
 // owner's latest hold whatever its count.
 func (o *Ops) ReadReleaseHeld(ctx context.Context, name, owner, requestID string, lease time.Duration, held int64) (Released, error) {
-	return readReleaseReply(name, o.run(ctx, o.readReleaseCall(name, owner, requestID, held)))
+	return o.ReadReleaseNamed(ctx, RWNamesOf(name), owner, requestID, held)
 }
 
-// readReleaseCall is the script call of [Ops.ReadReleaseHeld], shared with [Batch.ReadRelease].
-func (o *Ops) readReleaseCall(name, owner, requestID string, held int64) call {
-	latch, seq := UnlockLatchKey(name, requestID), ""
+// ReadReleaseNamed is [Ops.ReadReleaseHeld] on the lock of n, whose keys it builds no more.
+func (o *Ops) ReadReleaseNamed(ctx context.Context, n *RWNames, owner, requestID string, held int64) (Released, error) {
+	return readReleaseReply(n.Name, o.run(ctx, o.readReleaseCall(n, owner, requestID, held)))
+}
+
+// readReleaseCall is the script call of [Ops.ReadReleaseNamed], shared with [Batch.ReadRelease]: an
+// EVALSHA command given whole.
+func (o *Ops) readReleaseCall(n *RWNames, owner, requestID string, held int64) call {
+	r := n.reader(owner)
+	var latch, seq any
 	if held != UnknownHoldCount {
-		if seq = requestSeq(requestID); seq != "" {
-			latch = UnlockLatchKey(name, owner)
+		if s := requestSeq(requestID); s != "" {
+			latch, seq = r.latch, s
 		}
 	}
-	return call{
-		script: rwReadReleaseScript,
-		keys:   []string{LockKey(name), RWChannelName(name), latch, readTimeoutPrefix(name, owner)},
-		args:   []any{owner, UnlockMessage, millis(o.latchExpiry), o.publish, allReadersPrefix(name), seq},
+	if seq == nil {
+		latch, seq = n.latch+requestID, ""
 	}
+	return call{script: rwReadReleaseScript, command: evalshaCommand(rwReadReleaseSHA, 4,
+		n.name, n.channel, latch, r.timeouts,
+		r.owner, UnlockMessage, o.latchArg, o.publishArg, n.allReaders, seq)}
 }
 
 // readReleaseReply reads the answer of a [Ops.readReleaseCall].

@@ -1522,8 +1522,8 @@ func TestWriteIntent(t *testing.T) {
 		mustRead(t, ops, name, "R", lease)
 		writeRefused(t, ops, name, "W", midLease, lease)
 		b := ops.NewBatch()
-		newReader := b.ReadAcquire(name, "N", lease, 0)
-		reentry := b.ReadAcquire(name, "R", lease, 1)
+		newReader := b.ReadAcquire(redisops.RWNamesOf(name), "N", lease, 0)
+		reentry := b.ReadAcquire(redisops.RWNamesOf(name), "R", lease, 1)
 		b.Exec(t.Context())
 		got, err := newReader()
 		if err != nil {

@@ -2,6 +2,7 @@ package bench
 
 import (
 	"context"
+	"runtime"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -64,9 +65,9 @@ func BenchmarkRWReaders(b *testing.B) {
 		checkLeaks(b)
 		op, rt := lockwardenCycle(b, srv, "bench:rw:plain:", rwReaders)
 		warm(b, rwReaders, op)
-		cpu0 := redisCPU(b, srv)
+		m := startMeter(b, srv)
 		s := runParallel(b, ops(b, parallelFloor), rwReaders, rt, op)
-		b.ReportMetric(us(redisCPU(b, srv)-cpu0)/float64(s.n), "redis-cpu-us/op")
+		m.report(b, s.n)
 		s.report(b)
 		rate := float64(s.n) / s.elapsed.Seconds()
 		b.ReportMetric(rate, "ops/s")
@@ -125,9 +126,9 @@ func BenchmarkRWReaders(b *testing.B) {
 			}
 		}()
 		<-started
-		cpu0 := redisCPU(b, srv)
+		m := startMeter(b, srv)
 		s := runParallel(b, ops(b, parallelFloor), rwReaders, rt, op)
-		b.ReportMetric(us(redisCPU(b, srv)-cpu0)/float64(s.n), "redis-cpu-us/op")
+		m.report(b, s.n)
 		close(stop)
 		wg.Wait()
 		if err, _ := werr.Load().(error); err != nil {
@@ -163,4 +164,29 @@ func (h rtForward) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 
 func (h rtForward) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
 	return h.to.ProcessPipelineHook(next)
+}
+
+// meter measures what a run costs: Redis' CPU, this process' CPU (the client's) and its allocations.
+type meter struct {
+	srv             *redistest.Server
+	redis0, client0 time.Duration
+	allocs0         uint64
+}
+
+// startMeter starts measuring.
+func startMeter(b *testing.B, srv *redistest.Server) meter {
+	var mem runtime.MemStats
+	runtime.ReadMemStats(&mem)
+	return meter{srv: srv, redis0: redisCPU(b, srv), client0: processCPU(b), allocs0: mem.Mallocs}
+}
+
+// report reports the costs of the n operations run since the start, per operation: redis-cpu-us/op,
+// client-cpu-us/op and client-allocs/op.
+func (m meter) report(b *testing.B, n int) {
+	client, redis := processCPU(b)-m.client0, redisCPU(b, m.srv)-m.redis0
+	var mem runtime.MemStats
+	runtime.ReadMemStats(&mem)
+	b.ReportMetric(us(redis)/float64(n), "redis-cpu-us/op")
+	b.ReportMetric(us(client)/float64(n), "client-cpu-us/op")
+	b.ReportMetric(float64(mem.Mallocs-m.allocs0)/float64(n), "client-allocs/op")
 }
