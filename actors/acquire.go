@@ -124,12 +124,12 @@ func (a *lockActor) isReentry(m *Acquire) bool {
 // strategy shares them (readers with readers). Holds of m's own owner never stand in its way
 // (re-entry, or a writer taking read holds).
 func (a *lockActor) compatible(m *Acquire) bool {
-	for k := range a.holds {
-		if k.owner == m.Owner {
+	for kind, n := range a.kindHolds {
+		if n == 0 || a.proto.shares(m.Kind, Kind(kind)) {
 			continue
 		}
-		if !a.proto.shares(m.Kind, k.kind) {
-			return false
+		if _, own := a.holds[holdKey{m.Owner, Kind(kind)}]; !own || n > 1 {
+			return false // another owner holds this kind
 		}
 	}
 	return true
@@ -311,6 +311,7 @@ func (a *lockActor) grant(m *Acquire, count, token int64, sent time.Time) {
 	if fresh {
 		h = a.newHold(validUntil(sent, m.Lease))
 		a.holds[k] = h
+		a.kindHolds[k.kind]++
 		a.env.Held.add(a.name, k.owner, k.kind, sent)
 		delete(a.lost, k)
 	}

@@ -265,6 +265,7 @@ func (a *lockActor) giveBackLost(k holdKey) {
 func (a *lockActor) drop(k holdKey) {
 	if h := a.holds[k]; h != nil {
 		delete(a.holds, k)
+		a.kindHolds[k.kind]--
 		a.env.Held.remove(a.name, k.owner, k.kind)
 		h.deadline.Stop()
 		h.end()

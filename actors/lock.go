@@ -34,6 +34,8 @@ type lockActor struct {
 	clock clock
 
 	holds map[holdKey]*hold
+	// kindHolds counts the holds of each kind, so that compatible need not walk them all.
+	kindHolds [maxKinds]int
 	// lost holds the owners whose last hold was lost, so that their Unlock answers "not held" even
 	// when the local lease estimate ran out a moment before Redis expired the key: the hold count to
 	// give back, or lostGivenBack once it was given back.
@@ -124,6 +126,7 @@ func (a *lockActor) recycle() {
 	a.unsubscribeAndStopTimers()
 	clear(a.lost)
 	clear(a.holds)
+	a.kindHolds = [maxKinds]int{}
 	a.recent, a.leaving = nil, nil
 	a.queue, a.batch, a.running, a.settling, a.stash = nil, nil, nil, nil, nil
 	a.handoffs, a.headBusy, a.headWanted, a.failing = 0, 0, false, false

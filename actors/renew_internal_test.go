@@ -105,6 +105,7 @@ func addHold(a *lockActor, owner string, validity time.Duration, watchdog, share
 	h := newHold(time.Now().Add(validity))
 	h.count, h.lease, h.watchdog, h.shared, h.announced = 1, a.env.WatchdogTimeout, watchdog, shared, true
 	a.holds[k] = h
+	a.kindHolds[k.kind]++
 	a.env.Held.add(a.name, owner, KindPlain, time.Now())
 	return k, h
 }
@@ -380,5 +381,50 @@ func TestSettleRenewalsAfterTheHoldChanged(t *testing.T) {
 	}
 	if a.holds[released] != nil || a.lost[released] != 0 {
 		t.Error("the released hold came back or counts as lost")
+	}
+}
+
+// TestCompatibleCountsKinds: compatible, which reads the count of holds of each kind, answers what a
+// walk over every hold answers, for readers and writers of a read-write lock as holds come and go.
+func TestCompatibleCountsKinds(t *testing.T) {
+	a := newTestLockActor(t, &fakeProtocol{}, time.Minute)
+	a.proto = newRWStrategy(a.name, nil)
+	walk := func(m *Acquire) bool {
+		for k := range a.holds {
+			if k.owner != m.Owner && !a.proto.shares(m.Kind, k.kind) {
+				return false
+			}
+		}
+		return true
+	}
+	take := func(owner string, kind Kind) {
+		a.grant(&Acquire{Name: a.name, Kind: kind, Owner: owner, Lease: time.Minute, Ticket: NewTicket()}, 1, 0, time.Now())
+	}
+	check := func(when string) {
+		t.Helper()
+		for _, owner := range []string{"r1", "r2", "w", "new"} {
+			for _, kind := range []Kind{KindRead, KindWrite} {
+				m := &Acquire{Owner: owner, Kind: kind}
+				if got, want := a.compatible(m), walk(m); got != want {
+					t.Errorf("%s: compatible(%s %v) = %v, want %v", when, owner, kind, got, want)
+				}
+			}
+		}
+	}
+	check("no holds")
+	take("r1", KindRead)
+	take("r2", KindRead)
+	check("two readers")
+	a.drop(holdKey{"r1", KindRead})
+	a.drop(holdKey{"r2", KindRead})
+	take("w", KindWrite)
+	check("a writer")
+	take("w", KindRead) // a downgrade
+	check("a writer with a read hold")
+	a.drop(holdKey{"w", KindWrite})
+	check("the downgraded reader")
+	a.drop(holdKey{"w", KindRead})
+	if a.kindHolds != [maxKinds]int{} {
+		t.Errorf("kind counts %v with no holds left", a.kindHolds)
 	}
 }

@@ -18,7 +18,10 @@ import (
 func (a *lockActor) armWatchdog() {
 	need := false
 	for _, h := range a.holds {
-		need = need || h.watchdog
+		if h.watchdog {
+			need = true
+			break
+		}
 	}
 	switch {
 	case need && !a.watchdog.armed():

@@ -8,6 +8,8 @@ package redisops
 type RWNames struct {
 	// Name is the lock name, which is also the key of its hash ([LockKey]).
 	Name string
+	// Channel is [RWChannelName] of Name.
+	Channel string
 	// name, channel, intent and allReaders are the hash's key, [RWChannelName], [WriteIntentKey] and
 	// the prefix of every reader's timeout keys (allReadersPrefix), boxed.
 	name, channel, intent, allReaders any
@@ -27,8 +29,10 @@ const maxCachedReaders = 1024
 
 // RWNamesOf returns the RWNames of the read-write lock name.
 func RWNamesOf(name string) *RWNames {
-	return &RWNames{Name: name, name: LockKey(name), channel: RWChannelName(name),
+	n := &RWNames{Name: name, Channel: RWChannelName(name), name: LockKey(name),
 		intent: WriteIntentKey(name), allReaders: allReadersPrefix(name), latch: UnlockLatchKey(name, "")}
+	n.channel = n.Channel
+	return n
 }
 
 // reader returns the keys of owner, built and cached on first use.
