@@ -49,108 +49,160 @@ func BenchmarkFairContended(b *testing.B) {
 	runContended(b, srv, rt, ls)
 }
 
-// rwReaders is the number of reader goroutines of BenchmarkRWReaders.
-const rwReaders = 32
+// rwReaders is the number of reader goroutines of BenchmarkRWReaders, and rwSlices the number of
+// slices of each side it runs, alternating.
+const (
+	rwReaders = 32
+	rwSlices  = 8
+)
 
 // BenchmarkRWReaders measures read throughput of a read-write lock with 32 reader goroutines (one
 // handle each) and one writer that takes the write lock every 50 ms for 1 ms, against the uncontended
-// plain lock on 32 goroutines (distinct names) in the same run. It reports reads/s, the ratio
-// plain/read ops per second (target <= 1.25: reads at 0.8x the plain lock or more), the Redis CPU per
-// pair (the writer's included, and what the pairs leave to expire later not) and the writer's mean
-// and p99 wait.
+// plain lock on 32 goroutines (distinct names), in alternating slices of each (the first side of each
+// pair of slices alternating too), so that both see the same machine at the same time. It reports
+// reads/s and ops/s-plain, their ratio plain/read (target <= 1.25: reads at 0.8x the plain lock or
+// more), per pair of each side the Redis CPU (the writer's included, and what the pairs leave to
+// expire later not), the client's CPU and allocations, and the writer's mean and p99 wait while the
+// readers run.
 func BenchmarkRWReaders(b *testing.B) {
 	srv := redistest.Start(b)
-	var plainRate []float64
-	b.Run("plain", func(b *testing.B) {
-		checkLeaks(b)
-		op, rt := lockwardenCycle(b, srv, "bench:rw:plain:", rwReaders)
-		warm(b, rwReaders, op)
-		m := startMeter(b, srv)
-		s := runParallel(b, ops(b, parallelFloor), rwReaders, rt, op)
-		m.report(b, s.n)
-		s.report(b)
-		rate := float64(s.n) / s.elapsed.Seconds()
-		b.ReportMetric(rate, "ops/s")
-		plainRate = append(plainRate, rate)
-	})
-	b.Run("rwlock", func(b *testing.B) {
-		checkLeaks(b)
-		client, rt := newClient(b, srv)
-		c := newCoordinator(b, client)
-		const name = "bench:rw:lock"
-		readers := make([]*coordinator.RWMutex, rwReaders)
-		for g := range readers {
-			readers[g] = c.RWMutex(name)
-		}
-		op := func(ctx context.Context, g, _ int) error {
-			if err := readers[g].RLock(ctx); err != nil {
-				return err
-			}
-			return readers[g].RUnlock(ctx)
-		}
-		warm(b, rwReaders, op)
+	checkLeaks(b)
+	plainOp, plainRT := lockwardenCycle(b, srv, "bench:rw:plain:", rwReaders)
+	warm(b, rwReaders, plainOp)
 
-		// The writer runs alongside, from another coordinator, until the readers are done.
-		wclient, _ := newClient(b, srv)
-		writer := newCoordinator(b, wclient).RWMutex(name)
-		stop := make(chan struct{})
-		var (
-			wg      sync.WaitGroup
-			waits   []time.Duration
-			werr    atomic.Value
-			tick    = time.NewTicker(50 * time.Millisecond)
-			started = make(chan struct{})
-		)
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			defer tick.Stop()
-			close(started)
-			for {
-				select {
-				case <-stop:
-					return
-				case <-tick.C:
-				}
-				t0 := time.Now()
-				if err := writer.Lock(context.Background()); err != nil {
-					werr.Store(err)
-					return
-				}
-				waits = append(waits, time.Since(t0))
-				time.Sleep(time.Millisecond)
-				if err := writer.Unlock(context.Background()); err != nil {
-					werr.Store(err)
-					return
-				}
+	client, readRT := newClient(b, srv)
+	c := newCoordinator(b, client)
+	const name = "bench:rw:lock"
+	readers := make([]*coordinator.RWMutex, rwReaders)
+	for g := range readers {
+		readers[g] = c.RWMutex(name)
+	}
+	readOp := func(ctx context.Context, g, _ int) error {
+		if err := readers[g].RLock(ctx); err != nil {
+			return err
+		}
+		return readers[g].RUnlock(ctx)
+	}
+	warm(b, rwReaders, readOp)
+
+	// The writer runs alongside, from another coordinator, until the slices are done; its waits count
+	// while the readers run.
+	wclient, _ := newClient(b, srv)
+	writer := newCoordinator(b, wclient).RWMutex(name)
+	stop := make(chan struct{})
+	var (
+		wg      sync.WaitGroup
+		reading atomic.Bool
+		waitsMu sync.Mutex
+		waits   []time.Duration
+		werr    atomic.Value
+		tick    = time.NewTicker(50 * time.Millisecond)
+	)
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		defer tick.Stop()
+		for {
+			select {
+			case <-stop:
+				return
+			case <-tick.C:
 			}
-		}()
-		<-started
-		m := startMeter(b, srv)
-		s := runParallel(b, ops(b, parallelFloor), rwReaders, rt, op)
-		m.report(b, s.n)
+			t0 := time.Now()
+			contended := reading.Load()
+			if err := writer.Lock(context.Background()); err != nil {
+				werr.Store(err)
+				return
+			}
+			if contended && reading.Load() {
+				waitsMu.Lock()
+				waits = append(waits, time.Since(t0))
+				waitsMu.Unlock()
+			}
+			time.Sleep(time.Millisecond) // the write lock's hold, not a wait for an event
+			if err := writer.Unlock(context.Background()); err != nil {
+				werr.Store(err)
+				return
+			}
+		}
+	}()
+	defer func() {
 		close(stop)
 		wg.Wait()
-		if err, _ := werr.Load().(error); err != nil {
-			b.Fatalf("writer: %v", err)
-		}
-		s.report(b)
-		rate := float64(s.n) / s.elapsed.Seconds()
-		b.ReportMetric(rate, "reads/s")
-		if base := median(plainRate); base > 0 {
-			b.ReportMetric(base/rate, "plain/read")
-		}
-		if len(waits) > 0 {
-			var sum time.Duration
-			for _, w := range waits {
-				sum += w
+	}()
+
+	per := max(ops(b, parallelFloor)/rwSlices, rwReaders)
+	var plain, read rwSide
+	for i := range rwSlices {
+		for j := range 2 {
+			if (i+j)%2 == 0 {
+				plain.run(b, srv, per, plainRT, plainOp)
+				continue
 			}
-			slices.Sort(waits)
-			b.ReportMetric(ms(sum/time.Duration(len(waits))), "writer-wait-ms")
-			b.ReportMetric(ms(percentile(waits, 0.99)), "writer-wait-p99-ms")
-			b.ReportMetric(float64(len(waits)), "writes")
+			reading.Store(true)
+			read.run(b, srv, per, readRT, readOp)
+			reading.Store(false)
 		}
-	})
+	}
+	if err, _ := werr.Load().(error); err != nil {
+		b.Fatalf("writer: %v", err)
+	}
+
+	b.ReportMetric(float64(read.elapsed.Nanoseconds())/float64(read.n), "ns/op")
+	b.ReportMetric(plain.rate(), "ops/s-plain")
+	b.ReportMetric(read.rate(), "reads/s")
+	b.ReportMetric(plain.rate()/read.rate(), "plain/read")
+	plain.report(b, "plain")
+	read.report(b, "read")
+	waitsMu.Lock()
+	defer waitsMu.Unlock()
+	if len(waits) > 0 {
+		var sum time.Duration
+		for _, w := range waits {
+			sum += w
+		}
+		slices.Sort(waits)
+		b.ReportMetric(ms(sum/time.Duration(len(waits))), "writer-wait-ms")
+		b.ReportMetric(ms(percentile(waits, 0.99)), "writer-wait-p99-ms")
+		b.ReportMetric(float64(len(waits)), "writes")
+	}
+}
+
+// rwSide adds up the slices of one side of BenchmarkRWReaders.
+type rwSide struct {
+	n                      int
+	elapsed, client, redis time.Duration
+	allocs                 uint64
+	rt                     int64
+	p50s                   []time.Duration
+}
+
+// run runs one slice of n pairs of op on rwReaders goroutines and adds up what it cost.
+func (s *rwSide) run(b *testing.B, srv *redistest.Server, n int, rt *rtCounter, op cycle) {
+	var mem runtime.MemStats
+	runtime.ReadMemStats(&mem)
+	allocs0, redis0, client0 := mem.Mallocs, redisCPU(b, srv), processCPU(b)
+	st := runParallel(b, n, rwReaders, rt, op)
+	s.client += processCPU(b) - client0
+	s.redis += redisCPU(b, srv) - redis0
+	runtime.ReadMemStats(&mem)
+	s.allocs += mem.Mallocs - allocs0
+	s.n += st.n
+	s.elapsed += st.elapsed
+	s.rt += st.rt
+	s.p50s = append(s.p50s, st.p50)
+}
+
+func (s *rwSide) rate() float64 { return float64(s.n) / s.elapsed.Seconds() }
+
+// report reports the side's costs per pair, and the median of its slices' p50 latencies.
+func (s *rwSide) report(b *testing.B, side string) {
+	b.ReportMetric(us(s.redis)/float64(s.n), "redis-cpu-us/op-"+side)
+	b.ReportMetric(us(s.client)/float64(s.n), "client-cpu-us/op-"+side)
+	b.ReportMetric(float64(s.allocs)/float64(s.n), "client-allocs/op-"+side)
+	b.ReportMetric(float64(s.rt)/float64(s.n), "rt/op-"+side)
+	slices.Sort(s.p50s)
+	b.ReportMetric(us(s.p50s[len(s.p50s)/2]), "p50-us-"+side)
 }
 
 // rtForward is a hook that counts round trips into a shared counter, so that several clients add up.
@@ -164,29 +216,4 @@ func (h rtForward) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 
 func (h rtForward) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
 	return h.to.ProcessPipelineHook(next)
-}
-
-// meter measures what a run costs: Redis' CPU, this process' CPU (the client's) and its allocations.
-type meter struct {
-	srv             *redistest.Server
-	redis0, client0 time.Duration
-	allocs0         uint64
-}
-
-// startMeter starts measuring.
-func startMeter(b *testing.B, srv *redistest.Server) meter {
-	var mem runtime.MemStats
-	runtime.ReadMemStats(&mem)
-	return meter{srv: srv, redis0: redisCPU(b, srv), client0: processCPU(b), allocs0: mem.Mallocs}
-}
-
-// report reports the costs of the n operations run since the start, per operation: redis-cpu-us/op,
-// client-cpu-us/op and client-allocs/op.
-func (m meter) report(b *testing.B, n int) {
-	client, redis := processCPU(b)-m.client0, redisCPU(b, m.srv)-m.redis0
-	var mem runtime.MemStats
-	runtime.ReadMemStats(&mem)
-	b.ReportMetric(us(redis)/float64(n), "redis-cpu-us/op")
-	b.ReportMetric(us(client)/float64(n), "client-cpu-us/op")
-	b.ReportMetric(float64(mem.Mallocs-m.allocs0)/float64(n), "client-allocs/op")
 }
