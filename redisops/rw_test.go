@@ -859,6 +859,31 @@ func TestReadReleaseSequenced(t *testing.T) {
 		checkHash(t, c, redisops.LockKey(name), map[string]string{"mode": "read", "A": "1"})
 	})
 
+	t.Run("refused on a hold key of another type", func(t *testing.T) {
+		// The latch is written before the hold's key is found to be of another type: it is put back
+		// as it was, with the answer of the release before.
+		name := t.Name()
+		mustRead(t, ops, name, "A", lease)
+		if got, err := release(name, "q:r1"); err != nil || got != (redisops.Released{}) {
+			t.Fatalf("release = %+v, %v; want Remaining 0", got, err)
+		}
+		mustRead(t, ops, name, "A", lease)
+		holdKey := redisops.ReadTimeoutKey(name, "A", 1)
+		if err := c.Del(t.Context(), holdKey).Err(); err != nil {
+			t.Fatal(err)
+		}
+		if err := c.HSet(t.Context(), holdKey, "f", "v").Err(); err != nil {
+			t.Fatal(err)
+		}
+		before := snapshot(t, c)
+		if _, err := release(name, "q:r2"); !errors.Is(err, redisops.ErrWrongType) {
+			t.Errorf("release: got error %v, want %v", err, redisops.ErrWrongType)
+		}
+		if after := snapshot(t, c); !maps.Equal(before, after) {
+			t.Errorf("the refused release changed Redis:\nbefore %q\nafter  %q", before, after)
+		}
+	})
+
 	t.Run("unknown count", func(t *testing.T) {
 		name := t.Name()
 		mustRead(t, ops, name, "A", lease)
