@@ -57,13 +57,14 @@ const (
 )
 
 // BenchmarkRWReaders measures read throughput of a read-write lock with 32 reader goroutines (one
-// handle each) and one writer that takes the write lock every 50 ms for 1 ms, against the uncontended
-// plain lock on 32 goroutines (distinct names), in alternating slices of each (the first side of each
-// pair of slices alternating too), so that both see the same machine at the same time. It reports
-// reads/s and ops/s-plain, their ratio plain/read (target <= 1.25: reads at 0.8x the plain lock or
-// more), per pair of each side the Redis CPU (the writer's included, and what the pairs leave to
-// expire later not), the client's CPU and allocations, and the writer's mean and p99 wait while the
-// readers run.
+// handle each) on one name against the uncontended plain lock on 32 goroutines (distinct names), in
+// alternating slices of each side (the side that goes first alternating too), so that all see the
+// same machine at the same time. The readers run twice: alone (read-alone), as the target says, and on
+// another name with one writer that takes the write lock every 50 ms for 1 ms (read). It reports
+// reads/s, reads/s-alone and ops/s-plain, the ratios plain/read-alone (target <= 1.25: 32 readers on
+// one name at 0.8x the plain lock or more) and plain/read, per pair of each side the Redis CPU (the
+// writer's included, and what the pairs leave to expire later not), the client's CPU and
+// allocations, and the writer's mean and p99 wait while the readers run.
 func BenchmarkRWReaders(b *testing.B) {
 	srv := redistest.Start(b)
 	checkLeaks(b)
@@ -77,13 +78,16 @@ func BenchmarkRWReaders(b *testing.B) {
 	for g := range readers {
 		readers[g] = c.RWMutex(name)
 	}
-	readOp := func(ctx context.Context, g, _ int) error {
-		if err := readers[g].RLock(ctx); err != nil {
-			return err
-		}
-		return readers[g].RUnlock(ctx)
-	}
+	readOp := readCycle(readers)
 	warm(b, rwReaders, readOp)
+	aloneClient, aloneRT := newClient(b, srv)
+	alone := newCoordinator(b, aloneClient)
+	aloneReaders := make([]*coordinator.RWMutex, rwReaders)
+	for g := range aloneReaders {
+		aloneReaders[g] = alone.RWMutex("bench:rw:alone")
+	}
+	aloneOp := readCycle(aloneReaders)
+	warm(b, rwReaders, aloneOp)
 
 	// The writer runs alongside, from another coordinator, until the slices are done; its waits count
 	// while the readers run.
@@ -132,16 +136,19 @@ func BenchmarkRWReaders(b *testing.B) {
 	}()
 
 	per := max(ops(b, parallelFloor)/rwSlices, rwReaders)
-	var plain, read rwSide
+	var plain, read, readAlone rwSide
 	for i := range rwSlices {
-		for j := range 2 {
-			if (i+j)%2 == 0 {
+		for j := range 3 {
+			switch (i + j) % 3 {
+			case 0:
 				plain.run(b, srv, per, plainRT, plainOp)
-				continue
+			case 1:
+				readAlone.run(b, srv, per, aloneRT, aloneOp)
+			default:
+				reading.Store(true)
+				read.run(b, srv, per, readRT, readOp)
+				reading.Store(false)
 			}
-			reading.Store(true)
-			read.run(b, srv, per, readRT, readOp)
-			reading.Store(false)
 		}
 	}
 	if err, _ := werr.Load().(error); err != nil {
@@ -151,8 +158,11 @@ func BenchmarkRWReaders(b *testing.B) {
 	b.ReportMetric(float64(read.elapsed.Nanoseconds())/float64(read.n), "ns/op")
 	b.ReportMetric(plain.rate(), "ops/s-plain")
 	b.ReportMetric(read.rate(), "reads/s")
+	b.ReportMetric(readAlone.rate(), "reads/s-alone")
+	b.ReportMetric(plain.rate()/readAlone.rate(), "plain/read-alone")
 	b.ReportMetric(plain.rate()/read.rate(), "plain/read")
 	plain.report(b, "plain")
+	readAlone.report(b, "read-alone")
 	read.report(b, "read")
 	waitsMu.Lock()
 	defer waitsMu.Unlock()
@@ -165,6 +175,16 @@ func BenchmarkRWReaders(b *testing.B) {
 		b.ReportMetric(ms(sum/time.Duration(len(waits))), "writer-wait-ms")
 		b.ReportMetric(ms(percentile(waits, 0.99)), "writer-wait-p99-ms")
 		b.ReportMetric(float64(len(waits)), "writes")
+	}
+}
+
+// readCycle is RLock+RUnlock on reader g's handle.
+func readCycle(readers []*coordinator.RWMutex) cycle {
+	return func(ctx context.Context, g, _ int) error {
+		if err := readers[g].RLock(ctx); err != nil {
+			return err
+		}
+		return readers[g].RUnlock(ctx)
 	}
 }
 
