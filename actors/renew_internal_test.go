@@ -92,8 +92,13 @@ func newTestLockActor(t *testing.T, p *fakeProtocol, watchdog time.Duration) *lo
 	a := newLockActor(t.Name(), t.Name(), familyPlain, env)
 	a.proto = p
 	t.Cleanup(func() {
-		for _, h := range a.holds {
+		var byKind [maxKinds]int
+		for k, h := range a.holds {
 			h.deadline.Stop()
+			byKind[k.kind]++
+		}
+		if byKind != a.kindHolds {
+			t.Errorf("the actor counts %v holds per kind, it has %v", a.kindHolds, byKind)
 		}
 	})
 	return a

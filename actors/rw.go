@@ -108,7 +108,7 @@ func (p rwStrategy) leave(ctx context.Context, m *Acquire, _ bool) error {
 	return err
 }
 
-func (p rwStrategy) channel(*Acquire) string { return p.names.Channel }
+func (p rwStrategy) channel(*Acquire) string { return p.names.Channel() }
 
 // shares: readers share with readers.
 func (rwStrategy) shares(m, held Kind) bool { return m != KindWrite && held != KindWrite }

@@ -216,9 +216,12 @@ func FuzzMutexCalls(f *testing.F) {
 				_ = m.Token()
 				_ = m.Done()
 			}
+			ended := ctx.Err() // the op's 50 ms ran out (a loaded machine): then ctx.Err() is its documented answer
 			cancel()
 			what = fmt.Sprintf("op %d %s(name %q, lease %v, wait %v)", i, what, name, time.Duration(lease), time.Duration(wait))
-			fuzzCheckErr(t, what, err)
+			if ended == nil || !errors.Is(err, ended) {
+				fuzzCheckErr(t, what, err)
+			}
 			if err != nil && isAny(err, fuzzBadInput) {
 				if after := mr.Dump(); after != before {
 					t.Fatalf("%s refused with %v but changed Redis:\nbefore:\n%s\nafter:\n%s", what, err, before, after)

@@ -9,9 +9,9 @@ import (
 )
 
 // call is one script call: the script with its keys and arguments, or with its EVALSHA command given
-// whole (command, see evalshaCommand; then keys and args are not set). Only Ops.run sends a command
-// given whole: a call with a grant (see runCommandScript), in a Batch, or renewing holds must have
-// keys and args.
+// whole (command, see evalshaCommand; then keys and args are not set). Ops.run and a Batch's pipeline
+// send a command given whole; a call with a grant, which goes with a WAIT (runCommandScript,
+// Batch.execSynced, runSynced), or renewing holds must have keys and args (see withKeys).
 type call struct {
 	script  *redis.Script
 	keys    []string
@@ -122,18 +122,26 @@ func (b *Batch) add(c call) int {
 	return len(b.calls) - 1
 }
 
-// ReadAcquire adds an [Ops.ReadAcquire] call. The returned function gives its answer after Exec.
+// ReadAcquire adds an [Ops.ReadAcquireNamed] call. The returned function gives its answer after Exec:
+// [ErrBadArgument], with no call added, for names not made by [RWNamesOf].
 func (b *Batch) ReadAcquire(n *RWNames, owner string, lease time.Duration, held int64) func() (Acquired, error) {
+	if err := n.check(); err != nil {
+		return func() (Acquired, error) { return Acquired{}, err }
+	}
 	i := b.add(b.o.readAcquireCall(n, owner, lease, held))
-	b.grants = append(b.grants, batchGrant{i: i, name: n.Name, owner: owner, lease: lease})
-	name := n.Name
+	b.grants = append(b.grants, batchGrant{i: i, name: n.lock, owner: owner, lease: lease})
+	name := n.lock
 	return func() (Acquired, error) { return readAcquireReply(name, b.cmds[i]) }
 }
 
-// ReadRelease adds an [Ops.ReadReleaseNamed] call. The returned function gives its answer after Exec.
+// ReadRelease adds an [Ops.ReadReleaseNamed] call. The returned function gives its answer after Exec:
+// [ErrBadArgument], with no call added, for names not made by [RWNamesOf].
 func (b *Batch) ReadRelease(n *RWNames, owner, requestID string, held int64) func() (Released, error) {
+	if err := n.check(); err != nil {
+		return func() (Released, error) { return Released{}, err }
+	}
 	i := b.add(b.o.readReleaseCall(n, owner, requestID, held))
-	name := n.Name
+	name := n.lock
 	return func() (Released, error) { return readReleaseReply(name, b.cmds[i]) }
 }
 

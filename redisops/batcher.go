@@ -104,10 +104,7 @@ func (p *pending) run(ctx context.Context, c redis.Scripter) *redis.Cmd {
 
 // evalsha adds the call p, with EVALSHA, to the pipeline pipe.
 func (p *pending) evalsha(ctx context.Context, pipe redis.Pipeliner) *redis.Cmd {
-	if p.command != nil {
-		return pipe.Do(ctx, p.command...)
-	}
-	return p.script.EvalSha(ctx, pipe, p.keys, p.args...)
+	return call{script: p.script, keys: p.keys, args: p.args, command: p.command}.evalsha(ctx, pipe)
 }
 
 // eval adds the call p, with EVAL, to the pipeline pipe.

@@ -139,17 +139,20 @@ func allReadersPrefix(name string) string { return suffixed(name, "") }
 // With the replica-sync safeguard on ([Ops.SetReplicaSync]), a hold that too few replicas acknowledge
 // is given back and the call returns an error matching [ErrNotSynced].
 func (o *Ops) ReadAcquire(ctx context.Context, name, owner string, lease time.Duration, held int64) (Acquired, error) {
-	return o.ReadAcquireNamed(ctx, RWNamesOf(name), owner, lease, held)
+	return o.ReadAcquireNamed(ctx, rwNamesOnce(name), owner, lease, held)
 }
 
 // ReadAcquireNamed is [Ops.ReadAcquire] on the lock of n, whose keys it builds no more.
 func (o *Ops) ReadAcquireNamed(ctx context.Context, n *RWNames, owner string, lease time.Duration, held int64) (Acquired, error) {
+	if err := n.check(); err != nil {
+		return Acquired{}, err
+	}
 	c := o.readAcquireCall(n, owner, lease, held)
-	if o.syncsGrants(ctx, n.Name) { // else no WAIT follows, and the undo is never needed
-		c.grant = o.undoRead(n.Name, owner, lease)
+	if o.syncsGrants(ctx, n.lock) { // else no WAIT follows, and the undo is never needed
+		c.grant = o.undoRead(n.lock, owner, lease)
 		c = c.withKeys()
 	}
-	return readAcquireReply(n.Name, o.runChecked(ctx, c))
+	return readAcquireReply(n.lock, o.runChecked(ctx, c))
 }
 
 // readAcquireCall is the script call of [Ops.ReadAcquireNamed], shared with [Batch.ReadAcquire]: an
@@ -157,7 +160,7 @@ func (o *Ops) ReadAcquireNamed(ctx context.Context, n *RWNames, owner string, le
 func (o *Ops) readAcquireCall(n *RWNames, owner string, lease time.Duration, held int64) call {
 	r := n.reader(owner)
 	return call{script: rwReadAcquireScript, command: evalshaCommand(rwReadAcquireSHA, 3,
-		n.name, r.timeouts, n.intent, o.leaseArg(lease), r.owner, r.writeField, boxedCount(held))}
+		n.lockArg, r.timeouts, n.intentArg, o.leaseArg(lease), r.owner, r.writeField, boxedCount(held))}
 }
 
 // readAcquireReply reads the answer of a [readAcquireCall].
@@ -265,12 +268,15 @@ func (o *Ops) ReadRelease(ctx context.Context, name, owner, requestID string, le
 // changes nothing and returns [ErrStaleRelease]. held is not otherwise used: a read release drops the
 // owner's latest hold whatever its count.
 func (o *Ops) ReadReleaseHeld(ctx context.Context, name, owner, requestID string, lease time.Duration, held int64) (Released, error) {
-	return o.ReadReleaseNamed(ctx, RWNamesOf(name), owner, requestID, held)
+	return o.ReadReleaseNamed(ctx, rwNamesOnce(name), owner, requestID, held)
 }
 
 // ReadReleaseNamed is [Ops.ReadReleaseHeld] on the lock of n, whose keys it builds no more.
 func (o *Ops) ReadReleaseNamed(ctx context.Context, n *RWNames, owner, requestID string, held int64) (Released, error) {
-	return readReleaseReply(n.Name, o.run(ctx, o.readReleaseCall(n, owner, requestID, held)))
+	if err := n.check(); err != nil {
+		return Released{}, err
+	}
+	return readReleaseReply(n.lock, o.run(ctx, o.readReleaseCall(n, owner, requestID, held)))
 }
 
 // readReleaseCall is the script call of [Ops.ReadReleaseNamed], shared with [Batch.ReadRelease]: an
@@ -287,8 +293,8 @@ func (o *Ops) readReleaseCall(n *RWNames, owner, requestID string, held int64) c
 		latch, seq = n.latch+requestID, ""
 	}
 	return call{script: rwReadReleaseScript, command: evalshaCommand(rwReadReleaseSHA, 4,
-		n.name, n.channel, latch, r.timeouts,
-		r.owner, UnlockMessage, o.latchArg, o.publishArg, n.allReaders, seq)}
+		n.lockArg, n.channelArg, latch, r.timeouts,
+		r.owner, UnlockMessage, o.latchArg, o.publishArg, n.allReadersArg, seq)}
 }
 
 // readReleaseReply reads the answer of a [Ops.readReleaseCall].

@@ -1,6 +1,8 @@
 package redisops
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"testing"
@@ -49,5 +51,38 @@ func TestRWNamesReaders(t *testing.T) {
 	keys, args = splitCommand(c.command)
 	if keys[2] != UnlockLatchKey("rw:names", "req-unsequenced") || args[5] != "" {
 		t.Fatalf("unsequenced read release command = %v %v, want the request's latch and no sequence", keys, args)
+	}
+}
+
+// TestRWNamesMadeOtherwise: names not made by RWNamesOf (nil, or a literal) are refused with
+// ErrBadArgument before anything is sent, and names for a single call keep no reader's keys.
+func TestRWNamesMadeOtherwise(t *testing.T) {
+	o := &Ops{latchArg: int64(30000), publishArg: "publish"}
+	for _, n := range []*RWNames{nil, {}} {
+		if _, err := o.ReadAcquireNamed(context.Background(), n, "a", time.Second, 0); !errors.Is(err, ErrBadArgument) {
+			t.Errorf("ReadAcquireNamed(%v) = %v, want ErrBadArgument", n, err)
+		}
+		if _, err := o.ReadReleaseNamed(context.Background(), n, "a", "req:r1", 1); !errors.Is(err, ErrBadArgument) {
+			t.Errorf("ReadReleaseNamed(%v) = %v, want ErrBadArgument", n, err)
+		}
+		b := o.NewBatch()
+		acq, rel := b.ReadAcquire(n, "a", time.Second, 0), b.ReadRelease(n, "a", "req:r1", 1)
+		if b.Len() != 0 {
+			t.Errorf("a batch took %d calls on names %v", b.Len(), n)
+		}
+		if _, err := acq(); !errors.Is(err, ErrBadArgument) {
+			t.Errorf("Batch.ReadAcquire(%v) answered %v, want ErrBadArgument", n, err)
+		}
+		if _, err := rel(); !errors.Is(err, ErrBadArgument) {
+			t.Errorf("Batch.ReadRelease(%v) answered %v, want ErrBadArgument", n, err)
+		}
+	}
+	once := rwNamesOnce("rw:once")
+	once.reader("a")
+	if len(once.readers) != 0 {
+		t.Errorf("names for one call kept %d readers", len(once.readers))
+	}
+	if n := RWNamesOf("rw:once"); n.Name() != "rw:once" || n.Channel() != RWChannelName("rw:once") {
+		t.Errorf("RWNamesOf: Name %q, Channel %q", n.Name(), n.Channel())
 	}
 }

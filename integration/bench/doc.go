@@ -91,9 +91,11 @@
 //
 //	BenchmarkFairContended   the fair lock: 16 goroutines on 2 coordinators, 1 ms hold; the figures of
 //	                         BenchmarkContended (targets: rate/ideal >= 0.8, p99wait/(N*hold) <= 1.5)
-//	BenchmarkRWReaders       32 readers (RLock+RUnlock) and a writer every 50 ms against the plain lock
-//	                         on 32 goroutines; plain/read (target <= 1.25: reads at 0.8x the plain
-//	                         lock's throughput) and the writer's wait
+//	BenchmarkRWReaders       32 readers (RLock+RUnlock) on one name, alone and with a writer every 50 ms,
+//	                         against the plain lock on 32 goroutines, in alternating slices;
+//	                         plain/read-alone (target <= 1.25: reads at 0.8x the plain lock's
+//	                         throughput), plain/read, each side's CPU and allocations per pair, and
+//	                         the writer's wait
 //	BenchmarkGroups          MultiLock over 3 servers and RedLock over 5 against a single lock
 //	BenchmarkTelemetry       telemetry on against off, iterations interleaved (target <= 1.10)
 //	BenchmarkEvents          a blocked event subscriber against none
