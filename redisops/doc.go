@@ -34,7 +34,7 @@
 // belongs to the other family of locks (plain and fair against read-write), or, for a force unlock,
 // the lock is of the other family. The functions the scripts share (typeRefusal, kindRefusal,
 // wrongType, kindMismatch, familyMismatch, setGet, issueToken, purgeLapsed, shiftDeadlines) are
-// defined once, in lib.lua, and prepended to each script when it is loaded.
+// defined once, in lib.lua, and prepended to each script that calls them when it is loaded.
 //
 // # Replica sync
 //

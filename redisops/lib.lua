@@ -1,5 +1,7 @@
--- lib.lua: functions that the scripts share, prepended to each of them when it is loaded (withLib in
--- scripts.go), so that each is defined once.
+-- lib.lua: functions that the scripts share, each prepended to the scripts that call it (directly or
+-- through another of them) when they are loaded (withLib in scripts.go), so that each is defined once.
+-- withLib reads each function from the comment block above its "local function" line to the "end" at
+-- the start of a line.
 
 -- typeRefusal(i, got, want) is the WRONGTYPE error reply for KEYS[i], which holds a got where the
 -- script keeps a want.
