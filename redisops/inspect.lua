@@ -43,7 +43,7 @@ if kind == 'hash' then
             if field ~= 'mode' and count and string.sub(field, -6) ~= ':write' then
                 local entry = {field}
                 for k = 1, math.min(count, limit) do
-                    entry[#entry + 1] = redis.call('pttl', ARGV[1] .. field .. ':rwlock_timeout:' .. k)
+                    entry[#entry + 1] = redis.call('pttl', ARGV[1] .. field .. ':rwlock_timeout:' .. string.format('%d', k))
                 end
                 reads[#reads + 1] = entry
             end

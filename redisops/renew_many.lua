@@ -53,14 +53,14 @@ for i = p + w + 1, #ARGV - 3 do
         if count and state[1] then
             r = 1
             for k = 1, count do
-                if redis.call('type', prefix .. ':' .. k).ok ~= 'string' then
+                if redis.call('type', prefix .. ':' .. string.format('%d', k)).ok ~= 'string' then
                     r = 0
                     break
                 end
             end
             if r == 1 then
                 for k = 1, count do
-                    redis.call('pexpire', prefix .. ':' .. k, ARGV[1])
+                    redis.call('pexpire', prefix .. ':' .. string.format('%d', k), ARGV[1])
                 end
                 if redis.call('pttl', key) < lease then
                     redis.call('pexpire', key, ARGV[1])

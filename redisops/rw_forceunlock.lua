@@ -26,7 +26,7 @@ for i = 1, #fields, 2 do
     if field ~= 'mode' and count then
         for k = 1, count do
             -- Only a hold's string: a lock may be named like the key.
-            local key = ARGV[4] .. field .. ':rwlock_timeout:' .. k
+            local key = ARGV[4] .. field .. ':rwlock_timeout:' .. string.format('%d', k)
             if redis.call('type', key).ok == 'string' then
                 redis.call('del', key)
             end

@@ -33,6 +33,9 @@ local mode, current, writer = state[1], state[2], state[3]
 if current and not mode then
     return kindRefusal(ARGV[2])
 end
+-- Counts go to commands and key names as strings: Redis 7.0 turns a Lua number passed to a command into
+-- text with a floating-point printf, and Lua does the same for one concatenated to a string.
+local currentArg = current
 if current then
     current = tonumber(current)
     if expected >= 0 and current > expected then
@@ -41,7 +44,7 @@ if current then
         -- of the owner's, lost to the caller while Redis kept it (a renewal that took effect although
         -- its answer was lost), which the caller failed to clear, with little time left: answered as
         -- it was, it ran out under a holder told it had a full lease, and a writer got in.
-        local holdKey = KEYS[2] .. ':' .. current
+        local holdKey = KEYS[2] .. ':' .. currentArg
         local holdType = redis.call('type', holdKey).ok
         if (holdType == 'none' or holdType == 'string') and redis.call('pttl', holdKey) < lease then
             redis.call('set', holdKey, '1', 'px', ARGV[1])
@@ -64,7 +67,8 @@ end
 -- The hold's own key must be free for a string (a lock may be named like it): SET ... GET refuses
 -- another type without writing, and is the script's first write.
 local count = (current or 0) + 1
-local holdKey = KEYS[2] .. ':' .. count
+local countArg = string.format('%d', count)
+local holdKey = KEYS[2] .. ':' .. countArg
 local set = redis.pcall('set', holdKey, '1', 'px', ARGV[1], 'get')
 if type(set) == 'table' and set.err then
     if string.sub(set.err, 1, 9) == 'WRONGTYPE' then
@@ -81,13 +85,13 @@ if not mode then
     -- A free lock (or a hash of a plain or fair lock without mode, see kindMismatch): one HSET, and the
     -- expiry set with PEXPIRE ... NX (Redis 7+) when the hash has none (a new one); otherwise (or on an
     -- older server) raised to the lease if it is shorter.
-    redis.call('hset', KEYS[1], 'mode', 'read', ARGV[2], count)
+    redis.call('hset', KEYS[1], 'mode', 'read', ARGV[2], countArg)
     if redis.pcall('pexpire', KEYS[1], ARGV[1], 'nx') ~= 1 and redis.call('pttl', KEYS[1]) < lease then
         redis.call('pexpire', KEYS[1], ARGV[1])
     end
     return {1, count}
 end
-redis.call('hset', KEYS[1], ARGV[2], count)
+redis.call('hset', KEYS[1], ARGV[2], countArg)
 -- The expiry is raised to the lease if it is shorter (or absent). PTTL first: with many readers most
 -- acquisitions come within the millisecond of the last one, which left the expiry at the lease.
 if redis.call('pttl', KEYS[1]) < lease then

@@ -79,9 +79,11 @@ if not mode or not held then
     end
     return -1
 end
+-- Counts go to commands and key names as strings: Redis 7.0 turns a Lua number passed to a command into
+-- text with a floating-point printf, and Lua does the same for one concatenated to a string.
+local holdKey = KEYS[4] .. ':' .. held
 held = tonumber(held)
 local remaining = held - 1
-local holdKey = KEYS[4] .. ':' .. held
 local released = redis.call('pttl', holdKey)
 local stored
 if not seq then
@@ -122,7 +124,7 @@ if type(deleted) == 'table' and deleted.err then
     redis.call('del', holdKey)
 end
 if remaining > 0 then
-    redis.call('hset', KEYS[1], ARGV[1], remaining)
+    redis.call('hset', KEYS[1], ARGV[1], string.format('%d', remaining))
 else
     redis.call('hdel', KEYS[1], ARGV[1])
 end
@@ -156,7 +158,7 @@ if walk and before > 0 then
             free = false
         end
         if pick[i] ~= 'mode' and count and count > 0 then
-            local ttl = redis.call('pttl', ARGV[5] .. pick[i] .. ':rwlock_timeout:' .. count)
+            local ttl = redis.call('pttl', ARGV[5] .. pick[i] .. ':rwlock_timeout:' .. pick[i + 1])
             if ttl > 0 and ttl + 50 >= before then
                 walk = false
                 break
@@ -174,7 +176,7 @@ if walk then
         local count = tonumber(fields[i + 1])
         if fields[i] ~= 'mode' and count then
             for k = 1, count do
-                local ttl = redis.call('pttl', ARGV[5] .. fields[i] .. ':rwlock_timeout:' .. k)
+                local ttl = redis.call('pttl', ARGV[5] .. fields[i] .. ':rwlock_timeout:' .. string.format('%d', k))
                 if ttl > longest then
                     longest = ttl
                 end
@@ -191,7 +193,7 @@ if walk then
     elseif longest > 0 then
         -- A lock that now expires sooner than before wakes a waiter too, so that a writer does not
         -- sleep until the lease of a reader that has already left (Redisson publishes nothing here).
-        redis.call('pexpire', KEYS[1], longest)
+        redis.call('pexpire', KEYS[1], string.format('%d', longest))
         if before > longest + 50 then
             redis.call(ARGV[4], KEYS[2], ARGV[2])
         end

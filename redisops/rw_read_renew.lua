@@ -10,13 +10,15 @@ local count = tonumber(redis.call('hget', KEYS[1], ARGV[2]))
 if not count then
     return 0
 end
+-- Key names are built with string.format: Lua turns a number concatenated to a string into text with a
+-- floating-point printf.
 for k = 1, count do
-    if redis.call('type', KEYS[2] .. ':' .. k).ok ~= 'string' then
+    if redis.call('type', KEYS[2] .. ':' .. string.format('%d', k)).ok ~= 'string' then
         return 0
     end
 end
 for k = 1, count do
-    redis.call('pexpire', KEYS[2] .. ':' .. k, ARGV[1])
+    redis.call('pexpire', KEYS[2] .. ':' .. string.format('%d', k), ARGV[1])
 end
 if redis.call('pttl', KEYS[1]) < tonumber(ARGV[1]) then
     redis.call('pexpire', KEYS[1], ARGV[1])

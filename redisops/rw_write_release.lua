@@ -44,7 +44,7 @@ else
     local longest = -2
     if reads then
         for k = 1, tonumber(reads) do
-            local ttl = redis.call('pttl', KEYS[4] .. ':' .. k)
+            local ttl = redis.call('pttl', KEYS[4] .. ':' .. string.format('%d', k))
             if ttl > longest then
                 longest = ttl
             end
