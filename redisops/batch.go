@@ -2,6 +2,7 @@ package redisops
 
 import (
 	"context"
+	"slices"
 	"strings"
 	"time"
 
@@ -10,8 +11,8 @@ import (
 
 // call is one script call: the script with its keys and arguments, or with its EVALSHA command given
 // whole (command, see evalshaCommand; then keys and args are not set). Ops.run and a Batch's pipeline
-// send a command given whole; a call with a grant, which goes with a WAIT (runCommandScript,
-// Batch.execSynced, runSynced), or renewing holds must have keys and args (see withKeys).
+// send a command given whole; runSynced, the path of calls followed by WAIT, takes it apart (see
+// withKeys); calls renewing holds must have keys and args.
 type call struct {
 	script  *redis.Script
 	keys    []string
@@ -55,8 +56,8 @@ func (o *Ops) runChecked(ctx context.Context, c call) *redis.Cmd {
 	return reply
 }
 
-// withKeys returns c with its keys and arguments apart, as a call that may give a hold must have them
-// (see [Ops.runGranting]); c itself when they are.
+// withKeys returns c with its keys and arguments apart, as runSynced needs them; c itself when they
+// are.
 func (c call) withKeys() call {
 	if c.command != nil {
 		c.keys, c.args = splitCommand(c.command)
@@ -177,16 +178,13 @@ func (b *Batch) Exec(ctx context.Context) {
 }
 
 // execSynced runs the calls as Exec does when the replica-sync safeguard waits for replicas after the
-// holds they give, and reports false, having run nothing, when it does not. The calls then take their
-// undos, and their keys and arguments apart (see runSynced).
+// holds they give, and reports false, having run nothing, when it does not. A copy of the calls then
+// takes their undos (see runSynced).
 func (b *Batch) execSynced(ctx context.Context) bool {
 	if len(b.grants) == 0 || !b.o.syncsGrants(ctx, b.grants[0].name) {
 		return false
 	}
-	calls := make([]call, len(b.calls))
-	for i, c := range b.calls {
-		calls[i] = c.withKeys()
-	}
+	calls := slices.Clone(b.calls)
 	for _, g := range b.grants {
 		calls[g.i].grant = b.o.undoRead(g.name, g.owner, g.lease)
 	}

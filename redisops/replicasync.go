@@ -142,13 +142,13 @@ func (o *Ops) runScript(ctx context.Context, g *grant, script *redis.Script, key
 }
 
 // runCommandScript is runScript for a call whose EVALSHA command is given whole (evalshaCommand):
-// without a grant it is sent whole; with one, its keys and arguments go the replica-sync way.
+// without a grant it is sent whole; with one, it goes the replica-sync way (runSynced takes its keys
+// and arguments apart).
 func (o *Ops) runCommandScript(ctx context.Context, g *grant, script *redis.Script, command []any) (*redis.Cmd, error) {
 	if g == nil {
 		return o.run(ctx, call{script: script, command: command}), nil
 	}
-	keys, args := splitCommand(command)
-	return o.runGranting(ctx, call{script: script, keys: keys, args: args}, *g)
+	return o.runGranting(ctx, call{script: script, command: command}, *g)
 }
 
 // undoPlain gives back a hold that [Ops.Acquire] gave owner: one release, so a re-entry drops back to
@@ -295,11 +295,22 @@ func (o *Ops) runGranting(ctx context.Context, c call, g grant) (reply *redis.Cm
 // when one of them may give a hold and the master has replicas to wait for. It returns each call's
 // reply and, for a call that gave a hold replicas did not acknowledge, an error matching
 // [ErrNotSynced] after giving that hold back. It reports ok false, having run nothing, when no WAIT is
-// wanted: the caller then runs the calls its usual way.
+// wanted: the caller then runs the calls its usual way. Calls given as a whole EVALSHA command are
+// taken apart into keys and arguments here (withKeys); calls is not changed.
 func (o *Ops) runSynced(ctx context.Context, calls []call) (replies []*redis.Cmd, syncErrs []error, ok bool) {
 	rs := o.sync
-	if rs == nil || rs.unsupported.Load() || len(calls) == 0 || len(calls[0].keys) == 0 ||
+	if rs == nil || rs.unsupported.Load() || len(calls) == 0 ||
 		!slices.ContainsFunc(calls, func(c call) bool { return c.grant != nil }) {
+		return nil, nil, false
+	}
+	if slices.ContainsFunc(calls, func(c call) bool { return c.command != nil }) {
+		apart := make([]call, len(calls))
+		for i, c := range calls {
+			apart[i] = c.withKeys()
+		}
+		calls = apart
+	}
+	if len(calls[0].keys) == 0 {
 		return nil, nil, false
 	}
 	t, ok, err := o.syncTarget(ctx, calls[0].keys[0])

@@ -150,7 +150,6 @@ func (o *Ops) ReadAcquireNamed(ctx context.Context, n *RWNames, owner string, le
 	c := o.readAcquireCall(n, owner, lease, held)
 	if o.syncsGrants(ctx, n.lock) { // else no WAIT follows, and the undo is never needed
 		c.grant = o.undoRead(n.lock, owner, lease)
-		c = c.withKeys()
 	}
 	return readAcquireReply(n.lock, o.runChecked(ctx, c))
 }
