@@ -563,17 +563,25 @@ func TestSlowClientDoesNotBlockOthers(t *testing.T) {
 
 	// The slow client kept the first DefaultClientBuffer events and lost the rest; when it takes data
 	// again, the next event comes after a notice of how many it lost.
-	release()
-	mustLock(t, m)
 	epoch := p.h.hub.epoch
-	next := fmt.Sprintf("id: %s.%d\n", epoch, 2*cycles+1)
-	deadline := time.Now().Add(5 * time.Second)
-	for !strings.Contains(slow.text(), next) {
-		if time.Now().After(deadline) {
-			t.Fatalf("the slow client did not get event %d; it got:\n%s", 2*cycles+1, slow.text())
+	waitFor := func(id int) {
+		t.Helper()
+		want := fmt.Sprintf("id: %s.%d\n", epoch, id)
+		deadline := time.Now().Add(5 * time.Second)
+		for !strings.Contains(slow.text(), want) {
+			if time.Now().After(deadline) {
+				t.Fatalf("the slow client did not get event %d; it got:\n%s", id, slow.text())
+			}
+			time.Sleep(5 * time.Millisecond) // a poll interval
 		}
-		time.Sleep(5 * time.Millisecond) // a poll interval
 	}
+	release()
+	// The kept events are written first; the next event is made only once they are, since one that
+	// came while the client's buffer was still full would be dropped too.
+	waitFor(DefaultClientBuffer)
+	mustLock(t, m)
+	next := fmt.Sprintf("id: %s.%d\n", epoch, 2*cycles+1)
+	waitFor(2*cycles + 1)
 	text := slow.text()
 	var ids []string
 	for _, line := range strings.Split(text, "\n") {
