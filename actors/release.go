@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime"
 	"slices"
 	"time"
 
@@ -203,6 +204,14 @@ func (a *lockActor) settleRelease(m *Release, h *hold, lease time.Duration, next
 	a.grant(nextCmd, 1, rel.Token, sent)
 	m.Ticket.deliver(Outcome{})
 	a.tryHead()
+	if nextCmd.Ticket.parked() {
+		// The next holder's goroutine, parked on its answer, was just made ready on this processor.
+		// Yield to it, so that it starts its hold now rather than once this goroutine (the releaser
+		// going on to its next call, or a worker) parks, or another processor is woken to take it:
+		// with 16 and 128 waiters on one name (BenchmarkContended) that is most of the 15-25 µs from
+		// the answer to the next holder running.
+		runtime.Gosched()
+	}
 }
 
 // releaseStray releases the holds of k that Redis counts beyond the actor's (remaining of them), and

@@ -192,6 +192,16 @@ func (t *Ticket) Ready() <-chan struct{} {
 	return t.ready.Load().(chan struct{})
 }
 
+// parked reports whether the caller asked for the Ready channel before the outcome was delivered: it
+// waited on it (it may not have parked yet), and the delivery woke it. False for a nil ticket.
+func (t *Ticket) parked() bool {
+	if t == nil {
+		return false
+	}
+	ch, ok := t.ready.Load().(chan struct{})
+	return ok && ch != closedChannel
+}
+
 // Delivered reports whether the outcome has been delivered; Outcome may then be read. It is always
 // false for a ticket from NewTicketFunc, whose outcome goes to its function.
 func (t *Ticket) Delivered() bool { return t.delivered.Load() }

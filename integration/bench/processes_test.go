@@ -51,6 +51,11 @@ type holdSpan struct {
 //	acq/s          acquisitions per second
 //	gap-p50-us,
 //	gap-p99-us     the time from one holder's Unlock call to the next holder's Lock return
+//	cross-share    the share of the gaps between holders of two processes
+//	same-gap-us,
+//	cross-gap-us   the mean gap between holders of one process (local handoffs, and the races a
+//	               process won after its own release) and between holders of two (a race after an
+//	               unlock notice)
 //
 // It fails if two acquisitions overlap: the lock's promise across processes.
 func BenchmarkContendedProcesses(b *testing.B) {
@@ -116,6 +121,8 @@ func BenchmarkContendedProcesses(b *testing.B) {
 		gaps  []time.Duration
 		count [processCount]int
 		n     int
+		// The gaps between holders of one process and between holders of two.
+		sameGaps, crossGaps []time.Duration
 	)
 	for i, s := range spans {
 		if i > 0 && s.start.Before(spans[i-1].end) {
@@ -129,7 +136,13 @@ func BenchmarkContendedProcesses(b *testing.B) {
 		count[s.proc]++
 		held += s.end.Sub(s.start)
 		if i > 0 && !spans[i-1].start.Before(from) {
-			gaps = append(gaps, s.start.Sub(spans[i-1].end))
+			gap := s.start.Sub(spans[i-1].end)
+			gaps = append(gaps, gap)
+			if s.proc == spans[i-1].proc {
+				sameGaps = append(sameGaps, gap)
+			} else {
+				crossGaps = append(crossGaps, gap)
+			}
 		}
 	}
 	if n == 0 {
@@ -143,6 +156,21 @@ func BenchmarkContendedProcesses(b *testing.B) {
 	b.ReportMetric(float64(slices.Min(count[:]))/float64(max(slices.Max(count[:]), 1)), "proc-min/max")
 	b.ReportMetric(us(percentile(gaps, 0.50)), "gap-p50-us")
 	b.ReportMetric(us(percentile(gaps, 0.99)), "gap-p99-us")
+	b.ReportMetric(float64(len(crossGaps))/float64(max(len(gaps), 1)), "cross-share")
+	b.ReportMetric(us(mean(sameGaps)), "same-gap-us")
+	b.ReportMetric(us(mean(crossGaps)), "cross-gap-us")
+}
+
+// mean returns the mean of ds, 0 for none.
+func mean(ds []time.Duration) time.Duration {
+	if len(ds) == 0 {
+		return 0
+	}
+	var sum time.Duration
+	for _, d := range ds {
+		sum += d
+	}
+	return sum / time.Duration(len(ds))
 }
 
 // TestContendedChild is one process of BenchmarkContendedProcesses; it is skipped unless the
