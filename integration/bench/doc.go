@@ -113,7 +113,8 @@
 //	                         slices, at 1 and 32 goroutines: ops/s and p50 over the floor's, client CPU
 //	                         and allocations per pair
 //	BenchmarkContendedProcesses  4 processes x 32 goroutines on one lock, 1 ms hold: util, fewest over
-//	                         most acquisitions of one process, handoff gaps; fails on two owners
+//	                         most acquisitions of one process, handoff gaps (all, within a process,
+//	                         across two, and the share across); fails on two owners
 //	BenchmarkWatchdogRenewals  10,000 watchdog holds: renewals/s, round trips per renewal and Redis CPU
 //	                         per renewal against a script per hold, in the same run
 //	BenchmarkDistinctNames   a new lock name per Lock+Unlock, with a short idle timeout
