@@ -31,7 +31,8 @@
 // When a local holder of a plain lock releases while a local waiter is queued, the release script hands
 // the lock to the head waiter in the same round trip (a local handoff). After [Env.MaxHandoffs] handoffs in a row, the
 // release hands off only if no other client is subscribed to the lock's channel, and otherwise publishes
-// an ordinary unlock, so that waiters in other processes get their turn.
+// an ordinary unlock, so that waiters in other processes get their turn: the local head waiter lets
+// them go first, trying only othersTurnDelay after that unlock's notice.
 //
 // The watchdog renews holds taken without a lease every watchdog timeout / 3, its ticks rounded up to a
 // thirtieth of the watchdog timeout so that the holds of all the actors taken at about the same time are

@@ -172,7 +172,11 @@ func (a *lockActor) settleRelease(m *Release, h *hold, lease time.Duration, next
 		a.refuse(nextCmd, Outcome{Reason: messages.ReasonNotSynced, Err: rel.NotSynced})
 	}
 	if !rel.HandedOff || nextCmd == nil {
-		// Who is woken now is the strategy's to say (strategy.freed).
+		// Who is woken now is the strategy's to say (strategy.freed). A handoff refused at the end of
+		// a run of local handoffs (sent with OnlyIfAlone: a.handoffs has not moved since, as the
+		// actor takes no other release while one is in flight) was refused because other clients
+		// listen: they have their turn (see plainStrategy.notice).
+		a.othersTurn = nextCmd != nil && a.handoffs >= a.env.MaxHandoffs && !rel.HandedOff && rel.NotSynced == nil
 		a.handoffs = 0
 		m.Ticket.deliver(Outcome{})
 		released()
