@@ -32,7 +32,7 @@
 // the lock to the head waiter in the same round trip (a local handoff). After [Env.MaxHandoffs] handoffs in a row, the
 // release hands off only if no other client is subscribed to the lock's channel, and otherwise publishes
 // an ordinary unlock, so that waiters in other processes get their turn: the local head waiter lets
-// them go first, trying only othersTurnDelay after that unlock's notice.
+// them go first, trying only 2 ms after that unlock's notice.
 //
 // The watchdog renews holds taken without a lease every watchdog timeout / 3, its ticks rounded up to a
 // thirtieth of the watchdog timeout so that the holds of all the actors taken at about the same time are

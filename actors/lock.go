@@ -41,11 +41,11 @@ type lockActor struct {
 	// give back, or lostGivenBack once it was given back.
 	lost  map[holdKey]int64
 	queue []*Acquire
-	// handoffs counts local handoffs in a row. othersTurn is set when a release ended such a run by
-	// freeing the lock for other processes' waiters: the local head then lets them go first (see
-	// plainStrategy.notice).
-	handoffs   int
-	othersTurn bool
+	// handoffs counts local handoffs in a row. othersTurnSince is when a release of a reentrant lock
+	// ended such a run by freeing the lock for other processes' waiters (zero otherwise): on that
+	// release's notice the local head lets them go first (see plainStrategy.notice).
+	handoffs        int
+	othersTurnSince time.Time
 	// subs is the set of channels the bridge forwards to us; recent is when each channel of a fair lock
 	// was last wanted by a waiter (see keepRecentChannels).
 	subs map[string]struct{}
@@ -132,7 +132,7 @@ func (a *lockActor) recycle() {
 	a.kindHolds = [maxKinds]int{}
 	a.recent, a.leaving = nil, nil
 	a.queue, a.batch, a.running, a.settling, a.stash = nil, nil, nil, nil, nil
-	a.handoffs, a.othersTurn, a.headBusy, a.headWanted, a.failing = 0, false, 0, false, false
+	a.handoffs, a.othersTurnSince, a.headBusy, a.headWanted, a.failing = 0, time.Time{}, 0, false, false
 	a.intentOwner, a.intentSent = "", time.Time{}
 	a.expiryAt, a.keepAliveAt = time.Time{}, time.Time{}
 	a.renewTicks, a.renewSoon = 0, false

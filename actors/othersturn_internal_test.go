@@ -1,6 +1,7 @@
 package actors
 
 import (
+	"context"
 	"testing"
 	"time"
 
@@ -12,7 +13,9 @@ import (
 // not hand off because other clients listen on the lock's channel, lets the other processes' waiters
 // go first: on the unlock notice of that release, the local head waits othersTurnDelay before it
 // tries, where after any other notice it tries within noticeJitter. A release refused a handoff before
-// the run is spent (it was not asked to give way) leaves the next notice as usual.
+// the run is spent (it was not asked to give way) leaves the next notice as usual, and so does a notice
+// that comes after othersTurnWindow; any notice ends the turn, also one that a local holder makes the
+// actor ignore.
 func TestOthersTurnAfterRunOfHandoffs(t *testing.T) {
 	const maxHandoffs = 8
 	unlock := &messages.Notice{Payload: redisops.UnlockMessage}
@@ -30,35 +33,69 @@ func TestOthersTurnAfterRunOfHandoffs(t *testing.T) {
 			t.Fatalf("the release was not settled as done: %+v", o)
 		}
 	}
-	// retryIn returns how far off the retry the notice armed is.
-	retryIn := func(t *testing.T, a *lockActor) time.Duration {
+	// notice hands the actor an unlock notice and reports whether it armed the retry at least
+	// othersTurnDelay off (the others' turn), failing the test when it armed the retry anywhere else
+	// than that or within noticeJitter.
+	notice := func(t *testing.T, a *lockActor) (othersTurn bool) {
 		t.Helper()
+		a.retry.stop()
 		before := time.Now()
 		plainStrategy{}.notice(a, unlock)
-		if a.retry.at.IsZero() {
+		after := time.Now()
+		switch at := a.retry.at; {
+		case at.IsZero():
 			t.Fatal("the notice armed no retry")
+		case !at.Before(before.Add(othersTurnDelay)):
+			return true
+		case at.After(after.Add(noticeJitter)):
+			t.Fatalf("the notice armed the retry %v off, neither within %v nor %v off", at.Sub(before), noticeJitter, othersTurnDelay)
 		}
-		return a.retry.at.Sub(before)
+		return false
 	}
 
 	t.Run("the run is spent", func(t *testing.T) {
 		a := newTestLockActor(t, &fakeProtocol{}, 30*time.Second)
 		a.env.MaxHandoffs = maxHandoffs
 		releaseFreeing(t, a, "a", maxHandoffs)
-		if d := retryIn(t, a); d < othersTurnDelay-time.Millisecond/10 {
-			t.Fatalf("the head tries %v after the notice of the release that gave way, want %v", d, othersTurnDelay)
+		if !notice(t, a) {
+			t.Fatal("the head tries at once on the notice of the release that gave way")
 		}
-		a.retry.stop()
-		if d := retryIn(t, a); d > noticeJitter {
-			t.Fatalf("the head tries %v after the next notice, want within %v", d, noticeJitter)
+		if notice(t, a) {
+			t.Fatal("the head still gives way on the next notice")
 		}
 	})
 	t.Run("the run is not spent", func(t *testing.T) {
 		a := newTestLockActor(t, &fakeProtocol{}, 30*time.Second)
 		a.env.MaxHandoffs = maxHandoffs
 		releaseFreeing(t, a, "a", maxHandoffs-1)
-		if d := retryIn(t, a); d > noticeJitter {
-			t.Fatalf("the head tries %v after the notice, want within %v", d, noticeJitter)
+		if notice(t, a) {
+			t.Fatal("the head gives way after a release that was not asked to")
+		}
+	})
+	t.Run("the notice comes late", func(t *testing.T) {
+		a := newTestLockActor(t, &fakeProtocol{}, 30*time.Second)
+		a.env.MaxHandoffs = maxHandoffs
+		releaseFreeing(t, a, "a", maxHandoffs)
+		a.othersTurnSince = a.othersTurnSince.Add(-othersTurnWindow) // its notice was lost
+		if notice(t, a) {
+			t.Fatal("the head gives way on a notice that came after the window")
+		}
+	})
+	t.Run("the notice finds a local holder", func(t *testing.T) {
+		a := newTestLockActor(t, &fakeProtocol{}, 30*time.Second)
+		a.env.MaxHandoffs = maxHandoffs
+		releaseFreeing(t, a, "a", maxHandoffs)
+		k, _ := addHold(a, "b", time.Minute, false, false) // took the lock before the notice came
+		a.proto = holdingProtocol{a.proto.(*fakeProtocol)}
+		a.retry.stop()
+		plainStrategy{}.notice(a, unlock)
+		if a.retry.armed() {
+			t.Fatal("a notice armed a retry while a local owner holds the lock")
+		}
+		a.drop(k)
+		a.proto = a.proto.(holdingProtocol).fakeProtocol
+		if notice(t, a) {
+			t.Fatal("the head gives way on a later notice")
 		}
 	})
 	t.Run("the actor is recycled", func(t *testing.T) {
@@ -67,8 +104,13 @@ func TestOthersTurnAfterRunOfHandoffs(t *testing.T) {
 		releaseFreeing(t, a, "a", maxHandoffs)
 		a.queue = nil
 		a.recycle()
-		if a.othersTurn {
+		if !a.othersTurnSince.IsZero() {
 			t.Fatal("a recycled actor still lets other processes go first")
 		}
 	})
 }
+
+// holdingProtocol is a fakeProtocol whose Redis counts every hold the actor asks about as held.
+type holdingProtocol struct{ *fakeProtocol }
+
+func (holdingProtocol) holdCount(context.Context, holdKey) (int64, error) { return 1, nil }

@@ -84,6 +84,11 @@ func (plainStrategy) notice(a *lockActor, m *messages.Notice) {
 	if !isUnlockNotice(m.Payload) {
 		return
 	}
+	// The next unlock notice after a release that gave way is that release's own (Redis sends the
+	// notices of one channel in order), unless it was lost (a pub/sub reconnect) or came long after:
+	// only a notice within othersTurnWindow of the release counts, and any notice ends the turn.
+	othersTurn := !a.othersTurnSince.IsZero() && time.Since(a.othersTurnSince) < othersTurnWindow
+	a.othersTurnSince = time.Time{}
 	if len(a.holds) > 0 && !a.holdsGone() {
 		// A local owner holds the lock, so the notice is about an earlier hold; the local release
 		// will wake the queue.
@@ -93,10 +98,9 @@ func (plainStrategy) notice(a *lockActor, m *messages.Notice) {
 	// writes a notice to its subscribers in the order they subscribed, so that the same process
 	// would win most races; the head tries after a random delay of up to noticeJitter instead, so
 	// that the processes win in turn.
-	if a.othersTurn {
+	if othersTurn {
 		// This is the notice of this actor's own release, which freed the lock for the other
 		// processes' waiters after a run of local handoffs: they go first.
-		a.othersTurn = false
 		a.retry.setAt(time.Now().Add(othersTurnDelay))
 		return
 	}
@@ -104,17 +108,19 @@ func (plainStrategy) notice(a *lockActor, m *messages.Notice) {
 }
 
 // noticeJitter bounds the random delay after which the head waiter of a reentrant lock tries once an
-// unlock notice woke it (see notice). The retry goes through the coordinator's timer service, whose
-// own wake-up adds a delay of tens of microseconds that differs from process to process; a delay much
-// longer than that is no longer kept to: a runtime timer less than a millisecond away fires a
-// millisecond late or more when the process has nothing else to do (its network poller sleeps whole
-// milliseconds), which is what a process of waiters is while another process holds the lock.
+// unlock notice woke it (see notice). The retry goes through the coordinator's timer service: a delay
+// shorter than the service's own wake-up (tens of microseconds, different in each process) has
+// mostly passed by the time the service looks, and the retry is sent at once; a longer one waits on
+// a runtime timer, and a runtime timer less than a millisecond away fires a millisecond late or more
+// once every thread of the process has gone to sleep (the network poller sleeps whole milliseconds),
+// as in a process whose goroutines all wait while another process holds the lock.
 //
 // With 4 processes of 32 waiters on one lock (BenchmarkContendedProcesses), trying at once lets the
 // same process win most races (fewest acquisitions of one process over the most: 0.21-0.37). A bound
-// of 300 µs made every handoff between two processes take 1.05-1.14 ms on average (util 0.80-0.84,
-// fewest/most 0.35-0.69), 50 µs 0.51-0.71 ms (util 0.82-0.87, fewest/most 0.58-0.71), measured in
-// alternating runs.
+// of 300 µs made every handoff between two processes take 1.05-1.23 ms on average (util 0.80-0.84,
+// fewest/most 0.35-0.69), 50 µs 0.51-0.71 ms (util 0.82-0.87, fewest/most 0.58-0.71), in alternating
+// runs. A precise delay (a goroutine waiting out up to 50, 100 or 150 µs while yielding its
+// processor) gave no more util: the waiting took CPU from the round trips.
 const noticeJitter = 50 * time.Microsecond
 
 // othersTurnDelay is how long the head waiter of a reentrant lock lets the other processes' waiters go
@@ -126,3 +132,7 @@ const noticeJitter = 50 * time.Microsecond
 // in 9 runs; letting the others go first, 0.70-0.94 in 9 runs alternating with them, at the same util
 // (0.85-0.88).
 const othersTurnDelay = 2 * time.Millisecond
+
+// othersTurnWindow bounds how long after a release that gave way its unlock notice is expected: a
+// notice that comes later is taken for another's.
+const othersTurnWindow = 100 * time.Millisecond
