@@ -483,6 +483,7 @@ func (a *lockActor) afterMessage() {
 	switch {
 	case len(a.queue) == 0:
 		a.retry.stop()
+		a.othersTurnSince = time.Time{} // no local waiter gives way (and the notice may not come)
 	case len(a.holds) == 0 && !a.retry.armed():
 		// Nobody local will wake the queue: make sure a timer does, whatever path led here.
 		a.armRetry(a.env.WatchdogTimeout / 3)

@@ -72,6 +72,31 @@ func TestOthersTurnAfterRunOfHandoffs(t *testing.T) {
 			t.Fatal("the head gives way after a release that was not asked to")
 		}
 	})
+	t.Run("the handoff was given back", func(t *testing.T) {
+		a := newTestLockActor(t, &fakeProtocol{}, 30*time.Second)
+		a.env.MaxHandoffs = maxHandoffs
+		k, h := addHold(a, "a", time.Minute, false, false)
+		next := &Acquire{Name: a.name, Kind: KindPlain, Owner: "a-next", Lease: time.Minute, Wait: true, Ticket: NewTicket()}
+		a.queue = append(a.queue, next)
+		a.handoffs = maxHandoffs
+		m := &Release{Name: a.name, Kind: KindPlain, Owner: k.owner, Ticket: NewTicket()}
+		// Redis handed the lock off, and it was given back because replicas did not acknowledge
+		// it: the waiter it was for fails, and the lock is free for anyone.
+		a.settleRelease(m, h, time.Minute, next, "req-a", time.Now(), redisops.Released{NotSynced: redisops.ErrNotSynced}, nil)
+		if notice(t, a) {
+			t.Fatal("the head gives way after a handoff that replicas did not acknowledge")
+		}
+	})
+	t.Run("the queue empties", func(t *testing.T) {
+		a := newTestLockActor(t, &fakeProtocol{}, 30*time.Second)
+		a.env.MaxHandoffs = maxHandoffs
+		releaseFreeing(t, a, "a", maxHandoffs)
+		a.queue = nil // the waiter gave up before the notice came
+		a.afterMessage()
+		if !a.othersTurnSince.IsZero() {
+			t.Fatal("an actor with no waiter still means to give way")
+		}
+	})
 	t.Run("the notice comes late", func(t *testing.T) {
 		a := newTestLockActor(t, &fakeProtocol{}, 30*time.Second)
 		a.env.MaxHandoffs = maxHandoffs
