@@ -19,20 +19,24 @@ import (
 func TestOthersTurnAfterRunOfHandoffs(t *testing.T) {
 	const maxHandoffs = 8
 	unlock := &messages.Notice{Payload: redisops.UnlockMessage}
-	// releaseFreeing settles the release of holder's only hold with the head waiter as the handoff
-	// candidate, answered as freed without a handoff, after handoffs local handoffs in a row.
-	releaseFreeing := func(t *testing.T, a *lockActor, holder string, handoffs int) {
+	// afterRelease returns an actor whose holder released its only hold after handoffs local
+	// handoffs in a row, with the head waiter as the handoff candidate, and Redis answered rel.
+	afterRelease := func(t *testing.T, handoffs int, rel redisops.Released) *lockActor {
 		t.Helper()
-		k, h := addHold(a, holder, time.Minute, false, false)
-		next := &Acquire{Name: a.name, Kind: KindPlain, Owner: holder + "-next", Lease: time.Minute, Wait: true, Ticket: NewTicket()}
+		a := newTestLockActor(t, &fakeProtocol{}, 30*time.Second)
+		a.env.MaxHandoffs = maxHandoffs
+		k, h := addHold(a, "a", time.Minute, false, false)
+		next := &Acquire{Name: a.name, Kind: KindPlain, Owner: "b", Lease: time.Minute, Wait: true, Ticket: NewTicket()}
 		a.queue = append(a.queue, next)
 		a.handoffs = handoffs
 		m := &Release{Name: a.name, Kind: KindPlain, Owner: k.owner, Ticket: NewTicket()}
-		a.settleRelease(m, h, time.Minute, next, "req-"+holder, time.Now(), redisops.Released{}, nil)
+		a.settleRelease(m, h, time.Minute, next, "req-a", time.Now(), rel, nil)
 		if o := m.Ticket.Outcome(); o.Reason != messages.ReasonNone || a.holds[k] != nil {
 			t.Fatalf("the release was not settled as done: %+v", o)
 		}
+		return a
 	}
+	freed := redisops.Released{} // freed, not handed off: other clients listen
 	// notice hands the actor an unlock notice and reports whether it armed the retry at least
 	// othersTurnDelay off (the others' turn), failing the test when it armed the retry anywhere else
 	// than that or within noticeJitter.
@@ -54,9 +58,7 @@ func TestOthersTurnAfterRunOfHandoffs(t *testing.T) {
 	}
 
 	t.Run("the run is spent", func(t *testing.T) {
-		a := newTestLockActor(t, &fakeProtocol{}, 30*time.Second)
-		a.env.MaxHandoffs = maxHandoffs
-		releaseFreeing(t, a, "a", maxHandoffs)
+		a := afterRelease(t, maxHandoffs, freed)
 		if !notice(t, a) {
 			t.Fatal("the head tries at once on the notice of the release that gave way")
 		}
@@ -65,32 +67,21 @@ func TestOthersTurnAfterRunOfHandoffs(t *testing.T) {
 		}
 	})
 	t.Run("the run is not spent", func(t *testing.T) {
-		a := newTestLockActor(t, &fakeProtocol{}, 30*time.Second)
-		a.env.MaxHandoffs = maxHandoffs
-		releaseFreeing(t, a, "a", maxHandoffs-1)
+		a := afterRelease(t, maxHandoffs-1, freed)
 		if notice(t, a) {
 			t.Fatal("the head gives way after a release that was not asked to")
 		}
 	})
 	t.Run("the handoff was given back", func(t *testing.T) {
-		a := newTestLockActor(t, &fakeProtocol{}, 30*time.Second)
-		a.env.MaxHandoffs = maxHandoffs
-		k, h := addHold(a, "a", time.Minute, false, false)
-		next := &Acquire{Name: a.name, Kind: KindPlain, Owner: "a-next", Lease: time.Minute, Wait: true, Ticket: NewTicket()}
-		a.queue = append(a.queue, next)
-		a.handoffs = maxHandoffs
-		m := &Release{Name: a.name, Kind: KindPlain, Owner: k.owner, Ticket: NewTicket()}
 		// Redis handed the lock off, and it was given back because replicas did not acknowledge
 		// it: the waiter it was for fails, and the lock is free for anyone.
-		a.settleRelease(m, h, time.Minute, next, "req-a", time.Now(), redisops.Released{NotSynced: redisops.ErrNotSynced}, nil)
+		a := afterRelease(t, maxHandoffs, redisops.Released{NotSynced: redisops.ErrNotSynced})
 		if notice(t, a) {
 			t.Fatal("the head gives way after a handoff that replicas did not acknowledge")
 		}
 	})
 	t.Run("the queue empties", func(t *testing.T) {
-		a := newTestLockActor(t, &fakeProtocol{}, 30*time.Second)
-		a.env.MaxHandoffs = maxHandoffs
-		releaseFreeing(t, a, "a", maxHandoffs)
+		a := afterRelease(t, maxHandoffs, freed)
 		a.queue = nil // the waiter gave up before the notice came
 		a.afterMessage()
 		if !a.othersTurnSince.IsZero() {
@@ -98,19 +89,15 @@ func TestOthersTurnAfterRunOfHandoffs(t *testing.T) {
 		}
 	})
 	t.Run("the notice comes late", func(t *testing.T) {
-		a := newTestLockActor(t, &fakeProtocol{}, 30*time.Second)
-		a.env.MaxHandoffs = maxHandoffs
-		releaseFreeing(t, a, "a", maxHandoffs)
+		a := afterRelease(t, maxHandoffs, freed)
 		a.othersTurnSince = a.othersTurnSince.Add(-othersTurnWindow) // its notice was lost
 		if notice(t, a) {
 			t.Fatal("the head gives way on a notice that came after the window")
 		}
 	})
 	t.Run("the notice finds a local holder", func(t *testing.T) {
-		a := newTestLockActor(t, &fakeProtocol{}, 30*time.Second)
-		a.env.MaxHandoffs = maxHandoffs
-		releaseFreeing(t, a, "a", maxHandoffs)
-		k, _ := addHold(a, "b", time.Minute, false, false) // took the lock before the notice came
+		a := afterRelease(t, maxHandoffs, freed)
+		k, _ := addHold(a, "c", time.Minute, false, false) // took the lock before the notice came
 		a.proto = holdingProtocol{a.proto.(*fakeProtocol)}
 		a.retry.stop()
 		plainStrategy{}.notice(a, unlock)
@@ -124,9 +111,7 @@ func TestOthersTurnAfterRunOfHandoffs(t *testing.T) {
 		}
 	})
 	t.Run("the actor is recycled", func(t *testing.T) {
-		a := newTestLockActor(t, &fakeProtocol{}, 30*time.Second)
-		a.env.MaxHandoffs = maxHandoffs
-		releaseFreeing(t, a, "a", maxHandoffs)
+		a := afterRelease(t, maxHandoffs, freed)
 		a.queue = nil
 		a.recycle()
 		if !a.othersTurnSince.IsZero() {
