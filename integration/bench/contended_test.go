@@ -195,10 +195,6 @@ func runContended(b *testing.B, srv *redistest.Server, rt *rtCounter, ls []conte
 	for s := warmN; s < last; s++ {
 		gaps = append(gaps, acquiredAt[s+1].Sub(releasingAt[s]))
 	}
-	var gapSum time.Duration
-	for _, g := range gaps {
-		gapSum += g
-	}
 	slices.Sort(gaps)
 	window := tEnd.Sub(tStart)
 	meanHold := hold / time.Duration(n)
@@ -211,7 +207,7 @@ func runContended(b *testing.B, srv *redistest.Server, rt *rtCounter, ls []conte
 	b.ReportMetric(us(meanHold), "hold-us")
 	b.ReportMetric(ideal, "ideal-acq/s")
 	b.ReportMetric(rate/ideal, "rate/ideal")
-	b.ReportMetric(us(gapSum/time.Duration(len(gaps))), "gap-us")
+	b.ReportMetric(us(mean(gaps)), "gap-us")
 	b.ReportMetric(us(percentile(gaps, 0.50)), "gap-p50-us")
 	b.ReportMetric(us(percentile(gaps, 0.99)), "gap-p99-us")
 	b.ReportMetric(float64(rtEnd-rtStart)/float64(n), "rt/acq")

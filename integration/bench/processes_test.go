@@ -161,18 +161,6 @@ func BenchmarkContendedProcesses(b *testing.B) {
 	b.ReportMetric(us(mean(crossGaps)), "cross-gap-us")
 }
 
-// mean returns the mean of ds, 0 for none.
-func mean(ds []time.Duration) time.Duration {
-	if len(ds) == 0 {
-		return 0
-	}
-	var sum time.Duration
-	for _, d := range ds {
-		sum += d
-	}
-	return sum / time.Duration(len(ds))
-}
-
 // TestContendedChild is one process of BenchmarkContendedProcesses; it is skipped unless the
 // benchmark started it. Its 32 goroutines take turns on the lock until the run ends, and it writes a
 // line "hold <Lock returned, Unix ns> <Unlock called, Unix ns>" for each acquisition.
