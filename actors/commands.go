@@ -60,6 +60,11 @@ type Acquire struct {
 	// WaitWindow is how long a fair-lock waiter keeps its place in the Redis queue without trying
 	// again before other clients purge it as gone. Fair locks only.
 	WaitWindow time.Duration
+	// AcceptEarlyGrant says that the caller takes a grant that Redis has not confirmed yet (with
+	// Outcome.Pending): a reentrant lock's actor may then grant the command from a local handoff as
+	// soon as the holder releases, before Redis has answered the release that hands the lock over (see
+	// lockActor.handsOffEarly). Without it the grant waits for that answer.
+	AcceptEarlyGrant bool
 	// Started is when the caller asked; events measure the wait from it (zero: from arrival).
 	Started time.Time
 	// Span is the caller's span (nil when none): the lock actor records its Redis calls for the

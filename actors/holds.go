@@ -47,6 +47,10 @@ type hold struct {
 	// timeout key of its own), oldest first: a read release leaves the remaining holds' keys as they
 	// are, so the hold is valid until the longest of them (see dropReads).
 	reads []time.Time
+	// pending is set while the hold, granted from a local handoff, waits for Redis to confirm it (see
+	// grantEarly); it is resolved when Redis has, or when the hold ends. Renewals leave such a hold
+	// alone: its field may not be in Redis yet.
+	pending *Confirmation
 }
 
 // newHold returns a hold valid until expires, whose deadline is a runtime timer of its own (for an
@@ -269,6 +273,14 @@ func (a *lockActor) drop(k holdKey) {
 		a.env.Held.remove(a.name, k.owner, k.kind)
 		h.deadline.Stop()
 		h.end()
+		if h.pending != nil {
+			// A hold granted early that ends before Redis confirmed it.
+			h.pending.resolve()
+			h.pending = nil
+		}
+		if u := a.unconfirmed; u != nil && (holdKey{u.Owner, u.Kind} == k || a.unconfirmedBy == h) {
+			a.unconfirmed, a.unconfirmedBy = nil, nil
+		}
 	}
 }
 

@@ -46,6 +46,15 @@ type lockActor struct {
 	// release's notice the local head lets them go first (see plainStrategy.notice).
 	handoffs        int
 	othersTurnSince time.Time
+	// early is the waiter granted from a local handoff before Redis answered the release in flight
+	// that hands it the lock (see grantEarly); nil when none. unconfirmed is such a waiter whose
+	// release failed on a Redis error, so that whether it took effect is unknown: its hold waits for
+	// the retried release of unconfirmedBy (the hold whose release it was) to confirm it. alone is set while the latest release that counted the lock's
+	// listeners found no client but this one (see handsOffEarly).
+	early         *Acquire
+	unconfirmed   *Acquire
+	unconfirmedBy *hold
+	alone         bool
 	// subs is the set of channels the bridge forwards to us; recent is when each channel of a fair lock
 	// was last wanted by a waiter (see keepRecentChannels).
 	subs map[string]struct{}
@@ -133,6 +142,7 @@ func (a *lockActor) recycle() {
 	a.recent, a.leaving = nil, nil
 	a.queue, a.batch, a.running, a.settling, a.stash = nil, nil, nil, nil, nil
 	a.handoffs, a.othersTurnSince, a.headBusy, a.headWanted, a.failing = 0, time.Time{}, 0, false, false
+	a.early, a.unconfirmed, a.unconfirmedBy, a.alone = nil, nil, nil, false
 	a.intentOwner, a.intentSent = "", time.Time{}
 	a.expiryAt, a.keepAliveAt = time.Time{}, time.Time{}
 	a.renewTicks, a.renewSoon = 0, false

@@ -57,7 +57,11 @@ func (a *lockActor) onRelease(m *Release) {
 	if h != nil && h.retryID != "" {
 		// The owner's last release failed: send it again, so that if it took effect after all, the
 		// latch answers what it did rather than a second release taking another hold away.
-		requestID, next, nextCmd = h.retryID, nil, nil
+		requestID = h.retryID
+		// No new handoff: a waiter would find the hold as its own lost reply if the failed release
+		// handed off to it after all. But one that it granted early (retryEarly) is handed the lock
+		// again: it holds it already.
+		next, nextCmd = a.retryEarly(h)
 	}
 	held := int64(redisops.UnknownHoldCount)
 	if h != nil && !h.shared {
@@ -68,6 +72,13 @@ func (a *lockActor) onRelease(m *Release) {
 			a.settleRelease(m, h, lease, nil, requestID, sent, rel, err)
 		})
 		return
+	}
+	if nextCmd != nil && a.early == nil && a.handsOffEarly(h, nextCmd, next) && a.grantEarly(nextCmd, h, next) {
+		if nextCmd.Ticket.parked() {
+			// As after a handoff's answer (settleRelease): let the next holder start on this
+			// processor, before this goroutine goes on to send the release.
+			runtime.Gosched()
+		}
 	}
 	if a.callsAsync() {
 		a.releaseAsync(m, h, requestID, lease, held, next, nextCmd)
@@ -83,6 +94,16 @@ func (a *lockActor) onRelease(m *Release) {
 // sent at sent with nextCmd as the handoff candidate, and answers m.
 func (a *lockActor) settleRelease(m *Release, h *hold, lease time.Duration, nextCmd *Acquire, requestID string, sent time.Time, rel redisops.Released, err error) {
 	k := holdKey{m.Owner, m.Kind}
+	if err == nil && rel.Remaining == 0 && nextCmd != nil && a.proto.lockKind() == messages.LockPlain && a.handoffs >= a.env.MaxHandoffs {
+		// The release counted the lock's listeners (OnlyIfAlone or CountListeners).
+		a.alone = rel.Listeners == 1
+	}
+	early := false
+	if a.early != nil { // nextCmd, granted before the answer
+		if early = a.settleEarly(h, rel, err); !early {
+			nextCmd = nil // settleEarly has settled it: it is no longer this release's to grant
+		}
+	}
 	switch {
 	case errors.Is(err, redisops.ErrNotHeld):
 		if h != nil {
@@ -195,6 +216,14 @@ func (a *lockActor) settleRelease(m *Release, h *hold, lease time.Duration, next
 	a.handoffs++
 	a.queue = slices.DeleteFunc(a.queue, func(w *Acquire) bool { return w == nextCmd })
 	released()
+	if early {
+		// The next holder has held the lock since the release was sent: the answer confirms it.
+		a.emit(messages.Event{Type: messages.EventHandedOff, Owner: nextCmd.Owner, From: m.Owner, Kind: kindOf(nextCmd.Kind), Token: rel.Token, HoldCount: 1})
+		a.confirmEarly(nextCmd, rel.Token, sent)
+		m.Ticket.deliver(Outcome{})
+		a.tryHead()
+		return
+	}
 	late := lateGrant(sent, nextCmd.Lease)
 	handoffAttempt(nextCmd, sent, !late)
 	if late {

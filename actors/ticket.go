@@ -33,7 +33,25 @@ type Outcome struct {
 	Value int64
 	// Permits are the permits a Take on a permit semaphore obtained.
 	Permits []Permit
+	// Pending, when set, says that the hold was granted from a local handoff before Redis confirmed
+	// it (see Acquire.AcceptEarlyGrant): Redis records the new holder once Pending is resolved.
+	Pending *Confirmation
 }
+
+// Confirmation is the pending confirmation by Redis of a hold granted from a local handoff before Redis
+// answered the release that hands it over (see Acquire.AcceptEarlyGrant). Done is closed once Redis has
+// confirmed the hold, or the hold has ended; until then Redis may still show the previous holder.
+type Confirmation struct {
+	done chan struct{}
+}
+
+func newConfirmation() *Confirmation { return &Confirmation{done: make(chan struct{})} }
+
+// Done is closed once Redis has confirmed the hold, or the hold has ended.
+func (c *Confirmation) Done() <-chan struct{} { return c.done }
+
+// resolve closes Done.
+func (c *Confirmation) resolve() { close(c.done) }
 
 const (
 	ticketPending int32 = iota

@@ -42,6 +42,9 @@ type Mutex struct {
 	mu    sync.Mutex
 	token int64
 	done  <-chan struct{}
+	// pending, when set, is Redis' pending confirmation of a hold granted from a local handoff before
+	// Redis answered (see actors.Acquire.AcceptEarlyGrant).
+	pending *actors.Confirmation
 }
 
 // MutexOption configures a Mutex, FairMutex or RWMutex handle. Like every option of the package (see
@@ -180,6 +183,20 @@ func (m *Mutex) usable(ctx context.Context) error {
 // is never reported: it is given back and the wait goes on ([ErrGrantTooLate]).
 // It returns an error matching [ErrNotSynced], at once and without waiting on, when Redis gave the lock
 // but too few replicas acknowledged it ([WithReplicaSync]); the hold was given back.
+//
+// A waiter that the holder hands the lock to in this process (another handle on the same name, on
+// this coordinator) gets it as soon as the holder's Unlock starts, before Redis has answered the
+// release that hands it over: the holder's hold is valid in Redis then, so no other client can take
+// the lock in between. Its fencing token is the holder's plus one, which the release writes to the
+// token counter. Redis' answer confirms the hold, normally within one round trip; [Mutex.IsHeld],
+// [Mutex.HoldCount] and the other calls that read the lock in Redis wait for it. If Redis answers that
+// the handoff did not take effect (the previous holder's lease had run out, or the lock was
+// force-unlocked), Done closes, as for a hold lost. If the release fails on a Redis error, the hold
+// stays valid until the previous holder's validity runs out, and the previous holder's Unlock, called
+// again, confirms it. Not when replicas must acknowledge handoffs ([WithReplicaSync] with replicas),
+// with [WithPersistentFencingTokens], at the end of a run of handoffs while other processes wait
+// ([WithMaxHandoffs]), or with an owner id shared with other processes ([WithOwner]): the waiter then
+// gets the lock once Redis has answered.
 func (m *Mutex) Lock(ctx context.Context) error {
 	_, err := m.acquire(ctx, m.lease, true, 0, nil)
 	return err
@@ -286,6 +303,9 @@ func (m *Mutex) take(ctx context.Context, lease time.Duration, wait bool, window
 	call := new(acquireCall) // the command and its ticket in one allocation
 	cmd := m.acquireCommand(&call.cmd, lease, wait, window, call.ticket.Init())
 	cmd.Span = op.Span()
+	// The calls that read the lock in Redis wait for the confirmation of a hold granted early
+	// (settled), so the Lock itself need not.
+	cmd.AcceptEarlyGrant = m.kind == actors.KindPlain
 	o, err = m.c.doRouted(ctx, &m.bound, cmd, cmd.Ticket)
 	if err != nil {
 		if (m.kind == actors.KindFair || m.kind == actors.KindWrite) && leaveCtx != nil {
@@ -358,8 +378,23 @@ func (m *Mutex) acquireCommand(cmd *actors.Acquire, lease time.Duration, wait bo
 // recordHold keeps the token and Done channel of a hold m just got.
 func (m *Mutex) recordHold(o actors.Outcome) {
 	m.mu.Lock()
-	m.token, m.done = o.Token, o.Done
+	m.token, m.done, m.pending = o.Token, o.Done, o.Pending
 	m.mu.Unlock()
+}
+
+// settled waits, for at most as long as ctx lasts, until Redis records the handle's current hold, when
+// it was granted from a local handoff before Redis answered (see [Mutex.Lock]): until Redis has
+// confirmed it, or it has ended.
+func (m *Mutex) settled(ctx context.Context) {
+	m.mu.Lock()
+	p := m.pending
+	m.mu.Unlock()
+	if p != nil {
+		select {
+		case <-p.Done():
+		case <-ctx.Done():
+		}
+	}
 }
 
 // outcomeError maps an unsuccessful outcome to the public error.
@@ -512,6 +547,7 @@ func (m *Mutex) status(ctx context.Context) (redisops.Status, error) {
 	if err := m.usable(ctx); err != nil {
 		return redisops.Status{}, err
 	}
+	m.settled(ctx) // a hold granted early is in Redis once confirmed
 	return m.c.status(ctx, m.kind, m.name, m.owner)
 }
 

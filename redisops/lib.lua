@@ -102,6 +102,29 @@ local function issueToken(key, expiry)
     return token
 end
 
+-- raiseTo(key, token, expiry) raises the fencing-token counter key (redisson_lock_token:{N}) to token,
+-- a token the caller has already given a holder it let in before the script ran (a local handoff
+-- granted early, see release.lua), and reports whether it did: false when the counter already holds a
+-- token at least as high (one was issued meanwhile), which leaves it as it is. token is the script's
+-- argument as it came (a decimal string). With an expiry (ms, as issueToken's) the counter keeps token
+-- until the server's clock has passed it by the expiry; with 0 it is kept forever. Its first command on
+-- key (GET) fails on a key of another type before it writes anything, and raises the error.
+local function raiseTo(key, token, expiry)
+    local old = redis.call('get', key)
+    local value = tonumber(token)
+    if old and tonumber(old) >= value then
+        return false
+    end
+    if tonumber(expiry) == 0 then
+        redis.call('set', key, token)
+        return true
+    end
+    local t = redis.call('time')
+    local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+    redis.call('set', key, token, 'px', string.format('%d', tonumber(expiry) + math.max(0, math.ceil((value - now) / 1000))))
+    return true
+end
+
 -- purgeLapsed(queue, timeouts, handoffs, now) pops from the head of a fair lock's queue (LIST queue,
 -- ZSET timeouts of owner -> deadline in ms) every waiter whose deadline has passed at now (server ms),
 -- or that has no deadline at all, with its handoff registration (HASH handoffs): Redisson's purge of

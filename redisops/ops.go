@@ -274,6 +274,15 @@ type Handoff struct {
 	// besides the caller's own subscription; otherwise the release publishes an unlock notice. The
 	// fair lock ignores it: its queue already gives every waiter its turn.
 	OnlyIfAlone bool
+	// CountListeners, without OnlyIfAlone, hands the lock off all the same, and counts the clients
+	// subscribed to the lock's channel as OnlyIfAlone would ([Released.Listeners]). The fair lock
+	// ignores it.
+	CountListeners bool
+	// Token, when not 0, is the fencing token the caller has already given Owner, which it let in
+	// before the release's answer: the lock's latest token plus one. The release raises the token
+	// counter to it whatever happens (so that no later token equals it), and hands the lock off only if
+	// the counter was below it; Released.Token is then Token. The fair lock ignores it.
+	Token int64
 	// WaitWindow is for fair locks only ([Ops.FairRelease]): the window by which the scores of the
 	// waiters behind Owner move back when Owner takes the lock, as when a waiter wins
 	// [Ops.FairAcquire]. It should be the waitWindow the waiters queue with; 0 moves no score.
@@ -294,6 +303,10 @@ type Released struct {
 	// Next is, for a fair lock's release, the owner the lock was handed off to (when HandedOff or
 	// Registered), or the waiter it told it is now at the head of the queue, or "".
 	Next string
+	// Listeners is, for a release with OnlyIfAlone or CountListeners that freed the lock, how many
+	// clients were subscribed to the lock's channel (the caller's own subscription included); 0 when
+	// they were not counted.
+	Listeners int64
 	// NotSynced, when not nil, says that the release handed the lock off but fewer replicas than
 	// required acknowledged it (see [Ops.SetReplicaSync]): the handoff owner's hold was given back, the
 	// lock is free and HandedOff is false. It matches [ErrNotSynced]. The release itself stands.
@@ -361,11 +374,14 @@ func requestSeq(requestID string) string {
 // ReleaseHeldNamed is [Ops.ReleaseHeld] on the lock of the names n.
 func (o *Ops) ReleaseHeldNamed(ctx context.Context, n *Names, owner, requestID string, lease time.Duration, held int64, next *Handoff) (Released, error) {
 	name := n.Name
-	nextOwner, nextLease, onlyIfAlone := "", int64(0), "0"
+	nextOwner, nextLease, onlyIfAlone, nextToken := "", int64(0), "0", int64(0)
 	if next != nil {
-		nextOwner, nextLease = next.Owner, millis(next.Lease)
-		if next.OnlyIfAlone {
+		nextOwner, nextLease, nextToken = next.Owner, millis(next.Lease), next.Token
+		switch {
+		case next.OnlyIfAlone:
 			onlyIfAlone = "1"
+		case next.CountListeners:
+			onlyIfAlone = "2"
 		}
 	}
 	seq := ""
@@ -384,14 +400,18 @@ func (o *Ops) ReleaseHeldNamed(ctx context.Context, n *Names, owner, requestID s
 	reply, syncErr := o.runCommandScript(ctx, o.undoHandoff(name, next), releaseScript,
 		evalshaCommand(releaseSHA, 4, boxedName, channel, latch, token,
 			o.leaseArg(lease), owner, UnlockMessage, o.latchArg, o.publishArg,
-			nextOwner, nextLease, onlyIfAlone, o.tokenArg(), held, seq))
-	var buf [2]int64
+			nextOwner, nextLease, onlyIfAlone, o.tokenArg(), held, seq, nextToken))
+	var buf [3]int64
 	vals, err := int64s(reply, buf[:0])
 	if err != nil {
 		return Released{}, fmt.Errorf("lockwarden: release %q: %w", name, typed(err))
 	}
-	if len(vals) != 2 {
+	if len(vals) != 2 && len(vals) != 3 {
 		return Released{}, fmt.Errorf("lockwarden: release %q: unexpected reply %v", name, slices.Clone(vals))
+	}
+	listeners := int64(0)
+	if len(vals) == 3 {
+		listeners = vals[2]
 	}
 	switch vals[0] {
 	case -1:
@@ -400,9 +420,9 @@ func (o *Ops) ReleaseHeldNamed(ctx context.Context, n *Names, owner, requestID s
 		return Released{}, ErrStaleRelease
 	}
 	if syncErr != nil {
-		return Released{Remaining: vals[0], NotSynced: syncErr}, nil
+		return Released{Remaining: vals[0], NotSynced: syncErr, Listeners: listeners}, nil
 	}
-	return Released{Remaining: vals[0], HandedOff: vals[1] > 0, Token: vals[1]}, nil
+	return Released{Remaining: vals[0], HandedOff: vals[1] > 0, Token: vals[1], Listeners: listeners}, nil
 }
 
 // Renew resets the lock's expiry to lease while owner holds it. It returns [ErrNotHeld] when the owner

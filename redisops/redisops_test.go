@@ -701,3 +701,104 @@ func TestAcquireRetryIsIdempotent(t *testing.T) {
 		t.Fatalf("HGET %s A = %q, want 3", name, got)
 	}
 }
+
+// TestReleaseCountsListeners: a release that frees the lock with a handoff and CountListeners hands it
+// off whoever listens, and says how many clients were subscribed to the lock's channel; one with
+// OnlyIfAlone counts them too, and hands off only when there is one. A release with neither counts
+// nothing (Listeners 0).
+func TestReleaseCountsListeners(t *testing.T) {
+	t.Parallel()
+	ops, c := setup(t)
+	name := t.Name()
+	channel := redisops.ChannelName(name)
+	subscribe(t, c, channel)
+
+	mustAcquire(t, ops, name, "A", lease)
+	got, err := ops.Release(t.Context(), name, "A", "r1", lease, &redisops.Handoff{Owner: "B", Lease: lease, CountListeners: true})
+	if err != nil || !got.HandedOff || got.Listeners != 1 {
+		t.Fatalf("Release with CountListeners and one listener: %+v, %v; want a handoff and 1 listener", got, err)
+	}
+	subscribe(t, c, channel)
+	got, err = ops.Release(t.Context(), name, "B", "r2", lease, &redisops.Handoff{Owner: "C", Lease: lease, CountListeners: true})
+	if err != nil || !got.HandedOff || got.Listeners != 2 {
+		t.Fatalf("Release with CountListeners and two listeners: %+v, %v; want a handoff and 2 listeners", got, err)
+	}
+	got, err = ops.Release(t.Context(), name, "C", "r3", lease, &redisops.Handoff{Owner: "D", Lease: lease, OnlyIfAlone: true})
+	if err != nil || got.HandedOff || got.Listeners != 2 {
+		t.Fatalf("Release with OnlyIfAlone and two listeners: %+v, %v; want no handoff and 2 listeners", got, err)
+	}
+	checkGone(t, c, redisops.LockKey(name))
+	mustAcquire(t, ops, name, "A", lease)
+	got, err = ops.Release(t.Context(), name, "A", "r4", lease, &redisops.Handoff{Owner: "B", Lease: lease})
+	if err != nil || !got.HandedOff || got.Listeners != 0 {
+		t.Fatalf("Release with a handoff and no count: %+v, %v; want a handoff and Listeners 0", got, err)
+	}
+}
+
+// TestReleaseHandoffWithProposedToken: a release that hands the lock to a next owner the caller has
+// already let in, with the token it gave it (Handoff.Token: the holder's plus one), hands it off with
+// that token and raises the counter to it. When a token as high was issued meanwhile, it does not hand
+// off (the lock is freed and the notice published), and leaves the counter as it is. A release that
+// finds the holder gone raises the counter all the same, so that no later token equals the one given.
+func TestReleaseHandoffWithProposedToken(t *testing.T) {
+	t.Parallel()
+	ops, c := setup(t)
+	ops.SetTokenExpiry(redisops.DefaultTokenExpiry) // tokens from the clock, as lockwarden's default
+	name := t.Name()
+	ctx := t.Context()
+	ps := subscribe(t, c, redisops.ChannelName(name))
+	counter := func() int64 {
+		t.Helper()
+		v, err := c.Get(ctx, redisops.TokenKey(name)).Int64()
+		if err != nil {
+			t.Fatalf("GET token counter: %v", err)
+		}
+		return v
+	}
+
+	a := mustAcquire(t, ops, name, "A", lease)
+	got, err := ops.Release(ctx, name, "A", "r1", lease, &redisops.Handoff{Owner: "B", Lease: longLease, Token: a.Token + 1})
+	if err != nil {
+		t.Fatalf("Release with a proposed token: %v", err)
+	}
+	if want := (redisops.Released{HandedOff: true, Token: a.Token + 1}); got != want {
+		t.Fatalf("Release with a proposed token: got %+v, want %+v", got, want)
+	}
+	checkHash(t, c, redisops.LockKey(name), map[string]string{"B": "1"})
+	if v := counter(); v != a.Token+1 {
+		t.Fatalf("token counter: %d, want %d", v, a.Token+1)
+	}
+	if ttl := c.PTTL(ctx, redisops.TokenKey(name)).Val(); ttl <= 0 {
+		t.Fatalf("token counter PTTL %v, want an expiry", ttl)
+	}
+
+	// A token as high issued meanwhile: no handoff, and the counter keeps it.
+	high := a.Token + 100
+	if err := c.Set(ctx, redisops.TokenKey(name), high, time.Minute).Err(); err != nil {
+		t.Fatal(err)
+	}
+	got, err = ops.Release(ctx, name, "B", "r2", lease, &redisops.Handoff{Owner: "C", Lease: longLease, Token: a.Token + 2})
+	if err != nil || got.HandedOff || got.Remaining != 0 {
+		t.Fatalf("Release with a proposed token below the counter: %+v, %v; want released, no handoff", got, err)
+	}
+	checkGone(t, c, redisops.LockKey(name))
+	if msg := nextMessage(t, ps); msg != redisops.UnlockMessage {
+		t.Fatalf("message after the release: %q, want the unlock notice", msg)
+	}
+	if v := counter(); v != high {
+		t.Fatalf("token counter: %d, want %d (left as it was)", v, high)
+	}
+
+	// The holder gone: not held, and the counter raised to the token given.
+	_, err = ops.Release(ctx, name, "C", "r3", lease, &redisops.Handoff{Owner: "D", Lease: longLease, Token: high + 5})
+	if !errors.Is(err, redisops.ErrNotHeld) {
+		t.Fatalf("Release by an owner that holds nothing: %v, want ErrNotHeld", err)
+	}
+	if v := counter(); v != high+5 {
+		t.Fatalf("token counter after the release that found nothing: %d, want %d", v, high+5)
+	}
+	next := mustAcquire(t, ops, name, "E", lease)
+	if next.Token <= high+5 {
+		t.Fatalf("the next acquisition's token %d is not above the token given, %d", next.Token, high+5)
+	}
+}

@@ -15,16 +15,24 @@
 -- ARGV[7]  lease in milliseconds for the next owner
 -- ARGV[8]  "1" when the caller's budget of handoffs in a row is spent: then the lock is handed off
 --          only if no other client listens on the channel (the caller's own subscription is the one
---          allowed), so that waiters in other processes get their turn
+--          allowed), so that waiters in other processes get their turn; "2" to hand it off all the
+--          same but count the listeners (the caller found none the last time it counted); "0" for
+--          neither
 -- ARGV[9]  token expiry in milliseconds, or 0 to keep the counter forever (see issueToken in lib.lua)
 -- ARGV[10] O's hold count before this release as far as the caller knows, or -1 if unknown (an owner
 --          id that other processes may use)
 -- ARGV[11] with a known count, this release's sequence number: a decimal integer that is higher for
 --          every release of O on N than for the one before (ignored with an unknown count)
+-- ARGV[12] the fencing token of the next owner when the caller has already let it in (a local
+--          handoff granted before this answer: the lock's latest token plus one), or "0" for a token
+--          issued here. The counter is raised to it whether or not the lock is handed off, so that no
+--          later token equals it; when the counter already holds a token as high, the lock is not
+--          handed off (it is released as without a next owner)
 -- Returns {remaining, token}: remaining is O's hold count left (0 = released), -1 when O holds
 -- nothing, or -2 when a release of O with a higher sequence number has already run (this call is a
 -- late copy of an older one, and changes nothing). token is the next owner's fencing token when the
--- lock was handed off, else 0.
+-- lock was handed off, else 0. A release that counted the channel's listeners (ARGV[8] "1" or "2",
+-- with a next owner, when the lock became free) returns {remaining, token, listeners}.
 --
 -- Retries: go-redis sends a call again after a connection error, so the same release may run twice,
 -- and the second run must answer what the first did, not release another hold or answer "not held".
@@ -41,8 +49,8 @@
 --   sequences), the latch is the request's own, read first and written with the answer.
 -- A key of another type than the lock keeps there (another lock's key taken as a lock name, or data
 -- of the application) is refused before anything changes: the script touches only its own data. The
--- first command on each key (GET on the latch, HMGET on the lock, issueToken on the counter) fails on
--- a key of another type before anything is written.
+-- first command on each key (GET on the latch, HMGET on the lock, raiseTo or issueToken on the counter)
+-- fails on a key of another type before anything is written.
 local expected = tonumber(ARGV[10])
 local known = expected >= 0
 local seq = known and tonumber(ARGV[11])
@@ -72,6 +80,8 @@ local state = redis.call('hmget', KEYS[1], 'mode', ARGV[2])
 if state[2] and state[1] then
     return kindRefusal(ARGV[2])
 end
+local proposed = (ARGV[12] or '0') ~= '0'
+local taken = not proposed or raiseTo(KEYS[4], ARGV[12], ARGV[9])
 if known and forgotten and expected > 1 and state[2] and tonumber(state[2]) == expected - 1 then
     -- The latch no longer tells (it expired: O released nothing for its life), but O's count is
     -- already one below the caller's: a copy of this release that comes that late has run before,
@@ -80,6 +90,10 @@ if known and forgotten and expected > 1 and state[2] and tonumber(state[2]) == e
 end
 local remaining = state[2] and tonumber(state[2]) - 1 or -1
 local token = 0
+local listeners = -1
+if remaining == 0 and ARGV[6] ~= '' and ARGV[8] ~= '0' then
+    listeners = tonumber(redis.call('pubsub', ARGV[5] == 'spublish' and 'shardnumsub' or 'numsub', KEYS[2])[2])
+end
 if remaining < 0 then
     -- With the count known, the answer is stored even so, so that a late copy of this release finds
     -- it, and not a hold O took since. A release of a count no one knows leaves nothing.
@@ -90,9 +104,8 @@ if remaining < 0 then
 elseif remaining > 0 then
     redis.call('hincrby', KEYS[1], ARGV[2], '-1')
     redis.call('pexpire', KEYS[1], ARGV[1])
-elseif ARGV[6] ~= '' and (ARGV[8] ~= '1' or tonumber(redis.call('pubsub',
-        ARGV[5] == 'spublish' and 'shardnumsub' or 'numsub', KEYS[2])[2]) <= 1) then
-    token = issueToken(KEYS[4], ARGV[9])
+elseif ARGV[6] ~= '' and taken and (ARGV[8] ~= '1' or listeners <= 1) then
+    token = proposed and tonumber(ARGV[12]) or issueToken(KEYS[4], ARGV[9])
     redis.call('del', KEYS[1])
     redis.call('hset', KEYS[1], ARGV[6], '1')
     redis.call('pexpire', KEYS[1], ARGV[7])
@@ -105,4 +118,7 @@ if known then
     answer = ARGV[11] .. '|' .. answer
 end
 redis.call('set', KEYS[3], answer, 'px', ARGV[4])
+if listeners >= 0 then
+    return {remaining, token, listeners}
+end
 return {remaining, token}

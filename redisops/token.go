@@ -43,6 +43,10 @@ func (o *Ops) SetTokenExpiry(d time.Duration) {
 	o.tokenMillisArg = o.tokenMillis()
 }
 
+// TokensFromClock reports whether fencing tokens come from the server's clock (a token expiry above 0,
+// the default), rather than from a counter kept forever ([Ops.SetTokenExpiry]).
+func (o *Ops) TokensFromClock() bool { return o.tokenExpiry > 0 }
+
 // tokenArg is tokenMillis() as a script argument.
 func (o *Ops) tokenArg() any { return o.tokenMillisArg }
 

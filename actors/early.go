@@ -1,0 +1,152 @@
+package actors
+
+import (
+	"errors"
+	"slices"
+	"time"
+
+	"github.com/lockwarden/lockwarden/messages"
+	"github.com/lockwarden/lockwarden/redisops"
+)
+
+// earlyGrantMargin is the least validity the releasing hold must have left for its release to grant
+// the next local waiter before Redis answers (see handsOffEarly): the answer normally takes well
+// under a millisecond, and a hold granted early that Redis has not confirmed by the releasing hold's
+// validity ends there.
+const earlyGrantMargin = 50 * time.Millisecond
+
+// handsOffEarly reports whether the release of the hold h, which hands a reentrant lock to the local
+// waiter m with next, may grant m at once, before Redis answers the release (grantEarly).
+//
+// A local handoff runs in one script: the release deletes the holder's field and writes the next
+// owner's. While h is valid (its lease in Redis outlasts h.expires), the lock is this process's and no
+// other client can take it, so m may start its hold as soon as the holder has stopped, as it would if
+// the holder had held on a moment longer; the script's answer then confirms it. That saves the next
+// holder the release's round trip: most of a handoff's gap. Its fencing token is h's plus one: while h
+// holds the lock no other token of the name is issued, and the release raises the token counter to it.
+// Only when:
+//   - m's caller does not need Redis' answer with the grant (AcceptEarlyGrant: a Mutex's Lock);
+//   - the lock is a reentrant lock, m's owner id is its own (not shared), and tokens come from the
+//     server's clock (with a counter kept forever, a release that never reached Redis would leave the
+//     next token equal to m's);
+//   - h is the holder's last hold, confirmed, with a token, no failed release to retry, and valid for
+//     earlyGrantMargin more;
+//   - the script hands off unconditionally, and no replica acknowledgement is waited for (a handoff
+//     the replicas did not acknowledge is given back). At the end of a run of handoffs
+//     (next.OnlyIfAlone), the script hands off only if no other client listens on the lock's channel,
+//     so that other processes' waiters get their turn: there the waiter is granted early only when the
+//     latest count of listeners found none (a.alone), and the release then hands off all the same
+//     and counts them again (Handoff.CountListeners). A client that started to listen since gets its
+//     turn one release later.
+func (a *lockActor) handsOffEarly(h *hold, m *Acquire, next *redisops.Handoff) bool {
+	if !m.AcceptEarlyGrant || m.SharedOwner || m.Kind != KindPlain || a.proto.lockKind() != messages.LockPlain {
+		return false
+	}
+	if h == nil || h.shared || h.count != 1 || h.token <= 0 || h.pending != nil || h.retryID != "" || h.ended() {
+		return false
+	}
+	if (next.OnlyIfAlone && !a.alone) || time.Until(h.expires) < earlyGrantMargin || a.holds[holdKey{m.Owner, m.Kind}] != nil {
+		return false
+	}
+	return a.env.Ops.TokensFromClock() && !a.env.Ops.WaitsForReplicas(a.redisContext(), a.name)
+}
+
+// grantEarly grants m, the local waiter that the release of the hold from hands the lock to, before
+// Redis answers that release (see handsOffEarly), with the token from.token+1, and sets next (the
+// release's handoff) to hand it that token. m's hold is valid until from's validity or m's own lease
+// from now, whichever comes first, until the answer confirms it (confirmEarly) or not (settleEarly). It
+// reports false, granting nothing and leaving next as it was, when m's caller has left.
+func (a *lockActor) grantEarly(m *Acquire, from *hold, next *redisops.Handoff) bool {
+	now := time.Now()
+	expires := from.expires
+	if v := validUntil(now, m.Lease); v.Before(expires) {
+		expires = v
+	}
+	token := from.token + 1
+	h := a.newHold(expires)
+	h.count, h.token, h.lease, h.watchdog, h.pending = 1, token, m.Lease, m.Watchdog, newConfirmation()
+	handoffAttempt(m, now, true) // on the caller's span, which ends when it is answered
+	if !a.answer(m, Outcome{HoldCount: 1, Token: token, Done: h.done, Attempts: m.attempts, Pending: h.pending}) {
+		h.deadline.Stop()
+		return false
+	}
+	k := holdKey{m.Owner, m.Kind}
+	a.holds[k] = h
+	a.kindHolds[k.kind]++
+	a.env.Held.add(a.name, k.owner, k.kind, now)
+	delete(a.lost, k)
+	a.queue = slices.DeleteFunc(a.queue, func(w *Acquire) bool { return w == m })
+	a.early = m
+	next.Token = token
+	if next.OnlyIfAlone {
+		// Nobody else listened when last counted: hand off all the same, and count again.
+		next.OnlyIfAlone, next.CountListeners = false, true
+	}
+	return true
+}
+
+// settleEarly takes the answer (rel, err) to the release of the hold from that hands the lock to
+// a.early, the waiter granted early, and reports whether the handoff took effect: the caller then confirms it
+// (confirmEarly). When Redis answered that it did not (the releasing hold was gone, or a token as high
+// had been issued meanwhile), the hold ends (revokeEarly). When the release failed on a Redis error,
+// whether it took effect is unknown: the hold stays granted, unconfirmed (a.unconfirmed) until the
+// holder's retried Unlock sends the same release again (see onRelease), or until its validity runs out.
+func (a *lockActor) settleEarly(from *hold, rel redisops.Released, err error) bool {
+	m := a.early
+	a.early = nil
+	switch {
+	case err == nil && rel.HandedOff && rel.Remaining == 0 && rel.NotSynced == nil:
+		return true
+	case err != nil && from != nil && !errors.Is(err, redisops.ErrNotHeld) && !errors.Is(err, redisops.ErrStaleRelease):
+		a.unconfirmed, a.unconfirmedBy = m, from
+	default:
+		a.revokeEarly(m, "the release that handed the lock over found it no longer held")
+	}
+	return false
+}
+
+// confirmEarly takes the answer that confirms the hold granted early to m (the release, sent at sent,
+// handed the lock to it with token): the hold gets its validity from the release and is announced. A
+// hold that ended meanwhile (its validity ran out before the answer came) is given back, and so is one
+// whose token is not the one it was given.
+func (a *lockActor) confirmEarly(m *Acquire, token int64, sent time.Time) {
+	k := holdKey{m.Owner, m.Kind}
+	h := a.holds[k]
+	if h == nil || h.pending == nil || h.ended() || !time.Now().Before(h.expires) || h.token != token {
+		a.giveBackLate(k, m.Lease, 1)
+		return
+	}
+	p := h.pending
+	h.pending = nil
+	h.extend(sent, m.Lease)
+	p.resolve()
+	h.announced = true
+	a.emit(messages.Event{Type: messages.EventAcquired, Owner: m.Owner, Kind: kindOf(m.Kind), Token: token, HoldCount: 1, Wait: waitOf(m), Queued: m.queued})
+}
+
+// revokeEarly ends the hold granted early to m, which Redis did not give it: its Done closes. What Redis
+// may keep of it is freed by its owner's next Unlock, as for any lost hold.
+func (a *lockActor) revokeEarly(m *Acquire, why string) {
+	k := holdKey{m.Owner, m.Kind}
+	if h := a.holds[k]; h != nil && h.pending != nil {
+		a.lose(k, why)
+	}
+}
+
+// retryEarly returns the handoff that the retried release of the holder h (its previous one failed)
+// sends again to the waiter granted early by that release, when its hold still waits for Redis'
+// confirmation (a.unconfirmed), and makes it a.early again: the retry's answer settles it. It returns
+// nil when there is no such waiter.
+func (a *lockActor) retryEarly(h *hold) (*redisops.Handoff, *Acquire) {
+	m, by := a.unconfirmed, a.unconfirmedBy
+	if m == nil || by != h {
+		return nil, nil
+	}
+	a.unconfirmed, a.unconfirmedBy = nil, nil
+	hm := a.holds[holdKey{m.Owner, m.Kind}]
+	if hm == nil || hm.pending == nil || hm.retryID != "" || hm.ended() {
+		return nil, nil
+	}
+	a.early = m
+	return &redisops.Handoff{Owner: m.Owner, Lease: m.Lease, Token: hm.token}, m
+}

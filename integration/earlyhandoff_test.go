@@ -1,0 +1,211 @@
+package integration
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/lockwarden/lockwarden/coordinator"
+	"github.com/lockwarden/lockwarden/integration/redistest"
+	"github.com/lockwarden/lockwarden/redisops"
+)
+
+// lockInBackground starts m.Lock on a goroutine and returns a channel that gets its error.
+func lockInBackground(t *testing.T, m *coordinator.Mutex) <-chan error {
+	t.Helper()
+	errc := make(chan error, 1)
+	go func() { errc <- m.Lock(t.Context()) }()
+	return errc
+}
+
+// waitLocked waits for the error of a Lock started by lockInBackground and fails the test unless it
+// is nil.
+func waitLocked(t *testing.T, errc <-chan error, within time.Duration, what string) {
+	t.Helper()
+	select {
+	case err := <-errc:
+		if err != nil {
+			t.Fatalf("%s: Lock: %v", what, err)
+		}
+	case <-time.After(within):
+		t.Fatalf("%s: Lock did not return within %v", what, within)
+	}
+}
+
+// TestLocalHandoffGrantsBeforeRedisAnswers: a waiter that the holder hands the lock to in the same
+// process gets it as soon as the holder's Unlock starts, while the release that hands it over is still
+// on its way to Redis (every round trip takes 500 ms more here), not one round trip later. Its token
+// comes with Redis' answer: Token waits for it, and it is above the previous holder's. Redis then
+// records the new holder.
+func TestLocalHandoffGrantsBeforeRedisAnswers(t *testing.T) {
+	srv := redistest.Start(t)
+	px := redistest.NewProxy(t, srv.Addr())
+	client := redis.NewClient(&redis.Options{Addr: px.Addr(), ReadTimeout: 5 * time.Second})
+	t.Cleanup(func() { _ = client.Close() })
+	direct := srv.Client(t)
+	c := newCoordinator(t, client)
+	name := t.Name()
+	a, b := c.Mutex(name), c.Mutex(name)
+	mustLock(t, a)
+	tokenA := a.Token()
+	bLocked := lockInBackground(t, b)
+	faultWaitSubscribed(t, direct, name, 1) // b waits in the lock's queue
+
+	const latency = 250 * time.Millisecond // each way: a round trip takes 500 ms more
+	px.AddLatency(latency)
+	aDone := make(chan error, 1)
+	start := time.Now()
+	go func() { aDone <- a.Unlock(context.Background()) }()
+	waitLocked(t, bLocked, 5*time.Second, "the waiter")
+	if took := time.Since(start); took >= latency {
+		t.Fatalf("the waiter got the lock %v after the holder's Unlock started: it waited for Redis' answer", took)
+	}
+	tokenB := b.Token() // waits for Redis' answer
+	if tokenB <= tokenA {
+		t.Fatalf("the waiter's token %d is not above the previous holder's %d", tokenB, tokenA)
+	}
+	select {
+	case err := <-aDone:
+		if err != nil {
+			t.Fatalf("the holder's Unlock: %v", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the holder's Unlock did not return within 5s")
+	}
+	px.RemoveLatency()
+	if got, err := direct.HGetAll(t.Context(), name).Result(); err != nil || len(got) != 1 || got[b.Owner()] != "1" {
+		t.Fatalf("the lock in Redis after the handoff: %v (err %v), want only %s: 1", got, err, b.Owner())
+	}
+	if held, err := b.IsHeld(t.Context()); err != nil || !held {
+		t.Fatalf("b.IsHeld: %v, %v", held, err)
+	}
+	mustUnlock(t, b)
+}
+
+// TestEarlyHandoffRevokedWhenHoldWasGone: when the release that hands the lock to a local waiter finds
+// that the holder no longer held the lock in Redis (here its key was deleted behind its back, as a
+// force unlock from another client would), the waiter that got the lock early loses it at once: its
+// Done closes, its token is 0, and its Unlock says it does not hold the lock. The holder's Unlock says
+// so too. Nothing is left in Redis, and another owner gets the lock.
+func TestEarlyHandoffRevokedWhenHoldWasGone(t *testing.T) {
+	_, client, c := setup(t)
+	name := t.Name()
+	a, b := c.Mutex(name), c.Mutex(name)
+	mustLock(t, a)
+	bLocked := lockInBackground(t, b)
+	faultWaitSubscribed(t, client, name, 1)
+
+	if err := client.Del(t.Context(), name).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Unlock(t.Context()); !errors.Is(err, coordinator.ErrNotHeld) {
+		t.Fatalf("the holder's Unlock after its hold was deleted: %v, want ErrNotHeld", err)
+	}
+	waitLocked(t, bLocked, 5*time.Second, "the waiter")
+	waitFor(t, b.Done(), 5*time.Second, "the end of the waiter's unconfirmed hold")
+	if tok := b.Token(); tok != 0 {
+		t.Fatalf("the waiter's token is %d after its hold was revoked, want 0", tok)
+	}
+	if err := b.Unlock(t.Context()); !errors.Is(err, coordinator.ErrNotHeld) {
+		t.Fatalf("the waiter's Unlock: %v, want ErrNotHeld", err)
+	}
+	if n := client.Exists(t.Context(), name).Val(); n != 0 {
+		t.Fatalf("the lock's key exists after both Unlocks: %v", client.HGetAll(t.Context(), name).Val())
+	}
+	other := c.Mutex(name)
+	if ok, err := other.TryLock(t.Context()); err != nil || !ok {
+		t.Fatalf("another owner's TryLock: %v, %v", ok, err)
+	}
+	mustUnlock(t, other)
+}
+
+// TestEarlyHandoffConfirmedByRetriedUnlock: when the release that hands the lock to a local waiter fails
+// on a Redis error (a partition: it may or may not have taken effect), the waiter that got the lock
+// early keeps it, with its token, as the holder's hold would have stayed valid; the holder's Unlock,
+// called again once the partition heals, sends the same release, whose answer confirms the waiter's
+// hold. The waiter then holds the lock in Redis and releases it.
+func TestEarlyHandoffConfirmedByRetriedUnlock(t *testing.T) {
+	srv := redistest.Start(t)
+	px, client := faultProxiedClient(t, srv)
+	direct := srv.Client(t)
+	c := newCoordinator(t, client)
+	name := t.Name()
+	a, b := c.Mutex(name), c.Mutex(name)
+	mustLock(t, a)
+	tokenA := a.Token()
+	bLocked := lockInBackground(t, b)
+	faultWaitSubscribed(t, direct, name, 1)
+
+	px.Stall()
+	var unlockErr *coordinator.UnlockError
+	if err := a.Unlock(t.Context()); !errors.As(err, &unlockErr) {
+		t.Fatalf("the holder's Unlock during a partition: %v, want an *UnlockError", err)
+	}
+	waitLocked(t, bLocked, 5*time.Second, "the waiter")
+	if tok := b.Token(); tok != tokenA+1 {
+		t.Fatalf("the waiter's token is %d, want the holder's plus one, %d", tok, tokenA+1)
+	}
+	px.Unstall()
+	faultWaitPing(t, client, 5*time.Second)
+	if err := a.Unlock(t.Context()); err != nil {
+		t.Fatalf("the holder's retried Unlock: %v", err)
+	}
+	if held, err := b.IsHeld(t.Context()); err != nil || !held {
+		t.Fatalf("b.IsHeld after the retried release: %v, %v", held, err)
+	}
+	select {
+	case <-b.Done():
+		t.Fatal("the waiter's hold ended although the retried release confirmed it")
+	default:
+	}
+	if tok, err := direct.Get(t.Context(), redisops.TokenKey(name)).Int64(); err != nil || tok != tokenA+1 {
+		t.Fatalf("the token counter: %d (%v), want the waiter's token %d", tok, err, tokenA+1)
+	}
+	mustUnlock(t, b)
+	if n := direct.Exists(t.Context(), name).Val(); n != 0 {
+		t.Fatalf("the lock's key exists after the waiter's Unlock: %v", direct.HGetAll(t.Context(), name).Val())
+	}
+}
+
+// TestEarlyHandoffUnconfirmedEndsWithHolderValidity: when the release that hands the lock to a local
+// waiter fails on a Redis error and the holder never calls Unlock again, the waiter's hold, which
+// Redis never confirmed, ends (Done closes) when the holder's validity would have: past it, the
+// holder's field in Redis may have expired. The lock is then free for another owner within that lease.
+func TestEarlyHandoffUnconfirmedEndsWithHolderValidity(t *testing.T) {
+	srv := redistest.Start(t)
+	px, client := faultProxiedClient(t, srv)
+	direct := srv.Client(t)
+	const watchdog = time.Second
+	c := newCoordinator(t, client, coordinator.WithWatchdogTimeout(watchdog))
+	name := t.Name()
+	a, b := c.Mutex(name), c.Mutex(name)
+	mustLock(t, a)
+	bLocked := lockInBackground(t, b)
+	faultWaitSubscribed(t, direct, name, 1)
+
+	px.Stall()
+	var unlockErr *coordinator.UnlockError
+	if err := a.Unlock(t.Context()); !errors.As(err, &unlockErr) {
+		t.Fatalf("the holder's Unlock during a partition: %v, want an *UnlockError", err)
+	}
+	waitLocked(t, bLocked, 5*time.Second, "the waiter")
+	if tok := b.Token(); tok == 0 {
+		t.Fatal("the waiter's token is 0 right after its Lock")
+	}
+	px.Unstall()
+	faultWaitPing(t, client, 5*time.Second)
+	waitFor(t, b.Done(), 2*watchdog, "the end of the waiter's unconfirmed hold")
+	if err := b.Unlock(t.Context()); err != nil && !errors.Is(err, coordinator.ErrNotHeld) {
+		t.Fatalf("the waiter's Unlock after its hold ended: %v", err)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
+	defer cancel()
+	other := c.Mutex(name)
+	if err := other.Lock(ctx); err != nil {
+		t.Fatalf("another owner's Lock: %v (the lock: %v)", err, direct.HGetAll(t.Context(), name).Val())
+	}
+	mustUnlock(t, other)
+}
