@@ -1,6 +1,7 @@
 package actors
 
 import (
+	"context"
 	"errors"
 	"slices"
 	"time"
@@ -51,30 +52,32 @@ func (a *lockActor) handsOffEarly(h *hold, m *Acquire, next *redisops.Handoff) b
 	return a.env.Ops.TokensFromClock() && !a.env.Ops.WaitsForReplicas(a.redisContext(), a.name)
 }
 
-// grantEarly grants m, the local waiter that the release of the hold from hands the lock to, before
-// Redis answers that release (see handsOffEarly), with the token from.token+1, and sets next (the
-// release's handoff) to hand it that token. m's hold is valid until from's validity or m's own lease
-// from now, whichever comes first, until the answer confirms it (confirmEarly) or not (settleEarly). It
+// grantEarly grants m, the local waiter that the release of the hold from (of owner fromOwner) hands
+// the lock to, before Redis answers that release (see handsOffEarly), with the token from.token+1, and
+// sets next (the release's handoff) to hand it that token. m's hold is valid until from's validity or
+// m's own lease from now, whichever comes first, until the answer confirms it (confirmEarly) or not
+// (settleEarly). The handoff and the acquisition are announced now, as m's caller has the lock. It
 // reports false, granting nothing and leaving next as it was, when m's caller has left.
-func (a *lockActor) grantEarly(m *Acquire, from *hold, next *redisops.Handoff) bool {
+func (a *lockActor) grantEarly(m *Acquire, from *hold, fromOwner string, next *redisops.Handoff) bool {
 	now := time.Now()
 	expires := from.expires
 	if v := validUntil(now, m.Lease); v.Before(expires) {
 		expires = v
 	}
 	token := from.token + 1
+	k := holdKey{m.Owner, m.Kind}
 	h := a.newHold(expires)
 	h.count, h.token, h.lease, h.watchdog, h.pending = 1, token, m.Lease, m.Watchdog, newConfirmation()
-	handoffAttempt(m, now, true) // on the caller's span, which ends when it is answered
-	if !a.answer(m, Outcome{HoldCount: 1, Token: token, Done: h.done, Attempts: m.attempts, Pending: h.pending}) {
-		h.deadline.Stop()
-		return false
-	}
-	k := holdKey{m.Owner, m.Kind}
 	a.holds[k] = h
 	a.kindHolds[k.kind]++
 	a.env.Held.add(a.name, k.owner, k.kind, now)
 	delete(a.lost, k)
+	handoffAttempt(m, now, true) // on the caller's span, which ends when it is answered
+	if !a.answer(m, Outcome{HoldCount: 1, Token: token, Done: h.done, Attempts: m.attempts, Pending: h.pending}) {
+		a.drop(k)
+		return false
+	}
+	h.announced = true
 	a.queue = slices.DeleteFunc(a.queue, func(w *Acquire) bool { return w == m })
 	a.early = m
 	next.Token = token
@@ -82,33 +85,45 @@ func (a *lockActor) grantEarly(m *Acquire, from *hold, next *redisops.Handoff) b
 		// Nobody else listened when last counted: hand off all the same, and count again.
 		next.OnlyIfAlone, next.CountListeners = false, true
 	}
+	a.emit(messages.Event{Type: messages.EventHandedOff, Owner: m.Owner, From: fromOwner, Kind: kindOf(m.Kind), Token: token, HoldCount: 1})
+	a.emit(messages.Event{Type: messages.EventAcquired, Owner: m.Owner, Kind: kindOf(m.Kind), Token: token, HoldCount: 1, Wait: waitOf(m), Queued: m.queued})
 	return true
 }
 
-// settleEarly takes the answer (rel, err) to the release of the hold from that hands the lock to
-// a.early, the waiter granted early, and reports whether the handoff took effect: the caller then confirms it
-// (confirmEarly). When Redis answered that it did not (the releasing hold was gone, or a token as high
-// had been issued meanwhile), the hold ends (revokeEarly). When the release failed on a Redis error,
-// whether it took effect is unknown: the hold stays granted, unconfirmed (a.unconfirmed) until the
-// holder's retried Unlock sends the same release again (see onRelease), or until its validity runs out.
-func (a *lockActor) settleEarly(from *hold, rel redisops.Released, err error) bool {
+// settleEarly takes the answer (rel, err) to the release of the hold from (of key k) that hands the
+// lock to a.early, the waiter granted early, and reports whether the handoff took effect: the caller
+// then confirms it (confirmEarly). When Redis answered that it did not (the releasing hold was gone,
+// or was refused), the hold ends (revokeEarly). When the release failed on a Redis error, whether it
+// took effect is unknown: the hold stays granted, unconfirmed (a.unconfirmed), and the release is sent
+// again (resolveUnconfirmed): by the holder's retried Unlock, before the next command of either owner,
+// or by the watchdog soon after; past the releasing hold's validity it ends.
+func (a *lockActor) settleEarly(k holdKey, from *hold, rel redisops.Released, err error) bool {
 	m := a.early
 	a.early = nil
 	switch {
 	case err == nil && rel.HandedOff && rel.Remaining == 0 && rel.NotSynced == nil:
 		return true
-	case err != nil && from != nil && !errors.Is(err, redisops.ErrNotHeld) && !errors.Is(err, redisops.ErrStaleRelease):
-		a.unconfirmed, a.unconfirmedBy = m, from
+	case err != nil && from != nil && !definiteRefusal(err):
+		a.unconfirmed, a.unconfirmedBy, a.unconfirmedKey = m, from, k
+		a.renewSoon = true
+		a.watchdog.stop() // armed again after this turn, to tick soon (see armWatchdog)
 	default:
 		a.revokeEarly(m, "the release that handed the lock over found it no longer held")
 	}
 	return false
 }
 
+// definiteRefusal reports whether err says that a release did not take effect (as opposed to an error
+// that leaves it unknown, such as a cut connection).
+func definiteRefusal(err error) bool {
+	return errors.Is(err, redisops.ErrNotHeld) || errors.Is(err, redisops.ErrStaleRelease) ||
+		errors.Is(err, redisops.ErrKindMismatch) || errors.Is(err, redisops.ErrWrongType)
+}
+
 // confirmEarly takes the answer that confirms the hold granted early to m (the release, sent at sent,
-// handed the lock to it with token): the hold gets its validity from the release and is announced. A
-// hold that ended meanwhile (its validity ran out before the answer came) is given back, and so is one
-// whose token is not the one it was given.
+// handed the lock to it with token): the hold gets its validity from the release. A hold that ended
+// meanwhile (its validity ran out before the answer came) is given back, and so is one whose token is
+// not the one it was given (the token counter was already above it): its Done closes first.
 func (a *lockActor) confirmEarly(m *Acquire, token int64, sent time.Time) {
 	k := holdKey{m.Owner, m.Kind}
 	h := a.holds[k]
@@ -120,8 +135,6 @@ func (a *lockActor) confirmEarly(m *Acquire, token int64, sent time.Time) {
 	h.pending = nil
 	h.extend(sent, m.Lease)
 	p.resolve()
-	h.announced = true
-	a.emit(messages.Event{Type: messages.EventAcquired, Owner: m.Owner, Kind: kindOf(m.Kind), Token: token, HoldCount: 1, Wait: waitOf(m), Queued: m.queued})
 }
 
 // revokeEarly ends the hold granted early to m, which Redis did not give it: its Done closes. What Redis
@@ -149,4 +162,52 @@ func (a *lockActor) retryEarly(h *hold) (*redisops.Handoff, *Acquire) {
 	}
 	a.early = m
 	return &redisops.Handoff{Owner: m.Owner, Lease: m.Lease, Token: hm.token}, m
+}
+
+// touchesUnconfirmed reports whether msg is a command of the owner of the hold whose release granted
+// a waiter early with an unknown outcome (other than its retried Unlock, which resends that release
+// itself), or of that waiter: a.unconfirmed must be settled first (resolveUnconfirmed).
+func (a *lockActor) touchesUnconfirmed(msg any) bool {
+	m := a.unconfirmed
+	if m == nil {
+		return false
+	}
+	waiter := holdKey{m.Owner, m.Kind}
+	switch c := msg.(type) {
+	case *Acquire:
+		k := holdKey{c.Owner, c.Kind}
+		return k == waiter || k == a.unconfirmedKey
+	case *Release:
+		return holdKey{c.Owner, c.Kind} == waiter
+	case *Extend:
+		return holdKey{c.Owner, c.Kind} == waiter
+	}
+	return false
+}
+
+// resolveUnconfirmed sends again the release whose outcome was unknown, which granted a.unconfirmed
+// early, as the holder's retried Unlock would (the same request: if the first took effect, Redis
+// answers what it did), and settles the waiter's hold with its answer. Once the release has an answer,
+// the holder's hold, which its Unlock counted as released, is dropped. It reports whether the waiter's
+// hold is settled; false when Redis failed again (it stays unconfirmed).
+func (a *lockActor) resolveUnconfirmed() bool {
+	by, kA := a.unconfirmedBy, a.unconfirmedKey
+	next, m := a.retryEarly(by)
+	if m == nil {
+		return true
+	}
+	ctx, cancel := context.WithTimeout(a.redisContext(), a.env.StopReleaseTimeout)
+	defer cancel()
+	sent := time.Now()
+	rel, err := a.proto.releaseHeld(ctx, kA, by.retryID, by.lease, by.count, next)
+	if a.settleEarly(kA, by, rel, err) {
+		a.confirmEarly(m, rel.Token, sent)
+	}
+	if a.unconfirmed != nil {
+		return false
+	}
+	if a.holds[kA] == by {
+		a.drop(kA)
+	}
+	return true
 }

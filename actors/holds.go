@@ -48,8 +48,8 @@ type hold struct {
 	// are, so the hold is valid until the longest of them (see dropReads).
 	reads []time.Time
 	// pending is set while the hold, granted from a local handoff, waits for Redis to confirm it (see
-	// grantEarly); it is resolved when Redis has, or when the hold ends. Renewals leave such a hold
-	// alone: its field may not be in Redis yet.
+	// grantEarly); it is resolved when Redis has, or when the hold ends. The watchdog does not renew
+	// such a hold (its field may not be in Redis yet).
 	pending *Confirmation
 }
 
@@ -278,7 +278,7 @@ func (a *lockActor) drop(k holdKey) {
 			h.pending.resolve()
 			h.pending = nil
 		}
-		if u := a.unconfirmed; u != nil && (holdKey{u.Owner, u.Kind} == k || a.unconfirmedBy == h) {
+		if u := a.unconfirmed; u != nil && (holdKey{u.Owner, u.Kind}) == k {
 			a.unconfirmed, a.unconfirmedBy = nil, nil
 		}
 	}

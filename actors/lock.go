@@ -51,10 +51,11 @@ type lockActor struct {
 	// release failed on a Redis error, so that whether it took effect is unknown: its hold waits for
 	// the retried release of unconfirmedBy (the hold whose release it was) to confirm it. alone is set while the latest release that counted the lock's
 	// listeners found no client but this one (see handsOffEarly).
-	early         *Acquire
-	unconfirmed   *Acquire
-	unconfirmedBy *hold
-	alone         bool
+	early          *Acquire
+	unconfirmed    *Acquire
+	unconfirmedBy  *hold
+	unconfirmedKey holdKey
+	alone          bool
 	// subs is the set of channels the bridge forwards to us; recent is when each channel of a fair lock
 	// was last wanted by a waiter (see keepRecentChannels).
 	subs map[string]struct{}
@@ -413,15 +414,27 @@ func (a *lockActor) handle(ctx actor.Context, msg any) {
 		return
 	case *Acquire:
 		a.routed++
+		if a.touchesUnconfirmed(m) && !a.resolveUnconfirmed() && (holdKey{m.Owner, m.Kind}) == a.unconfirmedKey {
+			// The holder whose release granted the waiter early locks again while Redis still does
+			// not answer: its own field may still be in Redis, so its acquisition would count as a
+			// re-entry while the waiter holds the lock. The waiter's hold ends first.
+			a.revokeEarly(a.unconfirmed, "the release that handed the lock over went unanswered")
+		}
 		a.onAcquire(m)
 	case *Release:
 		a.routed++
+		if a.touchesUnconfirmed(m) {
+			a.resolveUnconfirmed()
+		}
 		a.onRelease(m)
 	case *ForceUnlock:
 		a.routed++
 		a.onForceUnlock(m)
 	case *Extend:
 		a.routed++
+		if a.touchesUnconfirmed(m) {
+			a.resolveUnconfirmed()
+		}
 		a.onExtend(m)
 	case *Abandon:
 		a.routed++

@@ -73,7 +73,7 @@ func (a *lockActor) onRelease(m *Release) {
 		})
 		return
 	}
-	if nextCmd != nil && a.early == nil && a.handsOffEarly(h, nextCmd, next) && a.grantEarly(nextCmd, h, next) {
+	if nextCmd != nil && a.early == nil && a.handsOffEarly(h, nextCmd, next) && a.grantEarly(nextCmd, h, m.Owner, next) {
 		if nextCmd.Ticket.parked() {
 			// As after a handoff's answer (settleRelease): let the next holder start on this
 			// processor, before this goroutine goes on to send the release.
@@ -100,7 +100,7 @@ func (a *lockActor) settleRelease(m *Release, h *hold, lease time.Duration, next
 	}
 	early := false
 	if a.early != nil { // nextCmd, granted before the answer
-		if early = a.settleEarly(h, rel, err); !early {
+		if early = a.settleEarly(k, h, rel, err); !early {
 			nextCmd = nil // settleEarly has settled it: it is no longer this release's to grant
 		}
 	}
@@ -201,7 +201,7 @@ func (a *lockActor) settleRelease(m *Release, h *hold, lease time.Duration, next
 			a.proto.lockKind() == messages.LockPlain {
 			a.othersTurnSince = time.Now()
 		}
-		a.handoffs = 0
+		a.handoffs, a.alone = 0, false
 		m.Ticket.deliver(Outcome{})
 		released()
 		if rel.HandedOff {
@@ -218,7 +218,6 @@ func (a *lockActor) settleRelease(m *Release, h *hold, lease time.Duration, next
 	released()
 	if early {
 		// The next holder has held the lock since the release was sent: the answer confirms it.
-		a.emit(messages.Event{Type: messages.EventHandedOff, Owner: nextCmd.Owner, From: m.Owner, Kind: kindOf(nextCmd.Kind), Token: rel.Token, HoldCount: 1})
 		a.confirmEarly(nextCmd, rel.Token, sent)
 		m.Ticket.deliver(Outcome{})
 		a.tryHead()

@@ -79,9 +79,14 @@ func renewRetryDelay(watchdog time.Duration) time.Duration { return max(watchdog
 func (a *lockActor) renewAll() {
 	a.renewTicks++
 	a.renewSoon = false
+	if a.unconfirmed != nil && !a.resolveUnconfirmed() {
+		a.renewSoon = true // try the release again at the next tick, soon
+	}
 	var ks []holdKey
 	for k, h := range a.holds {
-		if h.watchdog {
+		// A hold granted early that Redis has not confirmed may have no field in Redis yet: it is
+		// renewed once confirmed (resolveUnconfirmed), and ends with its validity otherwise.
+		if h.watchdog && h.pending == nil {
 			ks = append(ks, k)
 		}
 	}

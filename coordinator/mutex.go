@@ -387,11 +387,12 @@ func (m *Mutex) recordHold(o actors.Outcome) {
 // confirmed it, or it has ended.
 func (m *Mutex) settled(ctx context.Context) {
 	m.mu.Lock()
-	p := m.pending
+	p, done := m.pending, m.done
 	m.mu.Unlock()
 	if p != nil {
 		select {
 		case <-p.Done():
+		case <-done:
 		case <-ctx.Done():
 		}
 	}

@@ -170,10 +170,50 @@ func TestEarlyHandoffConfirmedByRetriedUnlock(t *testing.T) {
 	}
 }
 
+// TestEarlyHandoffConfirmedByActorRetry: when the release that hands the lock to a local waiter fails
+// on a Redis error and the holder never calls Unlock again, the lock actor sends the release again
+// itself once Redis answers (on the watchdog's next try, a tenth of the watchdog timeout later): the
+// waiter's hold is confirmed, renewed from then on, and released by its Unlock.
+func TestEarlyHandoffConfirmedByActorRetry(t *testing.T) {
+	srv := redistest.Start(t)
+	px, client := faultProxiedClient(t, srv)
+	direct := srv.Client(t)
+	c := newCoordinator(t, client, coordinator.WithWatchdogTimeout(2*time.Second))
+	name := t.Name()
+	a, b := c.Mutex(name), c.Mutex(name)
+	mustLock(t, a)
+	bLocked := lockInBackground(t, b)
+	faultWaitSubscribed(t, direct, name, 1)
+
+	px.Stall()
+	var unlockErr *coordinator.UnlockError
+	if err := a.Unlock(t.Context()); !errors.As(err, &unlockErr) {
+		t.Fatalf("the holder's Unlock during a partition: %v, want an *UnlockError", err)
+	}
+	waitLocked(t, bLocked, 5*time.Second, "the waiter")
+	px.Unstall()
+	faultWaitPing(t, client, 5*time.Second)
+	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
+	defer cancel()
+	if held, err := b.IsHeld(ctx); err != nil || !held { // waits for the confirmation
+		t.Fatalf("b.IsHeld: %v, %v (the lock: %v)", held, err, direct.HGetAll(t.Context(), name).Val())
+	}
+	if got := direct.HGetAll(t.Context(), name).Val(); len(got) != 1 || got[b.Owner()] != "1" {
+		t.Fatalf("the lock in Redis: %v, want only %s: 1", got, b.Owner())
+	}
+	// Renewed past the holder's validity (a 2 s watchdog timeout): its Done stays open.
+	select {
+	case <-b.Done():
+		t.Fatal("the waiter's confirmed hold ended")
+	case <-time.After(3 * time.Second):
+	}
+	mustUnlock(t, b)
+}
+
 // TestEarlyHandoffUnconfirmedEndsWithHolderValidity: when the release that hands the lock to a local
-// waiter fails on a Redis error and the holder never calls Unlock again, the waiter's hold, which
-// Redis never confirmed, ends (Done closes) when the holder's validity would have: past it, the
-// holder's field in Redis may have expired. The lock is then free for another owner within that lease.
+// waiter fails and Redis does not answer again before the holder's validity runs out, the waiter's
+// hold, which Redis never confirmed, ends (Done closes) then: past it, the holder's field in Redis may
+// have expired. The lock is free for another owner once Redis answers again.
 func TestEarlyHandoffUnconfirmedEndsWithHolderValidity(t *testing.T) {
 	srv := redistest.Start(t)
 	px, client := faultProxiedClient(t, srv)
@@ -195,9 +235,9 @@ func TestEarlyHandoffUnconfirmedEndsWithHolderValidity(t *testing.T) {
 	if tok := b.Token(); tok == 0 {
 		t.Fatal("the waiter's token is 0 right after its Lock")
 	}
+	waitFor(t, b.Done(), 2*watchdog, "the end of the waiter's unconfirmed hold")
 	px.Unstall()
 	faultWaitPing(t, client, 5*time.Second)
-	waitFor(t, b.Done(), 2*watchdog, "the end of the waiter's unconfirmed hold")
 	if err := b.Unlock(t.Context()); err != nil && !errors.Is(err, coordinator.ErrNotHeld) {
 		t.Fatalf("the waiter's Unlock after its hold ended: %v", err)
 	}
@@ -206,6 +246,88 @@ func TestEarlyHandoffUnconfirmedEndsWithHolderValidity(t *testing.T) {
 	other := c.Mutex(name)
 	if err := other.Lock(ctx); err != nil {
 		t.Fatalf("another owner's Lock: %v (the lock: %v)", err, direct.HGetAll(t.Context(), name).Val())
+	}
+	mustUnlock(t, other)
+}
+
+// TestEarlyHandoffHolderLocksAgain: the holder whose release granted a local waiter early, and failed
+// on a Redis error, locks again. Its own field may still be in Redis, so its Lock must not count as a
+// re-entry while the waiter holds the lock: the actor first sends the release again, which confirms the
+// waiter, and the holder then waits for the waiter's Unlock.
+func TestEarlyHandoffHolderLocksAgain(t *testing.T) {
+	srv := redistest.Start(t)
+	px, client := faultProxiedClient(t, srv)
+	direct := srv.Client(t)
+	c := newCoordinator(t, client)
+	name := t.Name()
+	a, b := c.Mutex(name), c.Mutex(name)
+	mustLock(t, a)
+	bLocked := lockInBackground(t, b)
+	faultWaitSubscribed(t, direct, name, 1)
+
+	px.Disable() // the release never reaches Redis
+	var unlockErr *coordinator.UnlockError
+	if err := a.Unlock(t.Context()); !errors.As(err, &unlockErr) {
+		t.Fatalf("the holder's Unlock during a partition: %v, want an *UnlockError", err)
+	}
+	waitLocked(t, bLocked, 5*time.Second, "the waiter")
+	px.Enable()
+	faultWaitPing(t, client, 5*time.Second)
+	aLocked := lockInBackground(t, a)
+	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
+	defer cancel()
+	if held, err := b.IsHeld(ctx); err != nil || !held {
+		t.Fatalf("b.IsHeld: %v, %v (the lock: %v)", held, err, direct.HGetAll(t.Context(), name).Val())
+	}
+	faultWaitSubscribed(t, direct, name, 1) // a waits for the lock
+	select {
+	case err := <-aLocked:
+		t.Fatalf("the former holder's Lock returned (%v) while the waiter holds the lock", err)
+	default:
+	}
+	if err := b.Unlock(t.Context()); err != nil {
+		t.Fatalf("the waiter's Unlock: %v", err)
+	}
+	waitLocked(t, aLocked, 5*time.Second, "the former holder")
+	mustUnlock(t, a)
+}
+
+// TestEarlyHandoffTokenCounterAhead: when the token counter is already above the holder's token (a
+// RedLock floor, or another client of the counter), the token the waiter was given early is not above
+// every token issued: the release hands the lock over all the same, so that no other client takes it
+// while the waiter may use it, and the waiter's hold ends (Done closes) before the lock is given back.
+func TestEarlyHandoffTokenCounterAhead(t *testing.T) {
+	srv := redistest.Start(t)
+	px := redistest.NewProxy(t, srv.Addr())
+	client := redis.NewClient(&redis.Options{Addr: px.Addr(), ReadTimeout: 5 * time.Second})
+	t.Cleanup(func() { _ = client.Close() })
+	direct := srv.Client(t)
+	c := newCoordinator(t, client)
+	name := t.Name()
+	a, b := c.Mutex(name), c.Mutex(name)
+	mustLock(t, a)
+	if err := direct.Set(t.Context(), redisops.TokenKey(name), a.Token()+1000, time.Minute).Err(); err != nil {
+		t.Fatal(err)
+	}
+	bLocked := lockInBackground(t, b)
+	faultWaitSubscribed(t, direct, name, 1)
+	px.AddLatency(100 * time.Millisecond)
+	go func() { _ = a.Unlock(context.Background()) }()
+	waitLocked(t, bLocked, 5*time.Second, "the waiter")
+	bDone := b.Done()
+	other := newCoordinator(t, srv.Client(t)).Mutex(name)
+	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
+	defer cancel()
+	if err := other.Lock(ctx); err != nil {
+		t.Fatalf("another process's Lock: %v", err)
+	}
+	select {
+	case <-bDone:
+	default:
+		t.Fatal("another process got the lock while the waiter's hold, given a token below the counter, was still open")
+	}
+	if other.Token() <= a.Token()+1000 {
+		t.Fatalf("the other process's token %d is not above the counter %d", other.Token(), a.Token()+1000)
 	}
 	mustUnlock(t, other)
 }

@@ -737,8 +737,8 @@ func TestReleaseCountsListeners(t *testing.T) {
 
 // TestReleaseHandoffWithProposedToken: a release that hands the lock to a next owner the caller has
 // already let in, with the token it gave it (Handoff.Token: the holder's plus one), hands it off with
-// that token and raises the counter to it. When a token as high was issued meanwhile, it does not hand
-// off (the lock is freed and the notice published), and leaves the counter as it is. A release that
+// that token and raises the counter to it. When a token as high was issued meanwhile, it hands off
+// all the same, with a fresh token above the counter. A release that
 // finds the holder gone raises the counter all the same, so that no later token equals the one given.
 func TestReleaseHandoffWithProposedToken(t *testing.T) {
 	t.Parallel()
@@ -772,25 +772,27 @@ func TestReleaseHandoffWithProposedToken(t *testing.T) {
 		t.Fatalf("token counter PTTL %v, want an expiry", ttl)
 	}
 
-	// A token as high issued meanwhile: no handoff, and the counter keeps it.
+	// A token as high issued meanwhile: the lock is handed off all the same (its next owner may be
+	// using it), with a fresh token above the counter, which tells the caller to give it back.
 	high := a.Token + 100
 	if err := c.Set(ctx, redisops.TokenKey(name), high, time.Minute).Err(); err != nil {
 		t.Fatal(err)
 	}
 	got, err = ops.Release(ctx, name, "B", "r2", lease, &redisops.Handoff{Owner: "C", Lease: longLease, Token: a.Token + 2})
-	if err != nil || got.HandedOff || got.Remaining != 0 {
-		t.Fatalf("Release with a proposed token below the counter: %+v, %v; want released, no handoff", got, err)
+	if err != nil || !got.HandedOff || got.Remaining != 0 || got.Token <= high {
+		t.Fatalf("Release with a proposed token below the counter: %+v, %v; want handed off with a token above %d", got, err, high)
 	}
-	checkGone(t, c, redisops.LockKey(name))
+	checkHash(t, c, redisops.LockKey(name), map[string]string{"C": "1"})
+	high = counter()
+	if _, err := ops.Release(ctx, name, "C", "r3", lease, nil); err != nil {
+		t.Fatalf("C's release: %v", err)
+	}
 	if msg := nextMessage(t, ps); msg != redisops.UnlockMessage {
 		t.Fatalf("message after the release: %q, want the unlock notice", msg)
 	}
-	if v := counter(); v != high {
-		t.Fatalf("token counter: %d, want %d (left as it was)", v, high)
-	}
 
 	// The holder gone: not held, and the counter raised to the token given.
-	_, err = ops.Release(ctx, name, "C", "r3", lease, &redisops.Handoff{Owner: "D", Lease: longLease, Token: high + 5})
+	_, err = ops.Release(ctx, name, "C", "r4", lease, &redisops.Handoff{Owner: "D", Lease: longLease, Token: high + 5})
 	if !errors.Is(err, redisops.ErrNotHeld) {
 		t.Fatalf("Release by an owner that holds nothing: %v, want ErrNotHeld", err)
 	}

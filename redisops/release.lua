@@ -26,8 +26,9 @@
 -- ARGV[12] the fencing token of the next owner when the caller has already let it in (a local
 --          handoff granted before this answer: the lock's latest token plus one), or "0" for a token
 --          issued here. The counter is raised to it whether or not the lock is handed off, so that no
---          later token equals it; when the counter already holds a token as high, the lock is not
---          handed off (it is released as without a next owner)
+--          later token equals it. When the counter already holds a token as high, the lock is handed
+--          off all the same (its next owner may be using it) with a token issued here, which tells the
+--          caller to give it back
 -- Returns {remaining, token}: remaining is O's hold count left (0 = released), -1 when O holds
 -- nothing, or -2 when a release of O with a higher sequence number has already run (this call is a
 -- late copy of an older one, and changes nothing). token is the next owner's fencing token when the
@@ -104,8 +105,8 @@ if remaining < 0 then
 elseif remaining > 0 then
     redis.call('hincrby', KEYS[1], ARGV[2], '-1')
     redis.call('pexpire', KEYS[1], ARGV[1])
-elseif ARGV[6] ~= '' and taken and (ARGV[8] ~= '1' or listeners <= 1) then
-    token = proposed and tonumber(ARGV[12]) or issueToken(KEYS[4], ARGV[9])
+elseif ARGV[6] ~= '' and (ARGV[8] ~= '1' or listeners <= 1) then
+    token = taken and proposed and tonumber(ARGV[12]) or issueToken(KEYS[4], ARGV[9])
     redis.call('del', KEYS[1])
     redis.call('hset', KEYS[1], ARGV[6], '1')
     redis.call('pexpire', KEYS[1], ARGV[7])

@@ -160,9 +160,11 @@ func (o *Ops) undoPlain(name, owner string, lease time.Duration) *grant {
 	}}
 }
 
-// undoHandoff gives back the hold that [Ops.Release] handed off to next; nil when next is nil.
+// undoHandoff gives back the hold that [Ops.Release] handed off to next; nil when next is nil, and
+// when next's owner was let in before the release (next.Token): giving its hold back would free a lock
+// it is using, so such a release is not waited for.
 func (o *Ops) undoHandoff(name string, next *Handoff) *grant {
-	if next == nil {
+	if next == nil || next.Token != 0 {
 		return nil
 	}
 	return &grant{granted: grantedHandoff, undo: func(ctx context.Context) error {
