@@ -29,10 +29,18 @@
 // replayed once no call is in flight.
 //
 // When a local holder of a plain lock releases while a local waiter is queued, the release script hands
-// the lock to the head waiter in the same round trip (a local handoff). After [Env.MaxHandoffs] handoffs in a row, the
-// release hands off only if no other client is subscribed to the lock's channel, and otherwise publishes
-// an ordinary unlock, so that waiters in other processes get their turn: the local head waiter lets
-// them go first, trying only 2 ms after that unlock's notice.
+// the lock to the head waiter in the same round trip (a local handoff). A waiter that accepts it
+// (Acquire.AcceptEarlyGrant: a Mutex's Lock) is granted at once, before that round trip, with the
+// holder's token plus one (early.go): the holder's hold is valid in Redis until its validity runs out,
+// so no other client can take the lock meanwhile, and the release raises the token counter to the
+// waiter's token. The answer confirms the hold; a definite refusal ends it; an unknown outcome (a
+// Redis error) leaves it valid but unconfirmed until the release, sent again (the holder's retried
+// Unlock, either owner's next command, or the watchdog's next try), has an answer, and at most until
+// the holder's validity. After [Env.MaxHandoffs] handoffs in a row, the release hands off only if no
+// other client is subscribed to the lock's channel, and otherwise publishes an ordinary unlock, so that
+// waiters in other processes get their turn: the local head waiter lets them go first, trying only 2
+// ms after that unlock's notice. There a waiter is granted early only when the previous count of
+// listeners found none; the release then hands off all the same and counts them again.
 //
 // The watchdog renews holds taken without a lease every watchdog timeout / 3, its ticks rounded up to a
 // thirtieth of the watchdog timeout so that the holds of all the actors taken at about the same time are

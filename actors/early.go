@@ -52,13 +52,12 @@ func (a *lockActor) handsOffEarly(h *hold, m *Acquire, next *redisops.Handoff) b
 	return a.env.Ops.TokensFromClock() && !a.env.Ops.WaitsForReplicas(a.redisContext(), a.name)
 }
 
-// grantEarly grants m, the local waiter that the release of the hold from (of owner fromOwner) hands
-// the lock to, before Redis answers that release (see handsOffEarly), with the token from.token+1, and
+// grantEarly grants m, the local waiter that the release of the hold from hands the lock to, before Redis answers that release (see handsOffEarly), with the token from.token+1, and
 // sets next (the release's handoff) to hand it that token. m's hold is valid until from's validity or
 // m's own lease from now, whichever comes first, until the answer confirms it (confirmEarly) or not
-// (settleEarly). The handoff and the acquisition are announced now, as m's caller has the lock. It
-// reports false, granting nothing and leaving next as it was, when m's caller has left.
-func (a *lockActor) grantEarly(m *Acquire, from *hold, fromOwner string, next *redisops.Handoff) bool {
+// (settleEarly). Its events (handed-off, acquired) go out once Redis has confirmed it, after the
+// holder's released: a hold that Redis did not give it has none. It reports false, granting nothing and leaving next as it was, when m's caller has left.
+func (a *lockActor) grantEarly(m *Acquire, from *hold, next *redisops.Handoff) bool {
 	now := time.Now()
 	expires := from.expires
 	if v := validUntil(now, m.Lease); v.Before(expires) {
@@ -77,7 +76,6 @@ func (a *lockActor) grantEarly(m *Acquire, from *hold, fromOwner string, next *r
 		a.drop(k)
 		return false
 	}
-	h.announced = true
 	a.queue = slices.DeleteFunc(a.queue, func(w *Acquire) bool { return w == m })
 	a.early = m
 	next.Token = token
@@ -85,8 +83,6 @@ func (a *lockActor) grantEarly(m *Acquire, from *hold, fromOwner string, next *r
 		// Nobody else listened when last counted: hand off all the same, and count again.
 		next.OnlyIfAlone, next.CountListeners = false, true
 	}
-	a.emit(messages.Event{Type: messages.EventHandedOff, Owner: m.Owner, From: fromOwner, Kind: kindOf(m.Kind), Token: token, HoldCount: 1})
-	a.emit(messages.Event{Type: messages.EventAcquired, Owner: m.Owner, Kind: kindOf(m.Kind), Token: token, HoldCount: 1, Wait: waitOf(m), Queued: m.queued})
 	return true
 }
 
@@ -120,11 +116,12 @@ func definiteRefusal(err error) bool {
 		errors.Is(err, redisops.ErrKindMismatch) || errors.Is(err, redisops.ErrWrongType)
 }
 
-// confirmEarly takes the answer that confirms the hold granted early to m (the release, sent at sent,
-// handed the lock to it with token): the hold gets its validity from the release. A hold that ended
+// confirmEarly takes the answer that confirms the hold granted early to m (the release of the holder
+// fromOwner, sent at sent, handed the lock to it with token): the hold gets its validity from the
+// release, and is announced (handed-off and acquired events). A hold that ended
 // meanwhile (its validity ran out before the answer came) is given back, and so is one whose token is
 // not the one it was given (the token counter was already above it): its Done closes first.
-func (a *lockActor) confirmEarly(m *Acquire, token int64, sent time.Time) {
+func (a *lockActor) confirmEarly(m *Acquire, fromOwner string, token int64, sent time.Time) {
 	k := holdKey{m.Owner, m.Kind}
 	h := a.holds[k]
 	if h == nil || h.pending == nil || h.ended() || !time.Now().Before(h.expires) || h.token != token {
@@ -135,6 +132,9 @@ func (a *lockActor) confirmEarly(m *Acquire, token int64, sent time.Time) {
 	h.pending = nil
 	h.extend(sent, m.Lease)
 	p.resolve()
+	h.announced = true
+	a.emit(messages.Event{Type: messages.EventHandedOff, Owner: m.Owner, From: fromOwner, Kind: kindOf(m.Kind), Token: token, HoldCount: 1})
+	a.emit(messages.Event{Type: messages.EventAcquired, Owner: m.Owner, Kind: kindOf(m.Kind), Token: token, HoldCount: 1, Wait: waitOf(m), Queued: m.queued})
 }
 
 // revokeEarly ends the hold granted early to m, which Redis did not give it: its Done closes. What Redis
@@ -200,14 +200,18 @@ func (a *lockActor) resolveUnconfirmed() bool {
 	defer cancel()
 	sent := time.Now()
 	rel, err := a.proto.releaseHeld(ctx, kA, by.retryID, by.lease, by.count, next)
-	if a.settleEarly(kA, by, rel, err) {
-		a.confirmEarly(m, rel.Token, sent)
-	}
+	early := a.settleEarly(kA, by, rel, err)
 	if a.unconfirmed != nil {
 		return false
 	}
 	if a.holds[kA] == by {
+		if err == nil {
+			a.emitHold(messages.EventReleased, kA, by, 0, messages.ReleaseUnlocked)
+		}
 		a.drop(kA)
+	}
+	if early {
+		a.confirmEarly(m, kA.owner, rel.Token, sent)
 	}
 	return true
 }

@@ -73,7 +73,7 @@ func (a *lockActor) onRelease(m *Release) {
 		})
 		return
 	}
-	if nextCmd != nil && a.early == nil && a.handsOffEarly(h, nextCmd, next) && a.grantEarly(nextCmd, h, m.Owner, next) {
+	if nextCmd != nil && a.early == nil && a.handsOffEarly(h, nextCmd, next) && a.grantEarly(nextCmd, h, next) {
 		if nextCmd.Ticket.parked() {
 			// As after a handoff's answer (settleRelease): let the next holder start on this
 			// processor, before this goroutine goes on to send the release.
@@ -218,7 +218,7 @@ func (a *lockActor) settleRelease(m *Release, h *hold, lease time.Duration, next
 	released()
 	if early {
 		// The next holder has held the lock since the release was sent: the answer confirms it.
-		a.confirmEarly(nextCmd, rel.Token, sent)
+		a.confirmEarly(nextCmd, m.Owner, rel.Token, sent)
 		m.Ticket.deliver(Outcome{})
 		a.tryHead()
 		return

@@ -191,9 +191,12 @@ func (m *Mutex) usable(ctx context.Context) error {
 // token counter. Redis' answer confirms the hold, normally within one round trip; [Mutex.IsHeld],
 // [Mutex.HoldCount] and the other calls that read the lock in Redis wait for it. If Redis answers that
 // the handoff did not take effect (the previous holder's lease had run out, or the lock was
-// force-unlocked), Done closes, as for a hold lost. If the release fails on a Redis error, the hold
-// stays valid until the previous holder's validity runs out, and the previous holder's Unlock, called
-// again, confirms it. Not when replicas must acknowledge handoffs ([WithReplicaSync] with replicas),
+// force-unlocked, or the token counter was already above its token), Done closes, as for a hold lost.
+// If the release fails on a Redis error, the hold stays valid, unconfirmed: the release is sent again
+// (by the previous holder's Unlock called again, before the next Lock or Unlock of either handle, or by
+// the watchdog of a hold taken without a lease a tenth of the watchdog timeout later), and its answer
+// settles the hold; if Redis does not answer before the previous holder's validity runs out, Done
+// closes then. Not when replicas must acknowledge handoffs ([WithReplicaSync] with replicas),
 // with [WithPersistentFencingTokens], at the end of a run of handoffs while other processes wait
 // ([WithMaxHandoffs]), or with an owner id shared with other processes ([WithOwner]): the waiter then
 // gets the lock once Redis has answered.

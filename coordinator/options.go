@@ -202,11 +202,14 @@ func WithIdleTimeout(d time.Duration) Option {
 }
 
 // WithMaxHandoffs bounds local handoffs in a row. When a holder releases a lock that a goroutine of the
-// same coordinator waits for, the lock goes straight to that waiter in the release's round trip. After n
-// handoffs in a row, a release hands the lock off only if no other client is subscribed to the lock's
-// channel; otherwise it publishes an ordinary unlock, so that waiters in other processes get their turn
-// (the head waiter of this coordinator's [Mutex] tries again only 2 ms after that unlock, so that
-// theirs go first).
+// same coordinator waits for, the lock goes straight to that waiter in the release's round trip (a
+// [Mutex] waiter gets it before that round trip: see [Mutex.Lock]). After n handoffs in a row, a
+// release hands the lock off only if no other client is subscribed to the lock's channel; otherwise it
+// publishes an ordinary unlock, so that waiters in other processes get their turn (the head waiter of
+// this coordinator's [Mutex] tries again only 2 ms after that unlock, so that theirs go first). A
+// [Mutex] waiter is granted early there only when the previous release that counted the listeners
+// found none; that release hands off all the same and counts them again, so a client that started to
+// listen since gets its turn one release later.
 // Zero turns local handoffs off; n must not be negative. The default is 8. A semaphore hands released
 // permits to the local waiters at most min(n, 4) times in a row (see [Semaphore.Release]). A fair lock's handoff to the
 // waiter at the head of its queue in any process (see FairMutex) follows the queue order and is not
