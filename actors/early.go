@@ -118,7 +118,8 @@ func definiteRefusal(err error) bool {
 
 // confirmEarly takes the answer that confirms the hold granted early to m (the release of the holder
 // fromOwner, sent at sent, handed the lock to it with token): the hold gets its validity from the
-// release, and is announced (handed-off and acquired events). A hold that ended
+// grant (before any copy of the release was sent), and is announced (handed-off and acquired events).
+// A hold that ended
 // meanwhile (its validity ran out before the answer came) is given back, and so is one whose token is
 // not the one it was given (the token counter was already above it): its Done closes first.
 func (a *lockActor) confirmEarly(m *Acquire, fromOwner string, token int64, sent time.Time) {
@@ -130,6 +131,12 @@ func (a *lockActor) confirmEarly(m *Acquire, fromOwner string, token int64, sent
 	}
 	p := h.pending
 	h.pending = nil
+	// Its field got its lease when Redis ran the release, which may have been the first copy, sent
+	// before this one (whose answer a retry then read from the latch): count it from the grant, which
+	// came before either.
+	if h.acquired.Before(sent) {
+		sent = h.acquired
+	}
 	h.extend(sent, m.Lease)
 	p.resolve()
 	h.announced = true
@@ -157,7 +164,14 @@ func (a *lockActor) retryEarly(h *hold) (*redisops.Handoff, *Acquire) {
 	}
 	a.unconfirmed, a.unconfirmedBy = nil, nil
 	hm := a.holds[holdKey{m.Owner, m.Kind}]
-	if hm == nil || hm.pending == nil || hm.retryID != "" || hm.ended() {
+	if hm == nil || hm.pending == nil || hm.ended() {
+		return nil, nil
+	}
+	if hm.retryID != "" {
+		// The waiter has released since, and that release failed too: its hold counts as released,
+		// and is not waited for any more.
+		hm.pending.resolve()
+		hm.pending = nil
 		return nil, nil
 	}
 	a.early = m
@@ -196,7 +210,12 @@ func (a *lockActor) resolveUnconfirmed() bool {
 	if m == nil {
 		return true
 	}
-	ctx, cancel := context.WithTimeout(a.redisContext(), a.env.StopReleaseTimeout)
+	// An answer after the waiter's validity is worth nothing: its hold has ended by then.
+	wait := a.env.StopReleaseTimeout
+	if hm := a.holds[holdKey{m.Owner, m.Kind}]; hm != nil {
+		wait = min(wait, time.Until(hm.expires))
+	}
+	ctx, cancel := context.WithTimeout(a.redisContext(), wait)
 	defer cancel()
 	sent := time.Now()
 	rel, err := a.proto.releaseHeld(ctx, kA, by.retryID, by.lease, by.count, next)
@@ -207,11 +226,14 @@ func (a *lockActor) resolveUnconfirmed() bool {
 	if a.holds[kA] == by {
 		if err == nil {
 			a.emitHold(messages.EventReleased, kA, by, 0, messages.ReleaseUnlocked)
+			a.drop(kA)
+		} else {
+			a.lose(kA, "the release sent again found the hold gone")
 		}
-		a.drop(kA)
 	}
 	if early {
 		a.confirmEarly(m, kA.owner, rel.Token, sent)
 	}
+	a.tryHead()
 	return true
 }

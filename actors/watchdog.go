@@ -16,7 +16,9 @@ import (
 )
 
 func (a *lockActor) armWatchdog() {
-	need := false
+	// A release whose outcome is unknown, which granted a waiter early, is sent again on the tick
+	// (renewAll), whatever the holds' leases.
+	need := a.unconfirmed != nil
 	for _, h := range a.holds {
 		if h.watchdog {
 			need = true

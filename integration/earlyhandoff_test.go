@@ -331,3 +331,114 @@ func TestEarlyHandoffTokenCounterAhead(t *testing.T) {
 	}
 	mustUnlock(t, other)
 }
+
+// TestEarlyHandoffValidityFromFirstCopy: the release that grants a waiter (with a 2 s lease) early
+// runs in Redis, but its answer is lost (the server paused past the client's read timeout). When the
+// release is sent again later (here by the former holder's TryLock), the latch answers what the
+// first copy did; the waiter's validity counts from its grant, before that first copy, not from the
+// copy sent again: its Done closes before Redis drops its field, so no other process gets the lock while
+// its Done is open.
+func TestEarlyHandoffValidityFromFirstCopy(t *testing.T) {
+	srv := redistest.Start(t)
+	client := redis.NewClient(&redis.Options{Addr: srv.Addr(), ReadTimeout: 200 * time.Millisecond,
+		WriteTimeout: 200 * time.Millisecond, MaxRetries: -1})
+	t.Cleanup(func() { _ = client.Close() })
+	direct := srv.Client(t)
+	c := newCoordinator(t, client)
+	name := t.Name()
+	a, b := c.Mutex(name), c.Mutex(name)
+	mustLock(t, a)
+	mustUnlock(t, a) // loads the release script
+	mustLock(t, a)
+	const lease = 2 * time.Second
+	bLocked := make(chan error, 1)
+	go func() {
+		ok, err := b.TryLock(t.Context(), coordinator.Wait(20*time.Second), coordinator.Lease(lease))
+		if err == nil && !ok {
+			err = errors.New("not obtained")
+		}
+		bLocked <- err
+	}()
+	faultWaitSubscribed(t, direct, name, 1)
+
+	srv.Pause()
+	var unlockErr *coordinator.UnlockError
+	err := a.Unlock(t.Context())
+	if !errors.As(err, &unlockErr) {
+		srv.Resume()
+		t.Fatalf("the holder's Unlock while Redis is paused: %v, want an *UnlockError", err)
+	}
+	waitLocked(t, bLocked, 5*time.Second, "the waiter")
+	srv.Resume() // the release, buffered, runs now: the waiter's field gets its 2 s lease
+	deadline := time.Now().Add(5 * time.Second)
+	for !direct.HExists(t.Context(), name, b.Owner()).Val() {
+		if time.Now().After(deadline) {
+			t.Fatalf("the paused release did not run: %v", direct.HGetAll(t.Context(), name).Val())
+		}
+		<-time.After(5 * time.Millisecond) // polls Redis for the state the test waits on
+	}
+	<-time.After(lease / 2) // lets the waiter's lease age before the release is sent again
+	// The former holder's TryLock sends the release again first, then finds the lock taken.
+	if ok, err := a.TryLock(t.Context()); ok || err != nil {
+		t.Fatalf("the former holder's TryLock while the waiter holds the lock: %v, %v", ok, err)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
+	defer cancel()
+	if held, err := b.IsHeld(ctx); err != nil || !held {
+		t.Fatalf("b.IsHeld: %v, %v", held, err)
+	}
+	bDone := b.Done()
+	other := newCoordinator(t, srv.Client(t)).Mutex(name)
+	octx, ocancel := context.WithTimeout(t.Context(), 5*time.Second)
+	defer ocancel()
+	if err := other.Lock(octx); err != nil {
+		t.Fatalf("another process's Lock: %v", err)
+	}
+	select {
+	case <-bDone:
+	default:
+		t.Fatal("another process holds the lock while the waiter's Done is still open")
+	}
+	mustUnlock(t, other)
+	if err := b.Unlock(t.Context()); !errors.Is(err, coordinator.ErrNotHeld) {
+		t.Fatalf("the waiter's Unlock after its lease ran out: %v, want ErrNotHeld", err)
+	}
+}
+
+// TestEarlyHandoffFixedLeasesResent: with fixed leases no hold of the actor has a watchdog after the
+// failed release, and the release is sent again all the same once Redis answers: the waiter's IsHeld,
+// which waits for the confirmation, answers within a few seconds, not at the end of its lease.
+func TestEarlyHandoffFixedLeasesResent(t *testing.T) {
+	srv := redistest.Start(t)
+	px, client := faultProxiedClient(t, srv)
+	direct := srv.Client(t)
+	c := newCoordinator(t, client)
+	name := t.Name()
+	a, b := c.Mutex(name), c.Mutex(name)
+	if ok, err := a.TryLock(t.Context(), coordinator.Lease(20*time.Second)); !ok || err != nil {
+		t.Fatalf("a.TryLock: %v, %v", ok, err)
+	}
+	bLocked := make(chan error, 1)
+	go func() {
+		ok, err := b.TryLock(t.Context(), coordinator.Wait(20*time.Second), coordinator.Lease(20*time.Second))
+		if err == nil && !ok {
+			err = errors.New("not obtained")
+		}
+		bLocked <- err
+	}()
+	faultWaitSubscribed(t, direct, name, 1)
+	px.Disable()
+	var unlockErr *coordinator.UnlockError
+	if err := a.Unlock(t.Context()); !errors.As(err, &unlockErr) {
+		t.Fatalf("the holder's Unlock: %v, want an *UnlockError", err)
+	}
+	waitLocked(t, bLocked, 5*time.Second, "the waiter")
+	px.Enable()
+	faultWaitPing(t, client, 5*time.Second)
+	ctx, cancel := context.WithTimeout(t.Context(), 8*time.Second)
+	defer cancel()
+	if held, err := b.IsHeld(ctx); err != nil || !held {
+		t.Fatalf("b.IsHeld: %v, %v (the lock: %v)", held, err, direct.HGetAll(t.Context(), name).Val())
+	}
+	mustUnlock(t, b)
+}

@@ -804,3 +804,29 @@ func TestReleaseHandoffWithProposedToken(t *testing.T) {
 		t.Fatalf("the next acquisition's token %d is not above the token given, %d", next.Token, high+5)
 	}
 }
+
+// TestReleaseHandoffWithProposedTokenAfterLatch: a copy of a release that handed the lock over with a
+// proposed token, run again once its latch has expired, finds its owner gone and the next owner
+// holding the lock with that token: it answers what the first copy did (handed off, with the token),
+// not "not held", and changes nothing.
+func TestReleaseHandoffWithProposedTokenAfterLatch(t *testing.T) {
+	t.Parallel()
+	ops, c := setup(t)
+	ops.SetTokenExpiry(redisops.DefaultTokenExpiry)
+	name := t.Name()
+	ctx := t.Context()
+	a := mustAcquire(t, ops, name, "A", lease)
+	next := &redisops.Handoff{Owner: "B", Lease: longLease, Token: a.Token + 1}
+	first, err := ops.Release(ctx, name, "A", "r1", lease, next)
+	if err != nil || !first.HandedOff || first.Token != a.Token+1 {
+		t.Fatalf("Release with a proposed token: %+v, %v", first, err)
+	}
+	if err := c.Del(ctx, redisops.UnlockLatchKey(name, "r1")).Err(); err != nil { // as if it expired
+		t.Fatal(err)
+	}
+	again, err := ops.Release(ctx, name, "A", "r1", lease, next)
+	if err != nil || again != first {
+		t.Fatalf("the same release run again after its latch expired: %+v, %v; want %+v", again, err, first)
+	}
+	checkHash(t, c, redisops.LockKey(name), map[string]string{"B": "1"})
+}

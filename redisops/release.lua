@@ -82,6 +82,12 @@ if state[2] and state[1] then
     return kindRefusal(ARGV[2])
 end
 local proposed = (ARGV[12] or '0') ~= '0'
+if proposed and not state[2] and ARGV[6] ~= '' and redis.call('hget', KEYS[1], ARGV[6]) and
+        redis.call('get', KEYS[4]) == ARGV[12] then
+    -- O holds nothing, but the next owner holds the lock with the token given: an earlier copy of
+    -- this release handed it over, and its latch has expired since. Answer what that copy did.
+    return {0, tonumber(ARGV[12])}
+end
 local taken = not proposed or raiseTo(KEYS[4], ARGV[12], ARGV[9])
 if known and forgotten and expected > 1 and state[2] and tonumber(state[2]) == expected - 1 then
     -- The latch no longer tells (it expired: O released nothing for its life), but O's count is
