@@ -35,21 +35,92 @@ func waitLocked(t *testing.T, errc <-chan error, within time.Duration, what stri
 	}
 }
 
-// TestLocalHandoffGrantsBeforeRedisAnswers: a waiter that the holder hands the lock to in the same
-// process gets it as soon as the holder's Unlock starts, while the release that hands it over is still
-// on its way to Redis (every round trip takes 500 ms more here), not one round trip later. Its token
-// comes with Redis' answer: Token waits for it, and it is above the previous holder's. Redis then
-// records the new holder.
-func TestLocalHandoffGrantsBeforeRedisAnswers(t *testing.T) {
-	srv := redistest.Start(t)
-	px := redistest.NewProxy(t, srv.Addr())
+// partitioned is a holder a and a waiter b of one lock, on a coordinator whose client reaches srv
+// through the proxy px (short timeouts, no retries), after a release of a's that handed the lock to b
+// failed because of a partition (failedRelease).
+type partitioned struct {
+	srv    *redistest.Server
+	px     *redistest.Proxy
+	client *redis.Client
+	direct *redis.Client
+	c      *coordinator.Coordinator
+	name   string
+	a, b   *coordinator.Mutex
+}
+
+// failedRelease sets up a holding the lock and b waiting for it, cuts the traffic with cut (px.Stall:
+// the release may reach Redis later; px.Disable: it never does), and has a's Unlock fail with an
+// *UnlockError, while b gets the lock early. It returns with the partition still on.
+func failedRelease(t *testing.T, cut func(*redistest.Proxy), opts ...coordinator.Option) *partitioned {
+	t.Helper()
+	p := &partitioned{srv: redistest.Start(t), name: t.Name()}
+	p.px, p.client = faultProxiedClient(t, p.srv)
+	p.direct = p.srv.Client(t)
+	p.c = newCoordinator(t, p.client, opts...)
+	p.a, p.b = p.c.Mutex(p.name), p.c.Mutex(p.name)
+	mustLock(t, p.a)
+	bLocked := lockInBackground(t, p.b)
+	faultWaitSubscribed(t, p.direct, p.name, 1) // b waits in the lock's queue
+	cut(p.px)
+	var unlockErr *coordinator.UnlockError
+	if err := p.a.Unlock(t.Context()); !errors.As(err, &unlockErr) {
+		t.Fatalf("the holder's Unlock during a partition: %v, want an *UnlockError", err)
+	}
+	waitLocked(t, bLocked, 5*time.Second, "the waiter")
+	return p
+}
+
+// heal ends the partition and waits until the client reaches Redis again.
+func (p *partitioned) heal(t *testing.T) {
+	t.Helper()
+	p.px.Unstall()
+	p.px.Enable()
+	faultWaitPing(t, p.client, 5*time.Second)
+}
+
+// lockElsewhere locks name from a coordinator of its own on srv (another process, as far as the lock
+// goes), within 5 s, and fails the test unless done (a hold's Done) was closed by the time it got the
+// lock: no other process may hold the lock while that hold's Done is open.
+func lockElsewhere(t *testing.T, srv *redistest.Server, name string, done <-chan struct{}) *coordinator.Mutex {
+	t.Helper()
+	other := newCoordinator(t, srv.Client(t)).Mutex(name)
+	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
+	defer cancel()
+	if err := other.Lock(ctx); err != nil {
+		t.Fatalf("another process's Lock: %v", err)
+	}
+	select {
+	case <-done:
+	default:
+		t.Fatal("another process holds the lock while the earlier hold's Done is still open")
+	}
+	return other
+}
+
+// proxiedPair returns a holder a (holding the lock named after the test) and a second handle b on the
+// same lock, on a coordinator whose client reaches a new redis-server through the proxy px (with a 5 s
+// read timeout, so that latency added to px slows the round trips without failing them), and a client
+// of the server's own.
+func proxiedPair(t *testing.T) (srv *redistest.Server, px *redistest.Proxy, direct *redis.Client, a, b *coordinator.Mutex) {
+	t.Helper()
+	srv = redistest.Start(t)
+	px = redistest.NewProxy(t, srv.Addr())
 	client := redis.NewClient(&redis.Options{Addr: px.Addr(), ReadTimeout: 5 * time.Second})
 	t.Cleanup(func() { _ = client.Close() })
-	direct := srv.Client(t)
 	c := newCoordinator(t, client)
-	name := t.Name()
-	a, b := c.Mutex(name), c.Mutex(name)
+	a, b = c.Mutex(t.Name()), c.Mutex(t.Name())
 	mustLock(t, a)
+	return srv, px, srv.Client(t), a, b
+}
+
+// TestLocalHandoffGrantsBeforeRedisAnswers: a waiter that the holder hands the lock to in the same
+// process gets it as soon as the holder's Unlock starts, while the release that hands it over is still
+// on its way to Redis (every round trip takes 500 ms more here), not one round trip later. Its token is
+// the previous holder's plus one, at once; Redis' answer records the new holder and raises the token
+// counter to that token.
+func TestLocalHandoffGrantsBeforeRedisAnswers(t *testing.T) {
+	_, px, direct, a, b := proxiedPair(t)
+	name := t.Name()
 	tokenA := a.Token()
 	bLocked := lockInBackground(t, b)
 	faultWaitSubscribed(t, direct, name, 1) // b waits in the lock's queue
@@ -63,9 +134,9 @@ func TestLocalHandoffGrantsBeforeRedisAnswers(t *testing.T) {
 	if took := time.Since(start); took >= latency {
 		t.Fatalf("the waiter got the lock %v after the holder's Unlock started: it waited for Redis' answer", took)
 	}
-	tokenB := b.Token() // waits for Redis' answer
-	if tokenB <= tokenA {
-		t.Fatalf("the waiter's token %d is not above the previous holder's %d", tokenB, tokenA)
+	tokenB := b.Token()
+	if tokenB != tokenA+1 {
+		t.Fatalf("the waiter's token is %d, want the previous holder's plus one, %d", tokenB, tokenA+1)
 	}
 	select {
 	case err := <-aDone:
@@ -78,6 +149,9 @@ func TestLocalHandoffGrantsBeforeRedisAnswers(t *testing.T) {
 	px.RemoveLatency()
 	if got, err := direct.HGetAll(t.Context(), name).Result(); err != nil || len(got) != 1 || got[b.Owner()] != "1" {
 		t.Fatalf("the lock in Redis after the handoff: %v (err %v), want only %s: 1", got, err, b.Owner())
+	}
+	if tok, err := direct.Get(t.Context(), redisops.TokenKey(name)).Int64(); err != nil || tok != tokenB {
+		t.Fatalf("the token counter: %d (%v), want the waiter's token %d", tok, err, tokenB)
 	}
 	if held, err := b.IsHeld(t.Context()); err != nil || !held {
 		t.Fatalf("b.IsHeld: %v, %v", held, err)
@@ -128,28 +202,13 @@ func TestEarlyHandoffRevokedWhenHoldWasGone(t *testing.T) {
 // called again once the partition heals, sends the same release, whose answer confirms the waiter's
 // hold. The waiter then holds the lock in Redis and releases it.
 func TestEarlyHandoffConfirmedByRetriedUnlock(t *testing.T) {
-	srv := redistest.Start(t)
-	px, client := faultProxiedClient(t, srv)
-	direct := srv.Client(t)
-	c := newCoordinator(t, client)
-	name := t.Name()
-	a, b := c.Mutex(name), c.Mutex(name)
-	mustLock(t, a)
-	tokenA := a.Token()
-	bLocked := lockInBackground(t, b)
-	faultWaitSubscribed(t, direct, name, 1)
-
-	px.Stall()
-	var unlockErr *coordinator.UnlockError
-	if err := a.Unlock(t.Context()); !errors.As(err, &unlockErr) {
-		t.Fatalf("the holder's Unlock during a partition: %v, want an *UnlockError", err)
+	p := failedRelease(t, (*redistest.Proxy).Stall)
+	a, b := p.a, p.b
+	if tok, want := b.Token(), a.Token()+1; tok != want {
+		t.Fatalf("the waiter's token is %d, want the holder's plus one, %d", tok, want)
 	}
-	waitLocked(t, bLocked, 5*time.Second, "the waiter")
-	if tok := b.Token(); tok != tokenA+1 {
-		t.Fatalf("the waiter's token is %d, want the holder's plus one, %d", tok, tokenA+1)
-	}
-	px.Unstall()
-	faultWaitPing(t, client, 5*time.Second)
+	tokenB := b.Token()
+	p.heal(t)
 	if err := a.Unlock(t.Context()); err != nil {
 		t.Fatalf("the holder's retried Unlock: %v", err)
 	}
@@ -161,12 +220,12 @@ func TestEarlyHandoffConfirmedByRetriedUnlock(t *testing.T) {
 		t.Fatal("the waiter's hold ended although the retried release confirmed it")
 	default:
 	}
-	if tok, err := direct.Get(t.Context(), redisops.TokenKey(name)).Int64(); err != nil || tok != tokenA+1 {
-		t.Fatalf("the token counter: %d (%v), want the waiter's token %d", tok, err, tokenA+1)
+	if tok, err := p.direct.Get(t.Context(), redisops.TokenKey(p.name)).Int64(); err != nil || tok != tokenB {
+		t.Fatalf("the token counter: %d (%v), want the waiter's token %d", tok, err, tokenB)
 	}
 	mustUnlock(t, b)
-	if n := direct.Exists(t.Context(), name).Val(); n != 0 {
-		t.Fatalf("the lock's key exists after the waiter's Unlock: %v", direct.HGetAll(t.Context(), name).Val())
+	if n := p.direct.Exists(t.Context(), p.name).Val(); n != 0 {
+		t.Fatalf("the lock's key exists after the waiter's Unlock: %v", p.direct.HGetAll(t.Context(), p.name).Val())
 	}
 }
 
@@ -175,30 +234,15 @@ func TestEarlyHandoffConfirmedByRetriedUnlock(t *testing.T) {
 // itself once Redis answers (on the watchdog's next try, a tenth of the watchdog timeout later): the
 // waiter's hold is confirmed, renewed from then on, and released by its Unlock.
 func TestEarlyHandoffConfirmedByActorRetry(t *testing.T) {
-	srv := redistest.Start(t)
-	px, client := faultProxiedClient(t, srv)
-	direct := srv.Client(t)
-	c := newCoordinator(t, client, coordinator.WithWatchdogTimeout(2*time.Second))
-	name := t.Name()
-	a, b := c.Mutex(name), c.Mutex(name)
-	mustLock(t, a)
-	bLocked := lockInBackground(t, b)
-	faultWaitSubscribed(t, direct, name, 1)
-
-	px.Stall()
-	var unlockErr *coordinator.UnlockError
-	if err := a.Unlock(t.Context()); !errors.As(err, &unlockErr) {
-		t.Fatalf("the holder's Unlock during a partition: %v, want an *UnlockError", err)
-	}
-	waitLocked(t, bLocked, 5*time.Second, "the waiter")
-	px.Unstall()
-	faultWaitPing(t, client, 5*time.Second)
+	p := failedRelease(t, (*redistest.Proxy).Stall, coordinator.WithWatchdogTimeout(2*time.Second))
+	b := p.b
+	p.heal(t)
 	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
 	defer cancel()
 	if held, err := b.IsHeld(ctx); err != nil || !held { // waits for the confirmation
-		t.Fatalf("b.IsHeld: %v, %v (the lock: %v)", held, err, direct.HGetAll(t.Context(), name).Val())
+		t.Fatalf("b.IsHeld: %v, %v (the lock: %v)", held, err, p.direct.HGetAll(t.Context(), p.name).Val())
 	}
-	if got := direct.HGetAll(t.Context(), name).Val(); len(got) != 1 || got[b.Owner()] != "1" {
+	if got := p.direct.HGetAll(t.Context(), p.name).Val(); len(got) != 1 || got[b.Owner()] != "1" {
 		t.Fatalf("the lock in Redis: %v, want only %s: 1", got, b.Owner())
 	}
 	// Renewed past the holder's validity (a 2 s watchdog timeout): its Done stays open.
@@ -215,37 +259,22 @@ func TestEarlyHandoffConfirmedByActorRetry(t *testing.T) {
 // hold, which Redis never confirmed, ends (Done closes) then: past it, the holder's field in Redis may
 // have expired. The lock is free for another owner once Redis answers again.
 func TestEarlyHandoffUnconfirmedEndsWithHolderValidity(t *testing.T) {
-	srv := redistest.Start(t)
-	px, client := faultProxiedClient(t, srv)
-	direct := srv.Client(t)
 	const watchdog = time.Second
-	c := newCoordinator(t, client, coordinator.WithWatchdogTimeout(watchdog))
-	name := t.Name()
-	a, b := c.Mutex(name), c.Mutex(name)
-	mustLock(t, a)
-	bLocked := lockInBackground(t, b)
-	faultWaitSubscribed(t, direct, name, 1)
-
-	px.Stall()
-	var unlockErr *coordinator.UnlockError
-	if err := a.Unlock(t.Context()); !errors.As(err, &unlockErr) {
-		t.Fatalf("the holder's Unlock during a partition: %v, want an *UnlockError", err)
-	}
-	waitLocked(t, bLocked, 5*time.Second, "the waiter")
+	p := failedRelease(t, (*redistest.Proxy).Stall, coordinator.WithWatchdogTimeout(watchdog))
+	b := p.b
 	if tok := b.Token(); tok == 0 {
 		t.Fatal("the waiter's token is 0 right after its Lock")
 	}
 	waitFor(t, b.Done(), 2*watchdog, "the end of the waiter's unconfirmed hold")
-	px.Unstall()
-	faultWaitPing(t, client, 5*time.Second)
+	p.heal(t)
 	if err := b.Unlock(t.Context()); err != nil && !errors.Is(err, coordinator.ErrNotHeld) {
 		t.Fatalf("the waiter's Unlock after its hold ended: %v", err)
 	}
 	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
 	defer cancel()
-	other := c.Mutex(name)
+	other := p.c.Mutex(p.name)
 	if err := other.Lock(ctx); err != nil {
-		t.Fatalf("another owner's Lock: %v (the lock: %v)", err, direct.HGetAll(t.Context(), name).Val())
+		t.Fatalf("another owner's Lock: %v (the lock: %v)", err, p.direct.HGetAll(t.Context(), p.name).Val())
 	}
 	mustUnlock(t, other)
 }
@@ -255,31 +284,16 @@ func TestEarlyHandoffUnconfirmedEndsWithHolderValidity(t *testing.T) {
 // re-entry while the waiter holds the lock: the actor first sends the release again, which confirms the
 // waiter, and the holder then waits for the waiter's Unlock.
 func TestEarlyHandoffHolderLocksAgain(t *testing.T) {
-	srv := redistest.Start(t)
-	px, client := faultProxiedClient(t, srv)
-	direct := srv.Client(t)
-	c := newCoordinator(t, client)
-	name := t.Name()
-	a, b := c.Mutex(name), c.Mutex(name)
-	mustLock(t, a)
-	bLocked := lockInBackground(t, b)
-	faultWaitSubscribed(t, direct, name, 1)
-
-	px.Disable() // the release never reaches Redis
-	var unlockErr *coordinator.UnlockError
-	if err := a.Unlock(t.Context()); !errors.As(err, &unlockErr) {
-		t.Fatalf("the holder's Unlock during a partition: %v, want an *UnlockError", err)
-	}
-	waitLocked(t, bLocked, 5*time.Second, "the waiter")
-	px.Enable()
-	faultWaitPing(t, client, 5*time.Second)
+	p := failedRelease(t, (*redistest.Proxy).Disable) // the release never reaches Redis
+	a, b := p.a, p.b
+	p.heal(t)
 	aLocked := lockInBackground(t, a)
 	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
 	defer cancel()
 	if held, err := b.IsHeld(ctx); err != nil || !held {
-		t.Fatalf("b.IsHeld: %v, %v (the lock: %v)", held, err, direct.HGetAll(t.Context(), name).Val())
+		t.Fatalf("b.IsHeld: %v, %v (the lock: %v)", held, err, p.direct.HGetAll(t.Context(), p.name).Val())
 	}
-	faultWaitSubscribed(t, direct, name, 1) // a waits for the lock
+	faultWaitSubscribed(t, p.direct, p.name, 1) // a waits for the lock
 	select {
 	case err := <-aLocked:
 		t.Fatalf("the former holder's Lock returned (%v) while the waiter holds the lock", err)
@@ -297,15 +311,8 @@ func TestEarlyHandoffHolderLocksAgain(t *testing.T) {
 // every token issued: the release hands the lock over all the same, so that no other client takes it
 // while the waiter may use it, and the waiter's hold ends (Done closes) before the lock is given back.
 func TestEarlyHandoffTokenCounterAhead(t *testing.T) {
-	srv := redistest.Start(t)
-	px := redistest.NewProxy(t, srv.Addr())
-	client := redis.NewClient(&redis.Options{Addr: px.Addr(), ReadTimeout: 5 * time.Second})
-	t.Cleanup(func() { _ = client.Close() })
-	direct := srv.Client(t)
-	c := newCoordinator(t, client)
+	srv, px, direct, a, b := proxiedPair(t)
 	name := t.Name()
-	a, b := c.Mutex(name), c.Mutex(name)
-	mustLock(t, a)
 	if err := direct.Set(t.Context(), redisops.TokenKey(name), a.Token()+1000, time.Minute).Err(); err != nil {
 		t.Fatal(err)
 	}
@@ -314,18 +321,7 @@ func TestEarlyHandoffTokenCounterAhead(t *testing.T) {
 	px.AddLatency(100 * time.Millisecond)
 	go func() { _ = a.Unlock(context.Background()) }()
 	waitLocked(t, bLocked, 5*time.Second, "the waiter")
-	bDone := b.Done()
-	other := newCoordinator(t, srv.Client(t)).Mutex(name)
-	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
-	defer cancel()
-	if err := other.Lock(ctx); err != nil {
-		t.Fatalf("another process's Lock: %v", err)
-	}
-	select {
-	case <-bDone:
-	default:
-		t.Fatal("another process got the lock while the waiter's hold, given a token below the counter, was still open")
-	}
+	other := lockElsewhere(t, srv, name, b.Done())
 	if other.Token() <= a.Token()+1000 {
 		t.Fatalf("the other process's token %d is not above the counter %d", other.Token(), a.Token()+1000)
 	}
@@ -387,18 +383,7 @@ func TestEarlyHandoffValidityFromFirstCopy(t *testing.T) {
 	if held, err := b.IsHeld(ctx); err != nil || !held {
 		t.Fatalf("b.IsHeld: %v, %v", held, err)
 	}
-	bDone := b.Done()
-	other := newCoordinator(t, srv.Client(t)).Mutex(name)
-	octx, ocancel := context.WithTimeout(t.Context(), 5*time.Second)
-	defer ocancel()
-	if err := other.Lock(octx); err != nil {
-		t.Fatalf("another process's Lock: %v", err)
-	}
-	select {
-	case <-bDone:
-	default:
-		t.Fatal("another process holds the lock while the waiter's Done is still open")
-	}
+	other := lockElsewhere(t, srv, name, b.Done())
 	mustUnlock(t, other)
 	if err := b.Unlock(t.Context()); !errors.Is(err, coordinator.ErrNotHeld) {
 		t.Fatalf("the waiter's Unlock after its lease ran out: %v, want ErrNotHeld", err)
