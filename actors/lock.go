@@ -266,6 +266,9 @@ func (a *lockActor) inlineSafe(msg any) bool {
 	if a.proto == nil || len(a.stash) > 0 || a.headWanted {
 		return false
 	}
+	if a.touchesUnconfirmed(msg) {
+		return false // the release whose outcome is unknown is sent again first (resolveUnconfirmed)
+	}
 	var k holdKey
 	switch m := msg.(type) {
 	case *Acquire:

@@ -427,3 +427,39 @@ func TestEarlyHandoffFixedLeasesResent(t *testing.T) {
 	}
 	mustUnlock(t, b)
 }
+
+// TestEarlyHandoffUnlockKeepsItsDeadline: while the release that granted a waiter early has an unknown
+// outcome and Redis still does not answer, the waiter's Unlock first has that release sent again, a
+// Redis call; an Unlock whose ctx ends returns by then, as it does for its own release, rather than
+// wait for that call on its own goroutine (here it would wait for the client's 1 s read timeout).
+func TestEarlyHandoffUnlockKeepsItsDeadline(t *testing.T) {
+	srv := redistest.Start(t)
+	px := redistest.NewProxy(t, srv.Addr())
+	client := redis.NewClient(&redis.Options{Addr: px.Addr(), ReadTimeout: time.Second, MaxRetries: -1})
+	t.Cleanup(func() { _ = client.Close() })
+	t.Cleanup(func() { px.Unstall() })
+	c := newCoordinator(t, client)
+	name := t.Name()
+	a, b := c.Mutex(name), c.Mutex(name)
+	mustLock(t, a)
+	bLocked := lockInBackground(t, b)
+	faultWaitSubscribed(t, srv.Client(t), name, 1)
+	px.Stall()
+	var unlockErr *coordinator.UnlockError
+	if err := a.Unlock(t.Context()); !errors.As(err, &unlockErr) {
+		t.Fatalf("the holder's Unlock during a partition: %v, want an *UnlockError", err)
+	}
+	waitLocked(t, bLocked, 5*time.Second, "the waiter")
+
+	const deadline = 50 * time.Millisecond
+	ctx, cancel := context.WithTimeout(t.Context(), deadline)
+	defer cancel()
+	start := time.Now()
+	err := b.Unlock(ctx)
+	if took := time.Since(start); took > 6*deadline {
+		t.Fatalf("the waiter's Unlock with a %v deadline returned after %v (%v)", deadline, took, err)
+	}
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("the waiter's Unlock: %v, want context.DeadlineExceeded", err)
+	}
+}
