@@ -317,6 +317,7 @@ func (a *lockActor) grant(m *Acquire, count, token int64, sent time.Time) {
 	}
 	reentry := h.count > 0
 	h.count, h.token, h.lease = count, token, m.Lease
+	h.confirmed = sent
 	h.watchdog = h.watchdog || m.Watchdog
 	h.shared = m.SharedOwner
 	h.retryID = "" // Redis' count is known again

@@ -10,6 +10,14 @@ import (
 	"github.com/lockwarden/lockwarden/redisops"
 )
 
+// Why early grants need a recently confirmed hold (Env.EarlyGrantWindow): the grant counts on the
+// holder's field being in Redis. Redis loses it only by losing data (a restart without it, a failover
+// to a replica that lacked it), and no restart or failover completes within a few milliseconds of the
+// last call Redis answered. A hold confirmed longer ago may have been lost that way without its holder
+// knowing yet, and a waiter granted from it would get a lock that no longer protects it: so such a
+// handoff waits for Redis' answer. A run of short holds (the contention early grants serve) keeps
+// every release within the window: each hold granted early counts as confirmed from its grant.
+
 // earlyGrantMargin is the least validity the releasing hold must have left for its release to grant
 // the next local waiter before Redis answers (see handsOffEarly): the answer normally takes well
 // under a millisecond, and a hold granted early that Redis has not confirmed by the releasing hold's
@@ -30,8 +38,8 @@ const earlyGrantMargin = 50 * time.Millisecond
 //   - the lock is a reentrant lock, m's owner id is its own (not shared), and tokens come from the
 //     server's clock (with a counter kept forever, a release that never reached Redis would leave the
 //     next token equal to m's);
-//   - h is the holder's last hold, confirmed, with a token, no failed release to retry, and valid for
-//     earlyGrantMargin more;
+//   - h is the holder's last hold, confirmed by a call sent within Env.EarlyGrantWindow, with a token,
+//     no failed release to retry, and valid for earlyGrantMargin more;
 //   - the script hands off unconditionally, and no replica acknowledgement is waited for (a handoff
 //     the replicas did not acknowledge is given back). At the end of a run of handoffs
 //     (next.OnlyIfAlone), the script hands off only if no other client listens on the lock's channel,
@@ -44,6 +52,9 @@ func (a *lockActor) handsOffEarly(h *hold, m *Acquire, next *redisops.Handoff) b
 		return false
 	}
 	if h == nil || h.shared || h.count != 1 || h.token <= 0 || h.pending != nil || h.retryID != "" || h.ended() {
+		return false
+	}
+	if h.confirmed.IsZero() || time.Since(h.confirmed) > a.env.EarlyGrantWindow {
 		return false
 	}
 	if (next.OnlyIfAlone && !a.alone) || time.Until(h.expires) < earlyGrantMargin || a.holds[holdKey{m.Owner, m.Kind}] != nil {

@@ -33,6 +33,10 @@ type Env struct {
 	// MaxHandoffs bounds the local handoffs in a row while other clients listen on the lock's
 	// channel; 0 turns handoffs off.
 	MaxHandoffs int
+	// EarlyGrantWindow is how recently Redis must have confirmed a reentrant lock's hold for its
+	// release to grant the next local waiter before Redis answers (see handsOffEarly): the call that
+	// confirmed it was sent at most this long ago. 0 turns early grants off.
+	EarlyGrantWindow time.Duration
 	// StopReleaseTimeout bounds the best-effort releases of held locks when the actors stop.
 	StopReleaseTimeout time.Duration
 	// Stop, when not nil, is the deadline that the stop-time work of every actor of the coordinator

@@ -47,6 +47,9 @@ type hold struct {
 	// timeout key of its own), oldest first: a read release leaves the remaining holds' keys as they
 	// are, so the hold is valid until the longest of them (see dropReads).
 	reads []time.Time
+	// confirmed is when the latest call that Redis answered for the hold (its grant, a re-entry, a
+	// renewal) was sent; zero when unknown.
+	confirmed time.Time
 	// pending is set while the hold, granted from a local handoff, waits for Redis to confirm it (see
 	// grantEarly); it is resolved when Redis has, or when the hold ends. The watchdog does not renew
 	// such a hold (its field may not be in Redis yet).
@@ -75,7 +78,7 @@ func (a *lockActor) newHold(expires time.Time) *hold {
 
 // extend moves the hold's deadline after a successful acquisition or renewal sent at sent.
 func (h *hold) extend(sent time.Time, lease time.Duration) {
-	h.expires = validUntil(sent, lease)
+	h.expires, h.confirmed = validUntil(sent, lease), sent
 	h.deadline.Reset(time.Until(h.expires))
 }
 

@@ -161,6 +161,7 @@ func New(client redis.UniversalClient, opts ...Option) (*Coordinator, error) {
 		WatchdogTimeout:    o.watchdogTimeout,
 		IdleTimeout:        o.idleTimeout,
 		MaxHandoffs:        o.maxHandoffs,
+		EarlyGrantWindow:   o.earlyHandoffWindow,
 		StopReleaseTimeout: o.stopReleaseTimeout,
 		Stop:               c.stop,
 		Failures:           c.failures,

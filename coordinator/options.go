@@ -22,6 +22,10 @@ const (
 	// DefaultMaxHandoffs is the number of local handoffs in a row after which a release lets other
 	// processes' waiters have their turn, when [WithMaxHandoffs] is not given: 8.
 	DefaultMaxHandoffs = 8
+	// DefaultEarlyHandoffWindow is how recently Redis must have confirmed a holder's hold for its
+	// release to let a local [Mutex] waiter in before Redis answers, when [WithEarlyHandoffWindow] is
+	// not given: 3 ms.
+	DefaultEarlyHandoffWindow = 3 * time.Millisecond
 	// DefaultStopReleaseTimeout is how long Close spends on Redis in all, when
 	// [WithStopReleaseTimeout] is not given: 2s.
 	DefaultStopReleaseTimeout = 2 * time.Second
@@ -73,6 +77,7 @@ type options struct {
 	watchdogTimeout    time.Duration
 	idleTimeout        time.Duration
 	maxHandoffs        int
+	earlyHandoffWindow time.Duration
 	stopReleaseTimeout time.Duration
 	fairWaitWindow     time.Duration
 	persistentTokens   bool
@@ -92,6 +97,7 @@ func defaultOptions() options {
 		watchdogTimeout:    DefaultWatchdogTimeout,
 		idleTimeout:        DefaultIdleTimeout,
 		maxHandoffs:        DefaultMaxHandoffs,
+		earlyHandoffWindow: DefaultEarlyHandoffWindow,
 		stopReleaseTimeout: DefaultStopReleaseTimeout,
 		fairWaitWindow:     DefaultFairWaitWindow,
 		syncReplicas:       DefaultSyncReplicas,
@@ -197,6 +203,25 @@ func WithIdleTimeout(d time.Duration) Option {
 			return fmt.Errorf("%w: idle timeout %v must be in (0, %v]", ErrInvalidOption, d, MaxDuration)
 		}
 		o.idleTimeout = d
+		return nil
+	}
+}
+
+// WithEarlyHandoffWindow sets how recently Redis must have confirmed a holder's hold (the call that
+// did was sent at most d ago) for its release to let the [Mutex] waiter it hands the lock to in
+// before Redis answers that release (see [Mutex.Lock]). The grant counts on the holder's field being
+// in Redis, which Redis can lose only by losing data (a restart, a failover), and no restart or
+// failover completes within a few milliseconds of the last call it answered; a hold confirmed longer
+// ago may have been lost that way unnoticed. The default, [DefaultEarlyHandoffWindow] (3 ms), covers
+// runs of short holds, where a handoff's round trip is most of the lock's idle time. Zero turns early
+// handoffs off: every waiter gets the lock once Redis has answered. d must not be negative or above
+// [MaxDuration] ([ErrInvalidOption]).
+func WithEarlyHandoffWindow(d time.Duration) Option {
+	return func(o *options) error {
+		if d < 0 || d > MaxDuration {
+			return fmt.Errorf("%w: early handoff window %v must be between 0 and %v", ErrInvalidOption, d, MaxDuration)
+		}
+		o.earlyHandoffWindow = d
 		return nil
 	}
 }

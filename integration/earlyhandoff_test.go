@@ -35,6 +35,11 @@ func waitLocked(t *testing.T, errc <-chan error, within time.Duration, what stri
 	}
 }
 
+// earlyWindow is the early handoff window of these tests' coordinators: their holders hold the lock
+// for a while (until the waiter waits, and a fault is set up) before the Unlock that hands it over,
+// longer than the default window, which runs of short holds fit in.
+var earlyWindow = coordinator.WithEarlyHandoffWindow(time.Minute)
+
 // partitioned is a holder a and a waiter b of one lock, on a coordinator whose client reaches srv
 // through the proxy px (short timeouts, no retries), after a release of a's that handed the lock to b
 // failed because of a partition (failedRelease).
@@ -56,7 +61,7 @@ func failedRelease(t *testing.T, cut func(*redistest.Proxy), opts ...coordinator
 	p := &partitioned{srv: redistest.Start(t), name: t.Name()}
 	p.px, p.client = faultProxiedClient(t, p.srv)
 	p.direct = p.srv.Client(t)
-	p.c = newCoordinator(t, p.client, opts...)
+	p.c = newCoordinator(t, p.client, append([]coordinator.Option{earlyWindow}, opts...)...)
 	p.a, p.b = p.c.Mutex(p.name), p.c.Mutex(p.name)
 	mustLock(t, p.a)
 	bLocked := lockInBackground(t, p.b)
@@ -107,7 +112,7 @@ func proxiedPair(t *testing.T) (srv *redistest.Server, px *redistest.Proxy, dire
 	px = redistest.NewProxy(t, srv.Addr())
 	client := redis.NewClient(&redis.Options{Addr: px.Addr(), ReadTimeout: 5 * time.Second})
 	t.Cleanup(func() { _ = client.Close() })
-	c := newCoordinator(t, client)
+	c := newCoordinator(t, client, earlyWindow)
 	a, b = c.Mutex(t.Name()), c.Mutex(t.Name())
 	mustLock(t, a)
 	return srv, px, srv.Client(t), a, b
@@ -165,7 +170,7 @@ func TestLocalHandoffGrantsBeforeRedisAnswers(t *testing.T) {
 // Done closes, its token is 0, and its Unlock says it does not hold the lock. The holder's Unlock says
 // so too. Nothing is left in Redis, and another owner gets the lock.
 func TestEarlyHandoffRevokedWhenHoldWasGone(t *testing.T) {
-	_, client, c := setup(t)
+	_, client, c := setup(t, earlyWindow)
 	name := t.Name()
 	a, b := c.Mutex(name), c.Mutex(name)
 	mustLock(t, a)
@@ -340,7 +345,7 @@ func TestEarlyHandoffValidityFromFirstCopy(t *testing.T) {
 		WriteTimeout: 200 * time.Millisecond, MaxRetries: -1})
 	t.Cleanup(func() { _ = client.Close() })
 	direct := srv.Client(t)
-	c := newCoordinator(t, client)
+	c := newCoordinator(t, client, earlyWindow)
 	name := t.Name()
 	a, b := c.Mutex(name), c.Mutex(name)
 	mustLock(t, a)
@@ -397,7 +402,7 @@ func TestEarlyHandoffFixedLeasesResent(t *testing.T) {
 	srv := redistest.Start(t)
 	px, client := faultProxiedClient(t, srv)
 	direct := srv.Client(t)
-	c := newCoordinator(t, client)
+	c := newCoordinator(t, client, earlyWindow)
 	name := t.Name()
 	a, b := c.Mutex(name), c.Mutex(name)
 	if ok, err := a.TryLock(t.Context(), coordinator.Lease(20*time.Second)); !ok || err != nil {
@@ -438,7 +443,7 @@ func TestEarlyHandoffUnlockKeepsItsDeadline(t *testing.T) {
 	client := redis.NewClient(&redis.Options{Addr: px.Addr(), ReadTimeout: time.Second, MaxRetries: -1})
 	t.Cleanup(func() { _ = client.Close() })
 	t.Cleanup(func() { px.Unstall() })
-	c := newCoordinator(t, client)
+	c := newCoordinator(t, client, earlyWindow)
 	name := t.Name()
 	a, b := c.Mutex(name), c.Mutex(name)
 	mustLock(t, a)
@@ -462,4 +467,33 @@ func TestEarlyHandoffUnlockKeepsItsDeadline(t *testing.T) {
 	if !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("the waiter's Unlock: %v, want context.DeadlineExceeded", err)
 	}
+}
+
+// TestEarlyHandoffNeedsRecentConfirmation: with the default window, a holder whose hold Redis last
+// confirmed longer ago than the window (here its Lock, more than twice the window before its Unlock)
+// hands the lock over only once Redis has answered: Redis might have lost that hold meanwhile (a
+// restart, a failover) without the holder knowing, and the waiter must not get a lock that no longer
+// protects it. Every round trip takes 500 ms more here.
+func TestEarlyHandoffNeedsRecentConfirmation(t *testing.T) {
+	srv := redistest.Start(t)
+	px := redistest.NewProxy(t, srv.Addr())
+	client := redis.NewClient(&redis.Options{Addr: px.Addr(), ReadTimeout: 5 * time.Second})
+	t.Cleanup(func() { _ = client.Close() })
+	c := newCoordinator(t, client)
+	a, b := c.Mutex(t.Name()), c.Mutex(t.Name())
+	mustLock(t, a)
+	confirmed := time.Now() // at the latest
+	bLocked := lockInBackground(t, b)
+	faultWaitSubscribed(t, srv.Client(t), t.Name(), 1)
+	<-time.After(time.Until(confirmed.Add(2 * coordinator.DefaultEarlyHandoffWindow))) // the hold ages past the window
+	const latency = 250 * time.Millisecond
+	px.AddLatency(latency)
+	start := time.Now()
+	go func() { _ = a.Unlock(context.Background()) }()
+	waitLocked(t, bLocked, 5*time.Second, "the waiter")
+	if took := time.Since(start); took < 2*latency {
+		t.Fatalf("the waiter got the lock %v after the holder's Unlock started, before Redis' answer could come", took)
+	}
+	px.RemoveLatency()
+	mustUnlock(t, b)
 }
