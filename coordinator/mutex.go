@@ -197,7 +197,8 @@ func (m *Mutex) usable(ctx context.Context) error {
 // the watchdog of a hold taken without a lease a tenth of the watchdog timeout later), and its answer
 // settles the hold (and the previous holder's: an Unlock of it called after that answers
 // [ErrNotHeld]); if Redis does not answer before the previous holder's validity runs out, Done closes
-// then. Not when replicas must acknowledge handoffs ([WithReplicaSync] with replicas),
+// then. Only when Redis confirmed the holder's hold within [WithEarlyHandoffWindow] (3 ms by default),
+// and not when replicas must acknowledge handoffs ([WithReplicaSync] with replicas),
 // with [WithPersistentFencingTokens], at the end of a run of handoffs while other processes wait
 // ([WithMaxHandoffs]), or with an owner id shared with other processes ([WithOwner]): the waiter then
 // gets the lock once Redis has answered.
