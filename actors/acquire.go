@@ -316,6 +316,7 @@ func (a *lockActor) grant(m *Acquire, count, token int64, sent time.Time) {
 		delete(a.lost, k)
 	}
 	reentry := h.count > 0
+	a.confirmedBy(k, h)
 	h.count, h.token, h.lease = count, token, m.Lease
 	h.confirmed = sent
 	h.watchdog = h.watchdog || m.Watchdog

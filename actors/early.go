@@ -54,10 +54,13 @@ func (a *lockActor) handsOffEarly(h *hold, m *Acquire, next *redisops.Handoff) b
 	if h == nil || h.shared || h.count != 1 || h.token <= 0 || h.pending != nil || h.retryID != "" || h.ended() {
 		return false
 	}
-	if h.confirmed.IsZero() || time.Since(h.confirmed) > a.env.EarlyGrantWindow {
+	if a.env.EarlyGrantWindow <= 0 || h.confirmed.IsZero() || time.Since(h.confirmed) > a.env.EarlyGrantWindow {
 		return false
 	}
-	if (next.OnlyIfAlone && !a.alone) || time.Until(h.expires) < earlyGrantMargin || a.holds[holdKey{m.Owner, m.Kind}] != nil {
+	if next.OnlyIfAlone && !a.alone {
+		return false
+	}
+	if time.Until(h.expires) < earlyGrantMargin || a.holds[holdKey{m.Owner, m.Kind}] != nil {
 		return false
 	}
 	return a.env.Ops.TokensFromClock() && !a.env.Ops.WaitsForReplicas(a.redisContext(), a.name)
@@ -148,7 +151,9 @@ func (a *lockActor) confirmEarly(m *Acquire, fromOwner string, token int64, sent
 	if h.acquired.Before(sent) {
 		sent = h.acquired
 	}
-	h.extend(sent, m.Lease)
+	if v := validUntil(sent, m.Lease); v.After(h.expires) {
+		h.extend(sent, m.Lease)
+	}
 	p.resolve()
 	h.announced = true
 	a.emit(messages.Event{Type: messages.EventHandedOff, Owner: m.Owner, From: fromOwner, Kind: kindOf(m.Kind), Token: token, HoldCount: 1})
@@ -236,6 +241,10 @@ func (a *lockActor) resolveUnconfirmed() bool {
 	}
 	if a.holds[kA] == by {
 		if err == nil {
+			if rel.Remaining > 0 {
+				// Redis counts holds of the holder that it did not know of (see settleRelease).
+				a.releaseStray(kA, by.lease, rel.Remaining)
+			}
 			a.emitHold(messages.EventReleased, kA, by, 0, messages.ReleaseUnlocked)
 			a.drop(kA)
 		} else {
@@ -247,4 +256,22 @@ func (a *lockActor) resolveUnconfirmed() bool {
 	}
 	a.tryHead()
 	return true
+}
+
+// confirmedBy takes a call of the hold h of k that Redis answered (a re-entry, an Extend) while h was
+// granted early and not confirmed yet: the hold is in Redis, so the release that granted it took
+// effect, and is settled (the holder it came from, which counted it released, is dropped).
+func (a *lockActor) confirmedBy(k holdKey, h *hold) {
+	if h.pending == nil {
+		return
+	}
+	h.pending.resolve()
+	h.pending = nil
+	if u := a.unconfirmed; u != nil && (holdKey{u.Owner, u.Kind}) == k {
+		by, kA := a.unconfirmedBy, a.unconfirmedKey
+		a.unconfirmed, a.unconfirmedBy = nil, nil
+		if a.holds[kA] == by {
+			a.drop(kA)
+		}
+	}
 }

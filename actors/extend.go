@@ -65,6 +65,7 @@ func (a *lockActor) onExtend(m *Extend) {
 		// came back with none left.
 		a.extensionRanOut(k, h, m)
 	case err == nil:
+		a.confirmedBy(k, h)
 		h.lease = m.Lease
 		h.extend(sent, m.Lease)
 		h.setReads(h.expires)

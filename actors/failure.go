@@ -205,6 +205,12 @@ func answerFailed(msg any, err error) {
 // A failed stop cannot release what is left in Redis: its leases run out there; the waiters are told
 // the coordinator closed and the holders' Done channels close.
 func (a *lockActor) recovered(c actor.ReceiverContext, msg any, err error) {
+	if m := a.early; m != nil {
+		// The panic came between an early grant and the settling of its release: whether the
+		// release took effect is unknown, and nothing will settle the grant any more.
+		a.early = nil
+		a.revokeEarly(m, "the lock actor failed while the release that handed the lock over was out")
+	}
 	a.failCommand(msg, err)
 	a.failReplaying(err)
 	// A panic while a batch was settled leaves the batch out of running with calls unsettled.

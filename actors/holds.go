@@ -48,7 +48,8 @@ type hold struct {
 	// are, so the hold is valid until the longest of them (see dropReads).
 	reads []time.Time
 	// confirmed is when the latest call that Redis answered for the hold (its grant, a re-entry, a
-	// renewal) was sent; zero when unknown.
+	// renewal, an Extend, an inner release) was sent; for a hold granted early and confirmed, its
+	// grant. Zero while a hold granted early waits for its confirmation.
 	confirmed time.Time
 	// pending is set while the hold, granted from a local handoff, waits for Redis to confirm it (see
 	// grantEarly); it is resolved when Redis has, or when the hold ends. The watchdog does not renew
@@ -282,7 +283,15 @@ func (a *lockActor) drop(k holdKey) {
 			h.pending = nil
 		}
 		if u := a.unconfirmed; u != nil && (holdKey{u.Owner, u.Kind}) == k {
+			// Its release may never reach Redis: the token counter is raised to its token, as the
+			// release would have, so that no later holder gets the same token (with a counter ahead of
+			// the server's clock, the next token is the counter's plus one).
 			a.unconfirmed, a.unconfirmedBy = nil, nil
+			ctx, cancel := context.WithTimeout(a.redisContext(), a.env.StopReleaseTimeout)
+			if _, err := a.env.Ops.RaiseToken(ctx, a.name, h.token); err != nil {
+				a.log().Warn("raising the token counter past an unconfirmed hold failed", "owner", k.owner, "err", err)
+			}
+			cancel()
 		}
 	}
 }

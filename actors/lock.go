@@ -49,8 +49,9 @@ type lockActor struct {
 	// early is the waiter granted from a local handoff before Redis answered the release in flight
 	// that hands it the lock (see grantEarly); nil when none. unconfirmed is such a waiter whose
 	// release failed on a Redis error, so that whether it took effect is unknown: its hold waits for
-	// the retried release of unconfirmedBy (the hold whose release it was) to confirm it. alone is set while the latest release that counted the lock's
-	// listeners found no client but this one (see handsOffEarly).
+	// the retried release of unconfirmedBy (the hold whose release it was, of key unconfirmedKey) to
+	// confirm it. alone is set while the latest release that counted the lock's listeners found no
+	// client but this one (see handsOffEarly).
 	early          *Acquire
 	unconfirmed    *Acquire
 	unconfirmedBy  *hold

@@ -194,7 +194,7 @@ func (m *Mutex) usable(ctx context.Context) error {
 // force-unlocked, or the token counter was already above its token), Done closes, as for a hold lost.
 // If the release fails on a Redis error, the hold stays valid, unconfirmed: the release is sent again
 // (by the previous holder's Unlock called again, before the next Lock or Unlock of either handle, or by
-// the watchdog of a hold taken without a lease a tenth of the watchdog timeout later), and its answer
+// the lock's actor a tenth of the watchdog timeout later), and its answer
 // settles the hold (and the previous holder's: an Unlock of it called after that answers
 // [ErrNotHeld]); if Redis does not answer before the previous holder's validity runs out, Done closes
 // then. Only when Redis confirmed the holder's hold within [WithEarlyHandoffWindow] (3 ms by default),
