@@ -34,7 +34,8 @@ const earlyGrantMargin = 50 * time.Millisecond
 // holder the release's round trip: most of a handoff's gap. Its fencing token is h's plus one: while h
 // holds the lock no other token of the name is issued, and the release raises the token counter to it.
 // Only when:
-//   - m's caller does not need Redis' answer with the grant (AcceptEarlyGrant: a Mutex's Lock);
+//   - m's caller does not need Redis' answer with the grant (AcceptEarlyGrant: a Mutex's Lock,
+//     TryLock or Do);
 //   - the lock is a reentrant lock, m's owner id is its own (not shared), and tokens come from the
 //     server's clock (with a counter kept forever, a release that never reached Redis would leave the
 //     next token equal to m's);
@@ -66,11 +67,13 @@ func (a *lockActor) handsOffEarly(h *hold, m *Acquire, next *redisops.Handoff) b
 	return a.env.Ops.TokensFromClock() && !a.env.Ops.WaitsForReplicas(a.redisContext(), a.name)
 }
 
-// grantEarly grants m, the local waiter that the release of the hold from hands the lock to, before Redis answers that release (see handsOffEarly), with the token from.token+1, and
-// sets next (the release's handoff) to hand it that token. m's hold is valid until from's validity or
-// m's own lease from now, whichever comes first, until the answer confirms it (confirmEarly) or not
-// (settleEarly). Its events (handed-off, acquired) go out once Redis has confirmed it, after the
-// holder's released: a hold that Redis did not give it has none. It reports false, granting nothing and leaving next as it was, when m's caller has left.
+// grantEarly grants m, the local waiter that the release of the hold from hands the lock to, before
+// Redis answers that release (see handsOffEarly), with the token from.token+1, and sets next (the
+// release's handoff) to hand it that token. m's hold is valid until from's validity or m's own lease
+// from now, whichever comes first, until the answer confirms it (confirmEarly) or not (settleEarly).
+// Its events (handed-off, acquired) go out once Redis has confirmed it, after the holder's released:
+// a hold that Redis did not give it has none. It reports false, granting nothing and leaving next as
+// it was, when m's caller has left.
 func (a *lockActor) grantEarly(m *Acquire, from *hold, next *redisops.Handoff) bool {
 	now := time.Now()
 	expires := from.expires
