@@ -116,7 +116,7 @@ func (a *lockActor) settleEarly(k holdKey, from *hold, rel redisops.Released, er
 	switch {
 	case err == nil && rel.HandedOff && rel.Remaining == 0 && rel.NotSynced == nil:
 		return true
-	case err != nil && from != nil && !definiteRefusal(err):
+	case err != nil && !definiteRefusal(err):
 		a.unconfirmed, a.unconfirmedBy, a.unconfirmedKey = m, from, k
 		a.renewSoon = true
 		a.watchdog.stop() // armed again after this turn, to tick soon (see armWatchdog)
@@ -136,9 +136,9 @@ func definiteRefusal(err error) bool {
 // confirmEarly takes the answer that confirms the hold granted early to m (the release of the holder
 // fromOwner, sent at sent, handed the lock to it with token): the hold gets its validity from the
 // grant (before any copy of the release was sent), and is announced (handed-off and acquired events).
-// A hold that ended
-// meanwhile (its validity ran out before the answer came) is given back, and so is one whose token is
-// not the one it was given (the token counter was already above it): its Done closes first.
+// A hold that ended meanwhile (its validity ran out before the answer came) is given back, and so is
+// one whose token is not the one it was given (the token counter was already above it): its Done
+// closes first.
 func (a *lockActor) confirmEarly(m *Acquire, fromOwner string, token int64, sent time.Time) {
 	k := holdKey{m.Owner, m.Kind}
 	h := a.holds[k]
@@ -146,8 +146,6 @@ func (a *lockActor) confirmEarly(m *Acquire, fromOwner string, token int64, sent
 		a.giveBackLate(k, m.Lease, 1)
 		return
 	}
-	p := h.pending
-	h.pending = nil
 	// Its field got its lease when Redis ran the release, which may have been the first copy, sent
 	// before this one (whose answer a retry then read from the latch): count it from the grant, which
 	// came before either.
@@ -157,7 +155,7 @@ func (a *lockActor) confirmEarly(m *Acquire, fromOwner string, token int64, sent
 	if v := validUntil(sent, m.Lease); v.After(h.expires) {
 		h.extend(sent, m.Lease)
 	}
-	p.resolve()
+	h.settle()
 	h.announced = true
 	a.emit(messages.Event{Type: messages.EventHandedOff, Owner: m.Owner, From: fromOwner, Kind: kindOf(m.Kind), Token: token, HoldCount: 1})
 	a.emit(messages.Event{Type: messages.EventAcquired, Owner: m.Owner, Kind: kindOf(m.Kind), Token: token, HoldCount: 1, Wait: waitOf(m), Queued: m.queued})
@@ -189,8 +187,7 @@ func (a *lockActor) retryEarly(h *hold) (*redisops.Handoff, *Acquire) {
 	if hm.retryID != "" {
 		// The waiter has released since, and that release failed too: its hold counts as released,
 		// and is not waited for any more.
-		hm.pending.resolve()
-		hm.pending = nil
+		hm.settle()
 		return nil, nil
 	}
 	a.early = m
@@ -214,8 +211,9 @@ func (a *lockActor) touchesUnconfirmed(msg any) bool {
 		return holdKey{c.Owner, c.Kind} == waiter
 	case *Extend:
 		return holdKey{c.Owner, c.Kind} == waiter
+	default:
+		return false
 	}
-	return false
 }
 
 // resolveUnconfirmed sends again the release whose outcome was unknown, which granted a.unconfirmed
@@ -268,8 +266,7 @@ func (a *lockActor) confirmedBy(k holdKey, h *hold) {
 	if h.pending == nil {
 		return
 	}
-	h.pending.resolve()
-	h.pending = nil
+	h.settle()
 	if u := a.unconfirmed; u != nil && (holdKey{u.Owner, u.Kind}) == k {
 		by, kA := a.unconfirmedBy, a.unconfirmedKey
 		a.unconfirmed, a.unconfirmedBy = nil, nil

@@ -242,10 +242,7 @@ func (a *lockActor) recovered(c actor.ReceiverContext, msg any, err error) {
 			a.env.Held.remove(a.name, k.owner, k.kind)
 			h.deadline.Stop()
 			h.end()
-			if h.pending != nil {
-				h.pending.resolve()
-				h.pending = nil
-			}
+			h.settle()
 		}
 		return
 	}

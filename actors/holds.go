@@ -135,6 +135,15 @@ func lateGrant(sent time.Time, lease time.Duration) bool {
 	return !time.Now().Before(validUntil(sent, lease))
 }
 
+// settle resolves the hold's pending confirmation (see grantEarly), if any: Redis has confirmed the
+// hold, or the hold has ended.
+func (h *hold) settle() {
+	if h.pending != nil {
+		h.pending.resolve()
+		h.pending = nil
+	}
+}
+
 // end closes done once.
 func (h *hold) end() { h.closeOnce.Do(func() { close(h.done) }) }
 
@@ -277,11 +286,7 @@ func (a *lockActor) drop(k holdKey) {
 		a.env.Held.remove(a.name, k.owner, k.kind)
 		h.deadline.Stop()
 		h.end()
-		if h.pending != nil {
-			// A hold granted early that ends before Redis confirmed it.
-			h.pending.resolve()
-			h.pending = nil
-		}
+		h.settle() // a hold granted early that ends before Redis confirmed it
 		if u := a.unconfirmed; u != nil && (holdKey{u.Owner, u.Kind}) == k {
 			// Its release may never reach Redis: the token counter is raised to its token, as the
 			// release would have, so that no later holder gets the same token (with a counter ahead of

@@ -194,14 +194,13 @@ func (m *Mutex) usable(ctx context.Context) error {
 // force-unlocked, or the token counter was already above its token), Done closes, as for a hold lost.
 // If the release fails on a Redis error, the hold stays valid, unconfirmed: the release is sent again
 // (by the previous holder's Unlock called again, before the next Lock or Unlock of either handle, or by
-// the lock's actor a tenth of the watchdog timeout later), and its answer
-// settles the hold (and the previous holder's: an Unlock of it called after that answers
-// [ErrNotHeld]); if Redis does not answer before the previous holder's validity runs out, Done closes
-// then. Only when Redis confirmed the holder's hold within [WithEarlyHandoffWindow] (3 ms by default),
-// and not when replicas must acknowledge handoffs ([WithReplicaSync] with replicas),
-// with [WithPersistentFencingTokens], at the end of a run of handoffs while other processes wait
-// ([WithMaxHandoffs]), or with an owner id shared with other processes ([WithOwner]): the waiter then
-// gets the lock once Redis has answered.
+// the lock's actor a tenth of the watchdog timeout later), and its answer settles the hold (and the
+// previous holder's: an Unlock of it called after that answers [ErrNotHeld]); if Redis does not answer
+// before the previous holder's validity runs out, Done closes then. Only when Redis confirmed the
+// holder's hold within [WithEarlyHandoffWindow] (3 ms by default), and not when replicas must
+// acknowledge handoffs ([WithReplicaSync] with replicas), with [WithPersistentFencingTokens], at the
+// end of a run of handoffs while other processes wait ([WithMaxHandoffs]), or with an owner id shared
+// with other processes ([WithOwner]): the waiter then gets the lock once Redis has answered.
 func (m *Mutex) Lock(ctx context.Context) error {
 	_, err := m.acquire(ctx, m.lease, true, 0, nil)
 	return err
