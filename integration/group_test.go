@@ -445,10 +445,11 @@ func TestRedLockTokensIncrease(t *testing.T) {
 	t.Parallel()
 	nodes := groupStart(t, 3)
 	name := t.Name()
-	// Node 0's counter is far ahead of the others (it served other holders before, or its clock is
-	// ahead: a token is at least the server's clock in microseconds).
+	// Node 0's counter is far ahead of the others (a RedLock floor from a node whose clock is ahead
+	// raised it): it is kept, as raise_token.lua keeps it, until node 0's clock has passed it by the
+	// token expiry.
 	ahead := time.Now().Add(time.Hour).UnixMicro()
-	if err := nodes.clients[0].Set(t.Context(), redisops.TokenKey(name), ahead, time.Minute).Err(); err != nil {
+	if err := nodes.clients[0].Set(t.Context(), redisops.TokenKey(name), ahead, time.Hour+time.Minute).Err(); err != nil {
 		t.Fatal(err)
 	}
 	a := nodes.coords[0].RedLock(nodes.handles(name))

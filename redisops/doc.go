@@ -24,16 +24,14 @@
 // and the calls of a [Batch]. Calls followed by WAIT (see Replica sync below) go on their own
 // connection.
 //
-// The scripts run on Redis 6.0 or later. Where Redis 6.2 has SET ... GET, an older server gets a GET
-// and a SET in the same script (setGet in lib.lua). Every
-// key a script touches is passed in KEYS, and the keys of one lock share the hash tag {N}, so the scripts
-// also run on Redis Cluster. A script refuses a key of another type before it changes anything: it
+// The scripts run on Redis 6.0 or later. Every key a script touches is passed in KEYS, and the keys
+// of one lock share the hash tag {N}, so the scripts also run on Redis Cluster. A script refuses a key of another type before it changes anything: it
 // reads the key's TYPE, or its first command on the key fails on another type before the script has
 // written anything (Redis answers that as WRONGTYPE too). It answers WRONGTYPE ([ErrWrongType]) when a
 // key holds another type, and WRONGKIND ([ErrKindMismatch]) when the owner's field in the lock's hash
 // belongs to the other family of locks (plain and fair against read-write), or, for a force unlock,
 // the lock is of the other family. The functions the scripts share (typeRefusal, kindRefusal,
-// wrongType, kindMismatch, familyMismatch, setGet, issueToken, purgeLapsed, shiftDeadlines) are
+// wrongType, kindMismatch, familyMismatch, issueToken, raiseTo, purgeLapsed, shiftDeadlines) are
 // defined once, in lib.lua, and prepended to each script that calls them when it is loaded.
 //
 // # Replica sync

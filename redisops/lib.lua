@@ -58,48 +58,33 @@ local function familyMismatch(rw)
     return nil
 end
 
--- setGet(key, value, ms) sets key to value with an expiry of ms milliseconds and returns the value it
--- held before (false when none): one SET ... GET, or on a server older than Redis 6.2, which refuses
--- the GET option, a GET and then a SET. Either way its first command on key fails on a key of another
--- type before anything is written, and raises the error.
-local function setGet(key, value, ms)
-    local ok, old = pcall(redis.call, 'set', key, value, 'px', ms, 'get')
-    if ok then
-        return old
-    end
-    old = redis.call('get', key)
-    redis.call('set', key, value, 'px', ms)
-    return old
-end
-
 -- issueToken(key, expiry) issues a token on the counter key (redisson_lock_token:{N}). With a token
--- expiry of 0 the counter is INCRed and kept forever (Redisson's RFencedLock). Otherwise the token is the
--- larger of the counter plus one and the server's clock in microseconds, and the counter keeps it until
--- the clock has passed it by the expiry (in ms), so that a name leaves no key behind, and a token issued
--- after the counter expired (from the clock) is still above every earlier one.
--- Its first command on key (INCR, or setGet) fails on a key of another type before it writes
--- anything, and raises the error (redis.call): a script that issues the token before its other writes
--- needs no TYPE check of the counter to change nothing on a counter of another type.
+-- expiry of 0 the counter is INCRed and kept forever (Redisson's RFencedLock). Otherwise a live counter
+-- is INCRed (one command: the common case), and a counter that is gone (expired, or never set) is set
+-- to the server's clock in microseconds, to expire the expiry (in ms) later, so that a name leaves no
+-- key behind. A token taken from the clock is above every earlier one: the counter was set from the
+-- clock (or raised by raiseTo or raise_token.lua, which keep it until the clock has passed it) and then
+-- INCRed at most once per script run, and a script takes more than a microsecond, so the clock has
+-- passed the counter by the time it expires.
+-- Its first command on key (INCR) fails on a key of another type before it writes anything, and
+-- raises the error (redis.call): a script that issues the token before its other writes needs no TYPE
+-- check of the counter to change nothing on a counter of another type.
 -- expiry is the script's argument as it came (a decimal string), and is passed on to SET as it is:
 -- Redis turns a Lua number passed to a command into text with a printf on every call, which costs
 -- about as much as the command itself.
 local function issueToken(key, expiry)
+    local token = redis.call('incr', key)
     if tonumber(expiry) == 0 then
-        local token = redis.call('incr', key)
         redis.call('persist', key)
+        return token
+    end
+    if token > 1 then
         return token
     end
     local t = redis.call('time')
     local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
-    -- The clock is nearly always ahead of the counter: one SET stores it and reads the counter.
-    local old = setGet(key, string.format('%d', now), expiry)
-    local last = old and tonumber(old) or 0
-    if last < now then
-        return now
-    end
-    local token = last + 1
-    redis.call('set', key, string.format('%d', token), 'px', string.format('%d', tonumber(expiry) + math.ceil((token - now) / 1000)))
-    return token
+    redis.call('set', key, string.format('%d', now), 'px', expiry)
+    return now
 end
 
 -- raiseTo(key, token, expiry) raises the fencing-token counter key (redisson_lock_token:{N}) to token,

@@ -24,15 +24,17 @@ const DefaultTokenExpiry = DefaultLatchExpiry
 // SetTokenExpiry sets how fencing tokens are issued on the counter [TokenKey] of every lock. It is not
 // safe to call while o is in use; call it right after [New].
 //
-// With d > 0 (the default, [DefaultTokenExpiry]), a token is the larger of the counter plus one and the
-// Redis server's clock in microseconds (TIME), and the counter keeps that value until the clock has
-// passed it by d, then expires. A name that is no longer locked so leaves no key behind, and tokens
-// still strictly increase per name across acquisitions: the counter runs ahead of the clock only by
-// the few tokens issued within one microsecond (or a RedLock floor, [Ops.RaiseToken]), and lives until
-// the clock has passed it, so a token issued after it expired, taken from the clock, is above every
-// earlier one. This holds as long as the Redis server's clock does not step back by more than d (a
-// clock that steps back further, or a failover to a replica whose clock is behind by more, can issue a
-// token below an earlier one). Tokens are large numbers (about 1.7e15).
+// With d > 0 (the default, [DefaultTokenExpiry]), a live counter is INCRed, and a counter that is gone
+// is set to the Redis server's clock in microseconds (TIME), to expire d later. A name that is no longer
+// locked so leaves no key behind (its counter expires at most d after the clock-based token that
+// started it; a busy name's counter is set from the clock again every d), and tokens still strictly
+// increase per name across acquisitions: the counter is INCRed at most once per script run, which takes
+// Redis more than a microsecond, so it runs behind the clock (unless a RedLock floor, [Ops.RaiseToken],
+// put it ahead, and then it is kept until the clock has passed it), and a token issued after it
+// expired, taken from the clock, is above every earlier one. This holds as long as the Redis server's
+// clock does not step back by more than d (a clock that steps back further, or a failover to a replica
+// whose clock is behind by more, can issue a token below an earlier one). Tokens are large numbers
+// (about 1.7e15).
 //
 // With d = 0 the counter is INCRed and kept forever, as Redisson's RFencedLock does: tokens are small
 // and sequential (1, 2, 3, ...), and Redisson clients that use RFencedLock on the same names share them,

@@ -201,3 +201,47 @@ func TestRetryAfterCounterExpiryIssuesAToken(t *testing.T) {
 		t.Fatalf("the retry answered token %d, below the hold's %d", retry.Token, first.Token)
 	}
 }
+
+// TestFairWatermarkBoundsTokens: a refused fair attempt's watermark is at least every token issued on
+// the name before it, and below every token issued after it (a registered handoff's included), both
+// while the expiring counter lives (later tokens are its INCRs, below the clock) and once it has
+// expired (later tokens come from the clock).
+func TestFairWatermarkBoundsTokens(t *testing.T) {
+	t.Parallel()
+	ops, c := setupExpiringTokens(t)
+	ops.SetTokenExpiry(200 * time.Millisecond)
+	ctx := t.Context()
+	name := t.Name()
+	for round, expired := range []bool{false, true} {
+		got, err := ops.FairAcquire(ctx, name, "A", lease, lease, 0, true)
+		if err != nil || !got.OK {
+			t.Fatalf("round %d: FairAcquire by A = %+v, %v", round, got, err)
+		}
+		before := got.Token
+		if expired {
+			waitGone(t, c, redisops.TokenKey(name), 5*time.Second)
+		}
+		ps := subscribe(t, c, redisops.FairChannelName(name, "B"))
+		refused, err := ops.FairWait(ctx, name, "B", lease, 2*lease, 0, fmt.Sprint("w", round))
+		if err != nil || refused.OK {
+			t.Fatalf("round %d: FairWait by B = %+v, %v; want queued", round, refused, err)
+		}
+		if refused.Watermark < before {
+			t.Errorf("round %d: watermark %d is below A's earlier token %d", round, refused.Watermark, before)
+		}
+		rel, err := ops.FairRelease(ctx, name, "A", fmt.Sprint("a", round), lease, nil)
+		if err != nil || !rel.Registered {
+			t.Fatalf("round %d: FairRelease by A = %+v, %v; want a handoff to B", round, rel, err)
+		}
+		if rel.Token <= refused.Watermark {
+			t.Errorf("round %d: B was handed token %d, not above the watermark %d of its refused attempt (the grant would read as stale)",
+				round, rel.Token, refused.Watermark)
+		}
+		if token, _, ok := redisops.ParseFairGrant(nextMessage(t, ps)); !ok || token != rel.Token {
+			t.Errorf("round %d: grant notice token %d, %v; want %d", round, token, ok, rel.Token)
+		}
+		if _, err := ops.FairRelease(ctx, name, "B", fmt.Sprint("b", round), lease, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
