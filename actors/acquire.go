@@ -26,6 +26,10 @@ func (a *lockActor) onAcquire(m *Acquire) {
 	if h := a.holds[k]; h != nil && h.ended() {
 		a.lose(k, "lease ran out")
 	}
+	if err := a.settleFailedRelease(k); err != nil {
+		a.afterFirstAttempt(m, false, false, 0, err)
+		return
+	}
 	if _, lost := a.lost[k]; lost && a.holds[k] == nil && !m.SharedOwner {
 		a.clearLost(k)
 	}
@@ -139,6 +143,9 @@ func (a *lockActor) compatible(m *Acquire) bool {
 // settled (granted, or answered with ReasonNotSynced), the holder's remaining lease when the lock is
 // taken, and any Redis error.
 func (a *lockActor) attempt(m *Acquire) (bool, time.Duration, error) {
+	if err := a.settleFailedRelease(holdKey{m.Owner, m.Kind}); err != nil {
+		return false, 0, err
+	}
 	held := a.beginAttempt(m)
 	sent := time.Now()
 	if len(a.running) == 0 { // else the oldest running batch is the oldest unanswered call

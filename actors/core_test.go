@@ -441,6 +441,45 @@ func TestCoreReleaseRetryID(t *testing.T) {
 	}
 }
 
+// TestCoreLockAfterFailedRelease: a Lock of an owner whose release of its last hold failed (its
+// Unlock counted as done) sends that release again, with the same request id, before its acquisition,
+// which takes a hold of its own (count 1), not a re-entry of the hold whose release was unknown. When
+// the release fails again, a TryLock answers the Redis error and the hold stays unresolved; the next
+// Lock sends it again.
+func TestCoreLockAfterFailedRelease(t *testing.T) {
+	model := newModelLock()
+	c := newCore(t, model, 30*time.Second)
+	granted(t, c.outcome(c.acquire("a", false, nil), "acquire"), "acquire", 1)
+	model.mu.Lock()
+	model.releaseErrs = []error{errors.New("connection reset"), errors.New("connection reset again")}
+	model.mu.Unlock()
+	if o := c.outcome(c.release("a", nil), "failed release"); o.Reason != messages.ReasonRedis {
+		t.Fatalf("failed release: got %v (err %v), want ReasonRedis", o.Reason, o.Err)
+	}
+	if o := c.outcome(c.acquire("a", false, nil), "TryLock while the release fails again"); o.Reason != messages.ReasonRedis {
+		t.Fatalf("TryLock while the resent release fails: got %v (err %v), want ReasonRedis", o.Reason, o.Err)
+	}
+	granted(t, c.outcome(c.acquire("a", false, nil), "Lock after the failed release"), "Lock after the failed release", 1)
+	model.mu.Lock()
+	ids, count := slices.Clone(model.requestIDs), model.count
+	model.mu.Unlock()
+	if len(ids) != 3 || ids[1] != ids[0] || ids[2] != ids[0] {
+		t.Errorf("release request ids %q: want the failed release's id sent again twice", ids)
+	}
+	if count != 1 {
+		t.Errorf("the model counts %d holds of a, want 1 (the release ran, then a hold of its own)", count)
+	}
+	if o := c.outcome(c.release("a", nil), "release"); o.Reason != messages.ReasonNone || o.HoldCount != 0 {
+		t.Fatalf("release: got %v (err %v) count %d, want released", o.Reason, o.Err, o.HoldCount)
+	}
+	model.mu.Lock()
+	holder := model.holder
+	model.mu.Unlock()
+	if holder != "" {
+		t.Errorf("the modelled lock is held by %q after Lock and Unlock, want free", holder)
+	}
+}
+
 // TestCoreFailedInnerReleaseIsGivenBack: an inner Unlock that fails before it takes effect counts as
 // done for the holder, and the last Unlock gives back what Redis still counts, even when releases
 // succeeded in between (their answers count the hold the failed one left).

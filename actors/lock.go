@@ -277,8 +277,10 @@ func (a *lockActor) inlineSafe(msg any) bool {
 			return false
 		}
 		k = holdKey{m.Owner, m.Kind}
-		if h := a.holds[k]; h != nil && h.ended() {
-			return false // the hold is given back first (lose), a call the actor waits for
+		if h := a.holds[k]; h != nil && (h.ended() || h.retryID != "") {
+			// The hold is given back first (lose), or its failed release sent again
+			// (settleFailedRelease): a call the actor waits for.
+			return false
 		}
 	case *Release:
 		k = holdKey{m.Owner, m.Kind}

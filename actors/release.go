@@ -316,3 +316,61 @@ func (a *lockActor) onForceUnlock(m *ForceUnlock) {
 	m.Ticket.deliver(Outcome{Deleted: deleted})
 	a.tryHead()
 }
+
+// settleFailedRelease sends again, before k's owner locks again, the release of its last hold whose
+// Unlock failed on a Redis error (it counted as done: see settleRelease), and settles the hold with
+// the answer: dropped when the release took effect (now or the first time), lost when Redis no longer
+// has the hold. The Lock then takes a hold of its own, never a re-entry of the hold whose release is
+// unknown: that re-entry would leave the lock held after the Lock's own Unlock. The same request goes
+// again, so a first try that took effect after all is answered from its latch, and a copy of it that
+// reaches Redis late finds it answered and changes nothing (a new release would not keep it from
+// taking away the new hold). It returns the Redis error when the release failed again: the hold stays
+// as it is, and the Lock waits or fails as after a failed attempt of its own. Nothing to settle
+// returns nil.
+func (a *lockActor) settleFailedRelease(k holdKey) error {
+	h := a.holds[k]
+	if h == nil || h.retryID == "" || h.count != 1 || h.ended() {
+		return nil
+	}
+	if a.unconfirmedBy == h {
+		// Its release granted a waiter early: resolveUnconfirmed sends it again with that handoff.
+		if a.resolveUnconfirmed() && a.holds[k] != h {
+			return nil
+		}
+		return errFailedReleaseUnanswered
+	}
+	held := h.count
+	if h.shared {
+		held = redisops.UnknownHoldCount
+	}
+	ctx, cancel := context.WithTimeout(a.redisContext(), a.env.StopReleaseTimeout)
+	defer cancel()
+	rel, err := a.proto.releaseHeld(ctx, k, h.retryID, h.lease, held, nil)
+	switch {
+	case err == nil:
+		if rel.Remaining > 0 && !h.shared {
+			// Redis counts holds of this owner that the actor does not know of (see settleRelease).
+			a.releaseStray(k, h.lease, rel.Remaining)
+		}
+		a.emitHold(messages.EventReleased, k, h, 0, messages.ReleaseUnlocked)
+		a.drop(k)
+		a.handoffs, a.alone = 0, false
+		if rel.HandedOff {
+			// Its first try handed the lock to a local waiter, whose attempt finds the hold as its
+			// own lost reply.
+			a.tryHead()
+		} else {
+			a.proto.freed(a, &Release{Owner: k.owner, Kind: k.kind}, rel)
+		}
+		return nil
+	case errors.Is(err, redisops.ErrNotHeld), errors.Is(err, redisops.ErrStaleRelease):
+		a.lose(k, "the failed release sent again found the hold gone")
+		return nil
+	default:
+		return err
+	}
+}
+
+// errFailedReleaseUnanswered is the error of a Lock whose owner's failed release, sent again before
+// it, went unanswered again (see settleFailedRelease).
+var errFailedReleaseUnanswered = errors.New("lockwarden: the owner's failed release went unanswered again")

@@ -441,7 +441,9 @@ func outcomeError(o actors.Outcome) error {
 // same (as in Redisson). When it was the last hold, the hold is no longer renewed and the lock frees
 // itself when its lease runs out (Done closes then), even if Unlock is never called again; calling
 // Unlock again retries the same release safely: if the failed one took effect after all, Redis answers
-// what it did, and no second hold is taken away. When it was an inner hold of a re-entered lock, the
+// what it did, and no second hold is taken away. A Lock (or TryLock) of m after such an Unlock sends
+// the same release again first and then takes a hold of its own; if Redis fails again, it waits and
+// tries again as after a failed attempt (TryLock without a wait returns the error). When it was an inner hold of a re-entered lock, the
 // outer holds stay held and renewed, and the last Unlock gives back whatever the failed one left.
 func (m *Mutex) Unlock(ctx context.Context) (err error) {
 	if err := m.usable(ctx); err != nil {

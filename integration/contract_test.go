@@ -723,3 +723,50 @@ func pausableClient(t *testing.T, srv *redistest.Server) *redis.Client {
 	}
 	return client
 }
+
+// TestContractLockAfterFailedUnlock: an owner whose Unlock of its last hold failed (it counts as done)
+// and that then locks and unlocks again, as a worker in a loop does, leaves the lock free: the new Lock
+// is a hold of its own, not a re-entry of the hold whose release is unknown, and its Unlock frees the
+// lock in Redis, whether the failed release never reached Redis (Disable) or ran there after its
+// answer was lost (Stall, then the held-up release goes through).
+func TestContractLockAfterFailedUnlock(t *testing.T) {
+	for _, cut := range []struct {
+		name string
+		cut  func(*redistest.Proxy)
+	}{{"never-sent", (*redistest.Proxy).Disable}, {"answer-lost", (*redistest.Proxy).Stall}} {
+		t.Run(cut.name, func(t *testing.T) {
+			srv := redistest.Start(t)
+			px, client := faultProxiedClient(t, srv)
+			direct := srv.Client(t)
+			c := newCoordinator(t, client)
+			name := t.Name()
+			m := c.Mutex(name)
+			mustLock(t, m)
+			first := m.Token()
+
+			cut.cut(px)
+			var ue *coordinator.UnlockError
+			if err := m.Unlock(t.Context()); !errors.As(err, &ue) {
+				t.Fatalf("Unlock over a cut connection = %v, want an *UnlockError", err)
+			}
+			px.Unstall()
+			px.Enable()
+			faultWaitPing(t, client, 5*time.Second)
+
+			mustLock(t, m)
+			if m.Token() <= first {
+				t.Errorf("the Lock after the failed Unlock has token %d, want above the first hold's %d (a hold of its own)", m.Token(), first)
+			}
+			if n, err := m.HoldCount(t.Context()); err != nil || n != 1 {
+				t.Errorf("HoldCount after Lock = %d, %v; want 1", n, err)
+			}
+			mustUnlock(t, m)
+			if held, err := m.IsHeld(t.Context()); err != nil || held {
+				t.Errorf("IsHeld after the Unlock = %v, %v; want false", held, err)
+			}
+			if got, err := direct.HGetAll(t.Context(), name).Result(); err != nil || len(got) != 0 {
+				t.Fatalf("the lock is still in Redis after Lock and Unlock: %v, %v", got, err)
+			}
+		})
+	}
+}
