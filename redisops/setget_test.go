@@ -23,10 +23,10 @@ local redis = setmetatable({call = function(...)
 end}, {__index = server})
 `
 
-// TestScriptsWithoutSetGet: on a server that refuses SET ... GET (before Redis 6.2), an acquisition
-// issues fencing tokens from the clock-based counter, the last release stores its answer in the latch
-// and a retry reads it, and a release that hands the lock off issues the next owner's token; a latch
-// key of another type is still refused before anything changes.
+// TestScriptsWithoutSetGet: on a server that refuses SET ... GET (before Redis 6.2), which the reentrant
+// lock's scripts do not use, an acquisition issues fencing tokens from the expiring counter, the last
+// release stores its answer in the latch and a retry reads it, and a release that hands the lock off
+// issues the next owner's token; a latch key of another type is still refused before anything changes.
 func TestScriptsWithoutSetGet(t *testing.T) {
 	ops, c := setupExpiringTokens(t)
 	ctx := t.Context()
