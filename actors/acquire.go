@@ -26,7 +26,8 @@ func (a *lockActor) onAcquire(m *Acquire) {
 	if h := a.holds[k]; h != nil && h.ended() {
 		a.lose(k, "lease ran out")
 	}
-	if err := a.settleFailedRelease(k); err != nil {
+	if err := a.settleFailedReleases(m.Owner); err != nil {
+		m.Ticket.noteError(err)
 		a.afterFirstAttempt(m, false, false, 0, err)
 		return
 	}
@@ -143,7 +144,7 @@ func (a *lockActor) compatible(m *Acquire) bool {
 // settled (granted, or answered with ReasonNotSynced), the holder's remaining lease when the lock is
 // taken, and any Redis error.
 func (a *lockActor) attempt(m *Acquire) (bool, time.Duration, error) {
-	if err := a.settleFailedRelease(holdKey{m.Owner, m.Kind}); err != nil {
+	if err := a.beforeAttempt(m); err != nil {
 		return false, 0, err
 	}
 	held := a.beginAttempt(m)
@@ -157,6 +158,22 @@ func (a *lockActor) attempt(m *Acquire) (bool, time.Duration, error) {
 	}
 	acquireEvent(m, sent, res.OK, err)
 	return a.settleAttempt(m, sent, res, err)
+}
+
+// beforeAttempt readies the owner's state for an attempt of m from the queue, as onAcquire does on
+// arrival: a hold whose lease ran out is given up (it would read as a re-entry while Redis may still
+// keep its field for the drift allowance), and a failed release of the owner's last hold is sent
+// again (settleFailedReleases). It returns the Redis error of a release that failed again, noted on m.
+func (a *lockActor) beforeAttempt(m *Acquire) error {
+	k := holdKey{m.Owner, m.Kind}
+	if h := a.holds[k]; h != nil && h.ended() {
+		a.lose(k, "lease ran out")
+	}
+	err := a.settleFailedReleases(m.Owner)
+	if err != nil {
+		m.Ticket.noteError(err)
+	}
+	return err
 }
 
 // callsAsync reports whether the actor's next call may go to Redis without the actor waiting for it

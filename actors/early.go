@@ -37,8 +37,9 @@ const earlyGrantMargin = 50 * time.Millisecond
 //   - m's caller does not need Redis' answer with the grant (AcceptEarlyGrant: a Mutex's Lock,
 //     TryLock or Do);
 //   - the lock is a reentrant lock, m's owner id is its own (not shared), and tokens come from the
-//     server's clock (with a counter kept forever, a release that never reached Redis would leave the
-//     next token equal to m's);
+//     expiring counter, whose every issue keeps the token above its own unissued for this handoff
+//     (issueToken in lib.lua): a release that never reached Redis leaves m's token unissued to
+//     anyone else. A counter kept forever (Redisson's INCR) would issue it to the next holder;
 //   - h is the holder's last hold, confirmed by a call sent within Env.EarlyGrantWindow, with a token,
 //     no failed release to retry, and valid for earlyGrantMargin more;
 //   - the script hands off unconditionally, and no replica acknowledgement is waited for (a handoff

@@ -91,6 +91,12 @@ func (a *lockActor) attemptReads(run []*Acquire) bool {
 	called := make(map[*Acquire]bool, len(run))
 	all := true
 	for _, m := range run {
+		if err := a.beforeAttempt(m); err != nil {
+			called[m] = true // it waits on in the queue
+			all = false
+			a.armRetry(a.nextBackOff())
+			continue
+		}
 		a.batchAcquire(m, func(ok bool, ttl time.Duration, err error) {
 			called[m] = true
 			switch {

@@ -371,6 +371,19 @@ func (a *lockActor) settleFailedRelease(k holdKey) error {
 	}
 }
 
+// settleFailedReleases runs settleFailedRelease for every hold of owner: on a read-write lock a read
+// acquisition may enter through the owner's write hold, and a write acquisition is refused as an
+// upgrade while the owner holds reads, so a failed release of the other side is settled first too.
+// It returns the first Redis error.
+func (a *lockActor) settleFailedReleases(owner string) error {
+	for _, kind := range [...]Kind{KindPlain, KindFair, KindRead, KindWrite} {
+		if err := a.settleFailedRelease(holdKey{owner, kind}); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // errFailedReleaseUnanswered is the error of a Lock whose owner's failed release, sent again before
 // it, went unanswered again (see settleFailedRelease).
 var errFailedReleaseUnanswered = errors.New("lockwarden: the owner's failed release went unanswered again")

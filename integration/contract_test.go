@@ -770,3 +770,97 @@ func TestContractLockAfterFailedUnlock(t *testing.T) {
 		})
 	}
 }
+
+// TestContractRWLockAfterFailedUnlock: on a read-write lock, an owner whose last Unlock of one side
+// failed and that then takes either side again (or a read batch with another reader) leaves the lock
+// free once it has unlocked: the failed release is sent again first, whichever side the new
+// acquisition is, so that a read never enters through a write hold whose release is unknown and a
+// write is not refused as an upgrade of read holds that count as released.
+func TestContractRWLockAfterFailedUnlock(t *testing.T) {
+	type step func(t *testing.T, rw *coordinator.RWMutex) error
+	lockW := func(t *testing.T, rw *coordinator.RWMutex) error { return rw.Lock(t.Context()) }
+	lockR := func(t *testing.T, rw *coordinator.RWMutex) error { return rw.RLock(t.Context()) }
+	unlockW := func(t *testing.T, rw *coordinator.RWMutex) error { return rw.Unlock(t.Context()) }
+	unlockR := func(t *testing.T, rw *coordinator.RWMutex) error { return rw.RUnlock(t.Context()) }
+	for _, tc := range []struct {
+		name                     string
+		first, failing, then, un step
+	}{
+		{"write-then-read", lockW, unlockW, lockR, unlockR},
+		{"read-then-write", lockR, unlockR, lockW, unlockW},
+		{"read-then-read", lockR, unlockR, lockR, unlockR},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			srv := redistest.Start(t)
+			px, client := faultProxiedClient(t, srv)
+			direct := srv.Client(t)
+			c := newCoordinator(t, client)
+			name := t.Name()
+			rw := c.RWMutex(name)
+			if err := tc.first(t, rw); err != nil {
+				t.Fatal(err)
+			}
+			px.Disable()
+			var ue *coordinator.UnlockError
+			if err := tc.failing(t, rw); !errors.As(err, &ue) {
+				t.Fatalf("Unlock over a cut connection = %v, want an *UnlockError", err)
+			}
+			px.Enable()
+			faultWaitPing(t, client, 5*time.Second)
+			if err := tc.then(t, rw); err != nil {
+				t.Fatalf("the next acquisition: %v", err)
+			}
+			if err := tc.un(t, rw); err != nil {
+				t.Fatalf("its Unlock: %v", err)
+			}
+			if got, err := direct.HGetAll(t.Context(), name).Result(); err != nil || len(got) != 0 {
+				t.Fatalf("the lock is still in Redis after the second acquisition and its Unlock: %v, %v", got, err)
+			}
+		})
+	}
+}
+
+// TestContractReadBatchAfterFailedUnlock: a reader whose last RUnlock failed and whose next RLock
+// waits (Redis still unreachable) behind nothing, with a second reader queued behind it, is tried in
+// one read batch with that reader once Redis is back: its failed release is sent again first, so it
+// takes a read hold of its own, and after both RUnlocks the lock is free.
+func TestContractReadBatchAfterFailedUnlock(t *testing.T) {
+	srv := redistest.Start(t)
+	px, client := faultProxiedClient(t, srv)
+	direct := srv.Client(t)
+	c := newCoordinator(t, client)
+	name := t.Name()
+	a, b := c.RWMutex(name), c.RWMutex(name)
+	mustLock(t, a.Read())
+	px.Disable()
+	var ue *coordinator.UnlockError
+	if err := a.RUnlock(t.Context()); !errors.As(err, &ue) {
+		t.Fatalf("RUnlock over a cut connection = %v, want an *UnlockError", err)
+	}
+	sub := c.Subscribe(coordinator.OfType(messages.EventWaitStarted), 8)
+	defer sub.Close()
+	aLocked := lockInBackground(t, a.Read())
+	// a's failed release, sent again before its RLock, fails again: a waits in the queue.
+	if ev := contractWaitEvent(t, sub, messages.EventWaitStarted, 5*time.Second); ev.Owner != a.Read().Owner() {
+		t.Fatalf("wait-started of %s, want a's (%s)", ev.Owner, a.Read().Owner())
+	}
+	bLocked := lockInBackground(t, b.Read())
+	if ev := contractWaitEvent(t, sub, messages.EventWaitStarted, 5*time.Second); ev.Owner != b.Read().Owner() {
+		t.Fatalf("wait-started of %s, want b's (%s)", ev.Owner, b.Read().Owner())
+	}
+	px.Enable()
+	waitLocked(t, aLocked, 10*time.Second, "a's RLock")
+	waitLocked(t, bLocked, 10*time.Second, "b's RLock")
+	if n, err := a.Read().HoldCount(t.Context()); err != nil || n != 1 {
+		t.Errorf("a's read HoldCount = %d, %v; want 1", n, err)
+	}
+	if err := a.RUnlock(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.RUnlock(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := direct.HGetAll(t.Context(), name).Result(); err != nil || len(got) != 0 {
+		t.Fatalf("the lock is still in Redis after both RUnlocks: %v, %v", got, err)
+	}
+}

@@ -155,8 +155,9 @@ func TestLocalHandoffGrantsBeforeRedisAnswers(t *testing.T) {
 	if got, err := direct.HGetAll(t.Context(), name).Result(); err != nil || len(got) != 1 || got[b.Owner()] != "1" {
 		t.Fatalf("the lock in Redis after the handoff: %v (err %v), want only %s: 1", got, err, b.Owner())
 	}
-	if tok, err := direct.Get(t.Context(), redisops.TokenKey(name)).Int64(); err != nil || tok != tokenB {
-		t.Fatalf("the token counter: %d (%v), want the waiter's token %d", tok, err, tokenB)
+	// The counter keeps the value above the waiter's token, for the waiter's own local handoff.
+	if tok, err := direct.Get(t.Context(), redisops.TokenKey(name)).Int64(); err != nil || tok != tokenB+1 {
+		t.Fatalf("the token counter: %d (%v), want the waiter's token %d plus one", tok, err, tokenB)
 	}
 	if held, err := b.IsHeld(t.Context()); err != nil || !held {
 		t.Fatalf("b.IsHeld: %v, %v", held, err)
@@ -225,8 +226,8 @@ func TestEarlyHandoffConfirmedByRetriedUnlock(t *testing.T) {
 		t.Fatal("the waiter's hold ended although the retried release confirmed it")
 	default:
 	}
-	if tok, err := p.direct.Get(t.Context(), redisops.TokenKey(p.name)).Int64(); err != nil || tok != tokenB {
-		t.Fatalf("the token counter: %d (%v), want the waiter's token %d", tok, err, tokenB)
+	if tok, err := p.direct.Get(t.Context(), redisops.TokenKey(p.name)).Int64(); err != nil || tok != tokenB+1 {
+		t.Fatalf("the token counter: %d (%v), want the waiter's token %d plus one", tok, err, tokenB)
 	}
 	mustUnlock(t, b)
 	if n := p.direct.Exists(t.Context(), p.name).Val(); n != 0 {
@@ -496,4 +497,23 @@ func TestEarlyHandoffNeedsRecentConfirmation(t *testing.T) {
 	}
 	px.RemoveLatency()
 	mustUnlock(t, b)
+}
+
+// TestEarlyGrantTokenNeverIssuedAgain: the token of a waiter granted early is never issued to another
+// client, even when the release that hands it over never reaches Redis and the holder's field lapses
+// there while the counter still lives (a 1 s watchdog, against the counter's 10 s): the holder's
+// acquisition kept that token, and the next client's token is above it.
+func TestEarlyGrantTokenNeverIssuedAgain(t *testing.T) {
+	const watchdog = time.Second
+	p := failedRelease(t, (*redistest.Proxy).Disable, coordinator.WithWatchdogTimeout(watchdog))
+	early := p.b.Token()
+	if early != p.a.Token()+1 {
+		t.Fatalf("the early waiter's token %d, want the holder's %d plus one", early, p.a.Token())
+	}
+	waitFor(t, p.b.Done(), 3*watchdog, "the end of the waiter's unconfirmed hold")
+	other := lockElsewhere(t, p.srv, p.name, p.b.Done()) // once the holder's field has lapsed
+	if other.Token() <= early {
+		t.Errorf("another process got token %d, not above the early waiter's %d", other.Token(), early)
+	}
+	mustUnlock(t, other)
 }

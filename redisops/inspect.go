@@ -148,10 +148,11 @@ type Inspection struct {
 	WriteIntent string `json:"write_intent,omitempty"`
 	// Queue are the waiters of a fair lock in the order they get it.
 	Queue []Waiter `json:"queue,omitempty"`
-	// Token is the value of the name's fencing-token counter (redisson_lock_token:{N}): the last token
-	// handed out on the name, while the counter exists; 0 when it does not. lockwarden's tokens follow
-	// the server's clock, so its counter is kept only [DefaultTokenExpiry] past that clock (for good
-	// with persistent tokens); Redisson's RFencedLock keeps it for good.
+	// Token is the last fencing token handed out on the name, read from its counter
+	// (redisson_lock_token:{N}) while the counter exists; 0 when it does not. A counter kept for good
+	// (persistent tokens, Redisson's RFencedLock) holds it; lockwarden's default counter, which starts
+	// from the server's clock and expires ([DefaultTokenExpiry]), holds the value above it (kept for a
+	// local handoff, see [Ops.SetTokenExpiry]).
 	Token int64 `json:"token,omitempty"`
 	// Count is the number stored for a semaphore (available permits, permit semaphores included) or a
 	// latch (its count).

@@ -63,6 +63,11 @@ end
 local token = ''
 if redis.call('type', KEYS[4])['ok'] == 'string' then
     token = redis.call('get', KEYS[4])
+    -- An expiring counter (lockwarden's default) holds the value above the last token issued (see
+    -- issueToken in lib.lua); one kept forever (persistent tokens, Redisson's RFencedLock) holds it.
+    if tonumber(token) and redis.call('pttl', KEYS[4]) > 0 then
+        token = string.format('%d', tonumber(token) - 1)
+    end
 end
 local permits, npermits = {}, 0
 if redis.call('type', KEYS[5])['ok'] == 'zset' then

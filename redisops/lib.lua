@@ -60,53 +60,63 @@ end
 
 -- issueToken(key, expiry) issues a token on the counter key (redisson_lock_token:{N}). With a token
 -- expiry of 0 the counter is INCRed and kept forever (Redisson's RFencedLock). Otherwise a live counter
--- is INCRed (one command: the common case), and a counter that is gone (expired, or never set) is set
--- to the server's clock in microseconds, to expire the expiry (in ms) later, so that a name leaves no
--- key behind. A token taken from the clock is above every earlier one: the counter was set from the
--- clock (or raised by raiseTo or raise_token.lua, which keep it until the clock has passed it) and then
--- INCRed at most once per script run, and a script takes more than a microsecond, so the clock has
--- passed the counter by the time it expires.
--- Its first command on key (INCR) fails on a key of another type before it writes anything, and
--- raises the error (redis.call): a script that issues the token before its other writes needs no TYPE
--- check of the counter to change nothing on a counter of another type.
+-- goes up by two (one INCRBY: the common case) and the token is the value between: the counter keeps
+-- the token plus one for the holder's local handoff granted before Redis answers it (release.lua's
+-- ARGV[12]), so that no other client is ever issued that token, even when the release that hands it
+-- over never reaches Redis. A counter that is gone (expired, or never set), or that holds no integer,
+-- is set from the server's clock in microseconds (the token) plus one, to expire the expiry (in ms)
+-- later, so that a name leaves no key behind. A token taken from the clock is above every earlier
+-- one: the counter was set from the clock (or raised by raiseTo or raise_token.lua, which keep it
+-- until the clock has passed it) and then went up by two per acquisition of the name, far fewer than
+-- the microseconds that pass before it expires.
+-- Its first command on key (INCR or INCRBY) fails on a key of another type before it writes
+-- anything, and raises the error: a script that issues the token before its other writes needs no
+-- TYPE check of the counter to change nothing on a counter of another type.
 -- expiry is the script's argument as it came (a decimal string), and is passed on to SET as it is:
 -- Redis turns a Lua number passed to a command into text with a printf on every call, which costs
 -- about as much as the command itself.
 local function issueToken(key, expiry)
-    local token = redis.call('incr', key)
     if tonumber(expiry) == 0 then
+        local token = redis.call('incr', key)
         redis.call('persist', key)
         return token
     end
-    if token > 1 then
-        return token
+    local ok, counter = pcall(redis.call, 'incrby', key, '2')
+    if ok and counter > 2 then
+        return counter - 1
+    end
+    if not ok and string.find(tostring(counter.err or counter), 'WRONGTYPE', 1, true) then
+        error(counter)
     end
     local t = redis.call('time')
     local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
-    redis.call('set', key, string.format('%d', now), 'px', expiry)
+    redis.call('set', key, string.format('%d', now + 1), 'px', expiry)
     return now
 end
 
--- raiseTo(key, token, expiry) raises the fencing-token counter key (redisson_lock_token:{N}) to token,
--- a token the caller has already given a holder it let in before the script ran (a local handoff
--- granted early, see release.lua), and reports whether it did: false when the counter already holds a
--- token at least as high (one was issued meanwhile), which leaves it as it is. token is the script's
--- argument as it came (a decimal string). With an expiry (ms, as issueToken's) the counter keeps token
--- until the server's clock has passed it by the expiry; with 0 it is kept forever. Its first command on
--- key (GET) fails on a key of another type before it writes anything, and raises the error.
+-- raiseTo(key, token, expiry) records on the fencing-token counter key (redisson_lock_token:{N}) the
+-- token the caller has already given a holder it let in before the script ran (a local handoff
+-- granted early, see release.lua): the token that the previous holder's issueToken kept for it, so
+-- the counter holds it, and goes up to token plus one, keeping the next one in turn. It reports false,
+-- leaving the counter as it is, when the counter is already above token (a RedLock floor raised it,
+-- and the next holder must be above that). token is the script's argument as it came (a decimal
+-- string). With an expiry (ms, as issueToken's) the counter keeps its value until the server's clock
+-- has passed it by the expiry; with 0 it is kept forever. Its first command on key (GET) fails on a
+-- key of another type before it writes anything, and raises the error.
 local function raiseTo(key, token, expiry)
-    local old = redis.call('get', key)
+    local old = tonumber(redis.call('get', key) or '0')
     local value = tonumber(token)
-    if old and tonumber(old) >= value then
+    if old and old > value then
         return false
     end
+    local kept = string.format('%d', value + 1)
     if tonumber(expiry) == 0 then
-        redis.call('set', key, token)
+        redis.call('set', key, kept)
         return true
     end
     local t = redis.call('time')
     local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
-    redis.call('set', key, token, 'px', string.format('%d', tonumber(expiry) + math.max(0, math.ceil((value - now) / 1000))))
+    redis.call('set', key, kept, 'px', string.format('%d', tonumber(expiry) + math.max(0, math.ceil((value + 1 - now) / 1000))))
     return true
 end
 

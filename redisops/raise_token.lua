@@ -3,7 +3,8 @@
 -- ARGV[1]  the floor
 -- ARGV[2]  token expiry in milliseconds, or 0 when the counter is kept forever (see acquire.lua)
 -- A RedLock holder raises the counters of the nodes it took to the highest token it got there, so
--- that the next holder, whose majority shares a node with this one's, gets a higher token.
+-- that the next holder, whose majority shares a node with this one's, gets a higher token. An expiring
+-- counter is raised to the floor plus one, as issueToken leaves it after issuing the floor.
 -- Returns the counter's value afterwards.
 -- A key of another type than the lock keeps there (another lock's key taken as a lock name, or data
 -- of the application) is refused before anything changes: the script touches only its own data.
@@ -13,6 +14,11 @@ if wrong then
 end
 local floor = tonumber(ARGV[1])
 local expiry = tonumber(ARGV[2])
+if expiry ~= 0 then
+    -- An expiring counter holds the value above the last token issued (issueToken keeps it for a
+    -- local handoff): the floor, a token issued, is kept below it.
+    floor = floor + 1
+end
 local current = tonumber(redis.call('get', KEYS[1]) or '0')
 if current >= floor then
     return current

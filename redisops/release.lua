@@ -83,7 +83,7 @@ if state[2] and state[1] then
 end
 local proposed = (ARGV[12] or '0') ~= '0'
 if proposed and not state[2] and ARGV[6] ~= '' and redis.call('hget', KEYS[1], ARGV[6]) and
-        redis.call('get', KEYS[4]) == ARGV[12] then
+        tonumber(redis.call('get', KEYS[4]) or '0') == tonumber(ARGV[12]) + 1 then
     -- O holds nothing, but the next owner holds the lock with the token given: an earlier copy of
     -- this release handed it over, and its latch has expired since. Answer what that copy did.
     return {0, tonumber(ARGV[12])}

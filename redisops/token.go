@@ -24,17 +24,19 @@ const DefaultTokenExpiry = DefaultLatchExpiry
 // SetTokenExpiry sets how fencing tokens are issued on the counter [TokenKey] of every lock. It is not
 // safe to call while o is in use; call it right after [New].
 //
-// With d > 0 (the default, [DefaultTokenExpiry]), a live counter is INCRed, and a counter that is gone
-// is set to the Redis server's clock in microseconds (TIME), to expire d later. A name that is no longer
-// locked so leaves no key behind (its counter expires at most d after the clock-based token that
-// started it; a busy name's counter is set from the clock again every d), and tokens still strictly
-// increase per name across acquisitions: the counter is INCRed at most once per script run, which takes
-// Redis more than a microsecond, so it runs behind the clock (unless a RedLock floor, [Ops.RaiseToken],
-// put it ahead, and then it is kept until the clock has passed it), and a token issued after it
-// expired, taken from the clock, is above every earlier one. This holds as long as the Redis server's
-// clock does not step back by more than d (a clock that steps back further, or a failover to a replica
-// whose clock is behind by more, can issue a token below an earlier one). Tokens are large numbers
-// (about 1.7e15).
+// With d > 0 (the default, [DefaultTokenExpiry]), a live counter goes up by two (INCRBY) and the
+// token is the value between: the one above it is kept for a local handoff granted before Redis
+// answers the release that makes it, and no other client is issued it. A counter that is gone is set
+// to the Redis server's clock in microseconds (TIME; the token) plus one, to expire d later. A name
+// that is no longer locked so leaves no key behind (its counter expires at most d after the
+// clock-based token that started it; a busy name's counter is set from the clock again every d), and
+// tokens still strictly increase per name across acquisitions: the counter goes up by two per
+// acquisition of the name, far fewer than the microseconds that pass before it expires, so it runs
+// behind the clock (unless a RedLock floor, [Ops.RaiseToken], put it ahead, and then it is kept until
+// the clock has passed it), and a token issued after it expired, taken from the clock, is above every
+// earlier one. This holds as long as the Redis server's clock does not step back by more than d (a
+// clock that steps back further, or a failover to a replica whose clock is behind by more, can issue
+// a token below an earlier one). Tokens are large numbers (about 1.7e15).
 //
 // With d = 0 the counter is INCRed and kept forever, as Redisson's RFencedLock does: tokens are small
 // and sequential (1, 2, 3, ...), and Redisson clients that use RFencedLock on the same names share them,
@@ -45,8 +47,10 @@ func (o *Ops) SetTokenExpiry(d time.Duration) {
 	o.tokenMillisArg = o.tokenMillis()
 }
 
-// TokensFromClock reports whether fencing tokens come from the server's clock (a token expiry above 0,
-// the default), rather than from a counter kept forever ([Ops.SetTokenExpiry]).
+// TokensFromClock reports whether fencing tokens come from the expiring counter, set from the server's
+// clock (a token expiry above 0, the default), rather than from a counter kept forever
+// ([Ops.SetTokenExpiry]). Only the expiring counter keeps the token above each one it issues
+// unissued, for a local handoff granted before Redis answers the release that makes it.
 func (o *Ops) TokensFromClock() bool { return o.tokenExpiry > 0 }
 
 // tokenArg is tokenMillis() as a script argument.
