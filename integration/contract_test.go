@@ -724,6 +724,15 @@ func pausableClient(t *testing.T, srv *redistest.Server) *redis.Client {
 	return client
 }
 
+// cutCoordinator returns a coordinator whose client reaches a new redis-server through a fault proxy
+// (faultProxiedClient): the proxy, that client, and a client of the server's own.
+func cutCoordinator(t *testing.T) (*redistest.Proxy, *redis.Client, *redis.Client, *coordinator.Coordinator) {
+	t.Helper()
+	srv := redistest.Start(t)
+	px, client := faultProxiedClient(t, srv)
+	return px, client, srv.Client(t), newCoordinator(t, client)
+}
+
 // TestContractLockAfterFailedUnlock: an owner whose Unlock of its last hold failed (it counts as done)
 // and that then locks and unlocks again, as a worker in a loop does, leaves the lock free: the new Lock
 // is a hold of its own, not a re-entry of the hold whose release is unknown, and its Unlock frees the
@@ -735,10 +744,7 @@ func TestContractLockAfterFailedUnlock(t *testing.T) {
 		cut  func(*redistest.Proxy)
 	}{{"never-sent", (*redistest.Proxy).Disable}, {"answer-lost", (*redistest.Proxy).Stall}} {
 		t.Run(cut.name, func(t *testing.T) {
-			srv := redistest.Start(t)
-			px, client := faultProxiedClient(t, srv)
-			direct := srv.Client(t)
-			c := newCoordinator(t, client)
+			px, client, direct, c := cutCoordinator(t)
 			name := t.Name()
 			m := c.Mutex(name)
 			mustLock(t, m)
@@ -791,10 +797,7 @@ func TestContractRWLockAfterFailedUnlock(t *testing.T) {
 		{"read-then-read", lockR, unlockR, lockR, unlockR},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			srv := redistest.Start(t)
-			px, client := faultProxiedClient(t, srv)
-			direct := srv.Client(t)
-			c := newCoordinator(t, client)
+			px, client, direct, c := cutCoordinator(t)
 			name := t.Name()
 			rw := c.RWMutex(name)
 			if err := tc.first(t, rw); err != nil {
@@ -825,10 +828,7 @@ func TestContractRWLockAfterFailedUnlock(t *testing.T) {
 // one read batch with that reader once Redis is back: its failed release is sent again first, so it
 // takes a read hold of its own, and after both RUnlocks the lock is free.
 func TestContractReadBatchAfterFailedUnlock(t *testing.T) {
-	srv := redistest.Start(t)
-	px, client := faultProxiedClient(t, srv)
-	direct := srv.Client(t)
-	c := newCoordinator(t, client)
+	px, _, direct, c := cutCoordinator(t)
 	name := t.Name()
 	a, b := c.RWMutex(name), c.RWMutex(name)
 	mustLock(t, a.Read())
