@@ -334,6 +334,7 @@ func (a *lockActor) grant(m *Acquire, count, token int64, sent time.Time) {
 	fresh := h == nil
 	if fresh {
 		h = a.newHold(validUntil(sent, m.Lease))
+		h.grantsEarly = m.AcceptEarlyGrant
 		a.holds[k] = h
 		a.kindHolds[k.kind]++
 		a.env.Held.add(a.name, k.owner, k.kind, sent)

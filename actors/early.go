@@ -40,7 +40,8 @@ const earlyGrantMargin = 50 * time.Millisecond
 //     expiring counter, whose every issue keeps the token above its own unissued for this handoff
 //     (issueToken in lib.lua): a release that never reached Redis leaves m's token unissued to
 //     anyone else. A counter kept forever (Redisson's INCR) would issue it to the next holder;
-//   - h is the holder's last hold, confirmed by a call sent within Env.EarlyGrantWindow, with a token,
+//   - h is the holder's last hold, taken by a Mutex's call (grantsEarly: a group member's token is
+//     raised past by its group), confirmed by a call sent within Env.EarlyGrantWindow, with a token,
 //     no failed release to retry, and valid for earlyGrantMargin more;
 //   - the script hands off unconditionally, and no replica acknowledgement is waited for (a handoff
 //     the replicas did not acknowledge is given back). At the end of a run of handoffs
@@ -53,7 +54,7 @@ func (a *lockActor) handsOffEarly(h *hold, m *Acquire, next *redisops.Handoff) b
 	if !m.AcceptEarlyGrant || m.SharedOwner || m.Kind != KindPlain || a.proto.lockKind() != messages.LockPlain {
 		return false
 	}
-	if h == nil || h.shared || h.count != 1 || h.token <= 0 || h.pending != nil || h.retryID != "" || h.ended() {
+	if h == nil || !h.grantsEarly || h.shared || h.count != 1 || h.token <= 0 || h.pending != nil || h.retryID != "" || h.ended() {
 		return false
 	}
 	if a.env.EarlyGrantWindow <= 0 || h.confirmed.IsZero() || time.Since(h.confirmed) > a.env.EarlyGrantWindow {
@@ -85,6 +86,7 @@ func (a *lockActor) grantEarly(m *Acquire, from *hold, next *redisops.Handoff) b
 	k := holdKey{m.Owner, m.Kind}
 	h := a.newHold(expires)
 	h.count, h.token, h.lease, h.watchdog, h.pending = 1, token, m.Lease, m.Watchdog, newConfirmation()
+	h.grantsEarly = true
 	a.holds[k] = h
 	a.kindHolds[k.kind]++
 	a.env.Held.add(a.name, k.owner, k.kind, now)

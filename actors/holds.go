@@ -51,6 +51,11 @@ type hold struct {
 	// renewal, an Extend, an inner release) was sent; for a hold granted early and confirmed, its
 	// grant. Zero while a hold granted early waits for its confirmation.
 	confirmed time.Time
+	// grantsEarly is set for a hold that a Mutex's call took (Acquire.AcceptEarlyGrant): its token is
+	// the one its script issued (or its early grant's), so its release may grant a local waiter early
+	// with the token above it (handsOffEarly). A group member's hold is not: its group raises the
+	// token counter past its token.
+	grantsEarly bool
 	// pending is set while the hold, granted from a local handoff, waits for Redis to confirm it (see
 	// grantEarly); it is resolved when Redis has, or when the hold ends. The watchdog does not renew
 	// such a hold (its field may not be in Redis yet).

@@ -285,8 +285,9 @@ func WithFairWaitWindow(d time.Duration) Option {
 // is one key per name ever locked (about 90 bytes each), which never goes away.
 //
 // By default the counter expires: a counter that is gone is set to the Redis server's clock in
-// microseconds and lives 10s, and while it lives each token is an INCR of it, so a name that was
-// locked and released leaves no key behind once its unlock latch (10s) has expired.
+// microseconds and lives 10s, and while it lives each acquisition raises it by two and takes the value
+// between (the one above is kept for a local handoff), so a name that was locked and released leaves
+// no key behind once its unlock latch (10s) has expired.
 // Tokens still strictly increase per name, as long as the Redis server's clock does not step back by
 // more than those 10s; they are large numbers (about 1.7e15). Every client of one name must use the
 // same mode (a counter that expires under an INCRing client starts again from 1).

@@ -1010,3 +1010,30 @@ func TestRedLockSharedRunIDReadOutlastsShortBounds(t *testing.T) {
 		t.Errorf("%d of %d TryLock calls with a 300ms node timeout failed beside 5ms ones; first: %v", failed, rounds, first)
 	}
 }
+
+// TestRedLockMemberHoldGrantsNoEarlyToken: a plain Mutex waiting on the same name in the coordinator
+// of a RedLock member gets the lock from the member's release with a token above the group's (the
+// group raised the node's counter past the member's own token): the member's hold does not grant it
+// early with its own token plus one.
+func TestRedLockMemberHoldGrantsNoEarlyToken(t *testing.T) {
+	t.Parallel()
+	nodes := groupStart(t, 3, coordinator.WithEarlyHandoffWindow(time.Minute))
+	name := t.Name()
+	// Node 1's counter is ahead: the group's token, and the floor it raises node 0 to, come from it.
+	ahead := time.Now().Add(time.Minute).UnixMicro()
+	if err := nodes.clients[1].Set(t.Context(), redisops.TokenKey(name), ahead, 2*time.Minute).Err(); err != nil {
+		t.Fatal(err)
+	}
+	g := nodes.coords[0].RedLock(nodes.handles(name))
+	mustGroupLock(t, g)
+	top := g.Token()
+	w := nodes.coords[0].Mutex(name)
+	wLocked := lockInBackground(t, w)
+	faultWaitSubscribed(t, nodes.clients[0], name, 1) // w waits in node 0's lock actor
+	mustGroupUnlock(t, g)
+	waitLocked(t, wLocked, 5*time.Second, "the plain waiter")
+	if w.Token() <= top {
+		t.Errorf("the waiter's token %d is not above the group's %d", w.Token(), top)
+	}
+	mustUnlock(t, w)
+}

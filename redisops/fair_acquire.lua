@@ -40,14 +40,14 @@ if refused then
 end
 local t = redis.call('time')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
--- The watermark of a refusal (see Returns): the counter, which every later token is above (an INCR of
--- it, or one taken from the clock once it has expired, which it does only after the clock has passed
+-- The watermark of a refusal (see Returns): the counter, which every later token is above (issued
+-- from it, or one taken from the clock once it has expired, which it does only after the clock has passed
 -- it: see issueToken); with expiring tokens and no counter, the clock, which every token of an expired
 -- counter is below and every later one is at least.
 local function watermark()
-    local counter = redis.call('get', KEYS[4])
+    local counter = tonumber(redis.call('get', KEYS[4]) or '')
     if counter or tonumber(ARGV[12]) == 0 then
-        return tonumber(counter or '0')
+        return counter or 0
     end
     return tonumber(t[1]) * 1000000 + tonumber(t[2])
 end

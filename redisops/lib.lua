@@ -104,19 +104,23 @@ end
 -- has passed it by the expiry; with 0 it is kept forever. Its first command on key (GET) fails on a
 -- key of another type before it writes anything, and raises the error.
 local function raiseTo(key, token, expiry)
-    local old = tonumber(redis.call('get', key) or '0')
+    local old = tonumber(redis.call('get', key) or '')
     local value = tonumber(token)
     if old and old > value then
         return false
     end
-    local kept = string.format('%d', value + 1)
     if tonumber(expiry) == 0 then
-        redis.call('set', key, kept)
+        redis.call('set', key, string.format('%d', value + 1))
         return true
     end
     local t = redis.call('time')
     local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
-    redis.call('set', key, kept, 'px', string.format('%d', tonumber(expiry) + math.max(0, math.ceil((value + 1 - now) / 1000))))
+    if not old then
+        -- The counter is gone (it expired, maybe after tokens were issued from the clock: this may
+        -- be a late copy of a release): it starts from the clock again, never below them.
+        value = math.max(value, now)
+    end
+    redis.call('set', key, string.format('%d', value + 1), 'px', string.format('%d', tonumber(expiry) + math.max(0, math.ceil((value + 1 - now) / 1000))))
     return true
 end
 

@@ -279,9 +279,10 @@ type Handoff struct {
 	// ignores it.
 	CountListeners bool
 	// Token, when not 0, is the fencing token the caller has already given Owner, which it let in
-	// before the release's answer: the lock's latest token plus one. The release raises the token
-	// counter to it whatever happens (so that no later token equals it) and hands the lock off to Owner
-	// with it; when the counter already held a token as high, it hands the lock off all the same (the
+	// before the release's answer: the lock's latest token plus one, which the counter kept unissued.
+	// The release raises the token counter past it whatever happens (so that no later token equals it)
+	// and hands the lock off to Owner with it; when the counter was already above it (a RedLock floor
+	// raised it), it hands the lock off all the same (the
 	// lock stays taken while Owner may use it) with a fresh token, and Released.Token tells the
 	// caller, which then gives the hold back. Such a release is not followed by the replica-sync WAIT
 	// and its undo. The fair lock ignores it.

@@ -14,12 +14,19 @@ if wrong then
 end
 local floor = tonumber(ARGV[1])
 local expiry = tonumber(ARGV[2])
+local current = tonumber(redis.call('get', KEYS[1]) or '')
+local t = redis.call('time')
 if expiry ~= 0 then
     -- An expiring counter holds the value above the last token issued (issueToken keeps it for a
-    -- local handoff): the floor, a token issued, is kept below it.
+    -- local handoff): the floor, a token issued, is kept below it. One that is gone (or holds no
+    -- integer) starts from the clock again when that is higher: tokens may have been issued from
+    -- the clock since it expired.
     floor = floor + 1
+    if not current then
+        floor = math.max(floor, tonumber(t[1]) * 1000000 + tonumber(t[2]) + 1)
+    end
 end
-local current = tonumber(redis.call('get', KEYS[1]) or '0')
+current = current or 0
 if current >= floor then
     return current
 end
@@ -29,7 +36,6 @@ if expiry == 0 then
 end
 -- A floor from another node may be ahead of this server's clock: the counter keeps it until this clock
 -- has passed it by the expiry, as a token issued here would be kept.
-local t = redis.call('time')
 local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
 local keep = expiry + math.max(math.ceil((floor - now) / 1000), 0)
 redis.call('set', KEYS[1], string.format('%d', floor), 'px', string.format('%d', keep))

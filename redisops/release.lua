@@ -24,10 +24,11 @@
 -- ARGV[11] with a known count, this release's sequence number: a decimal integer that is higher for
 --          every release of O on N than for the one before (ignored with an unknown count)
 -- ARGV[12] the fencing token of the next owner when the caller has already let it in (a local
---          handoff granted before this answer: the lock's latest token plus one), or "0" for a token
---          issued here. The counter is raised to it whether or not the lock is handed off, so that no
---          later token equals it. When the counter already holds a token as high, the lock is handed
---          off all the same (its next owner may be using it) with a token issued here, which tells the
+--          handoff granted before this answer: the lock's latest token plus one, which the counter
+--          kept unissued), or "0" for a token issued here. The counter is raised past it (to the
+--          value above, kept in turn) whether or not the lock is handed off, so that no later token
+--          equals it. When the counter is already above it (a RedLock floor), the lock is handed off
+--          all the same (its next owner may be using it) with a token issued here, which tells the
 --          caller to give it back
 -- Returns {remaining, token}: remaining is O's hold count left (0 = released), -1 when O holds
 -- nothing, or -2 when a release of O with a higher sequence number has already run (this call is a

@@ -1,6 +1,7 @@
 package redisops_test
 
 import (
+	"errors"
 	"fmt"
 	"testing"
 	"time"
@@ -294,5 +295,66 @@ func TestNonIntegerCounter(t *testing.T) {
 		if n, err := c.HLen(ctx, name).Result(); err != nil || n == 0 {
 			t.Errorf("%s: the lock hash has %d fields, %v; want the hold", tc.name, n, err)
 		}
+	}
+	// A fair attempt refused over such a counter answers its refusal, with the clock as its watermark;
+	// a RedLock raise over it sets it.
+	name := t.Name() + ":fair"
+	if err := c.Set(ctx, redisops.TokenKey(name), "not-a-number", 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := ops.FairAcquire(ctx, name, "B", time.Minute, time.Minute, 0, true); err != nil || got.OK || got.Watermark < before {
+		t.Errorf("fair attempt refused over a counter holding no number: %+v, %v; want a refusal with the clock as watermark", got, err)
+	}
+	name = t.Name() + ":raise"
+	if err := c.Set(ctx, redisops.TokenKey(name), "not-a-number", 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := ops.RaiseToken(ctx, name, 5); err != nil || got < before {
+		t.Errorf("RaiseToken over a counter holding no number: %d, %v; want the counter set from the clock", got, err)
+	}
+}
+
+// TestRaiseAfterCounterExpiredStaysAboveTheClock: a raise that finds the expiring counter gone (a late
+// copy of a release that hands off with a proposed token, or a late RaiseToken), after tokens were
+// issued from the clock, sets the counter from the clock: the next token is above all of them.
+func TestRaiseAfterCounterExpiredStaysAboveTheClock(t *testing.T) {
+	t.Parallel()
+	ops, c := setupExpiringTokens(t)
+	ctx := t.Context()
+	name := t.Name()
+	lockKey, counterKey := redisops.LockKey(name), redisops.TokenKey(name)
+	a := mustAcquire(t, ops, name, "A", lease)
+	expire := func() { // A's hold (or C's) and the counter ran out
+		t.Helper()
+		if err := c.Del(ctx, lockKey, counterKey).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	expire()
+	clockToken := mustAcquire(t, ops, name, "C", lease).Token // taken from the clock
+	if _, err := ops.Release(ctx, name, "C", "c1", lease, nil); err != nil {
+		t.Fatal(err)
+	}
+	expire()
+	// A's release, with the token it proposed for B, arrives late: A holds nothing.
+	if _, err := ops.Release(ctx, name, "A", "a1", lease, &redisops.Handoff{Owner: "B", Lease: lease, Token: a.Token + 1}); !errors.Is(err, redisops.ErrNotHeld) {
+		t.Fatalf("late release: %v, want ErrNotHeld", err)
+	}
+	if d := mustAcquire(t, ops, name, "D", lease).Token; d <= clockToken {
+		t.Fatalf("after a late raiseTo: token %d, not above %d issued before", d, clockToken)
+	}
+	if _, err := ops.Release(ctx, name, "D", "d1", lease, nil); err != nil {
+		t.Fatal(err)
+	}
+	last := mustAcquire(t, ops, name, "E", lease).Token
+	if _, err := ops.Release(ctx, name, "E", "e1", lease, nil); err != nil {
+		t.Fatal(err)
+	}
+	expire()
+	if _, err := ops.RaiseToken(ctx, name, a.Token); err != nil { // a late RedLock raise, below them all
+		t.Fatal(err)
+	}
+	if f := mustAcquire(t, ops, name, "F", lease).Token; f <= last {
+		t.Fatalf("after a late RaiseToken: token %d, not above %d issued before", f, last)
 	}
 }
