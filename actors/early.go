@@ -31,8 +31,9 @@ const earlyGrantMargin = 50 * time.Millisecond
 // owner's. While h is valid (its lease in Redis outlasts h.expires), the lock is this process's and no
 // other client can take it, so m may start its hold as soon as the holder has stopped, as it would if
 // the holder had held on a moment longer; the script's answer then confirms it. That saves the next
-// holder the release's round trip: most of a handoff's gap. Its fencing token is h's plus one: while h
-// holds the lock no other token of the name is issued, and the release raises the token counter to it.
+// holder the release's round trip: most of a handoff's gap. Its fencing token is h's plus one, which
+// the token counter kept unissued when h's token was issued (issueToken), and the release raises the
+// counter past it.
 // Only when:
 //   - m's caller does not need Redis' answer with the grant (AcceptEarlyGrant: a Mutex's Lock,
 //     TryLock or Do);
