@@ -99,7 +99,9 @@ end
 -- granted early, see release.lua): the token that the previous holder's issueToken kept for it, so
 -- the counter holds it, and goes up to token plus one, keeping the next one in turn. It reports false,
 -- leaving the counter as it is, when the counter is already above token (a RedLock floor raised it,
--- and the next holder must be above that). token is the script's argument as it came (a decimal
+-- and the next holder must be above that). An expiring counter that is gone (or holds no integer) is
+-- set from the clock when that is higher: tokens may have been issued from the clock since it expired
+-- (this call may be a late copy of a release). token is the script's argument as it came (a decimal
 -- string). With an expiry (ms, as issueToken's) the counter keeps its value until the server's clock
 -- has passed it by the expiry; with 0 it is kept forever. Its first command on key (GET) fails on a
 -- key of another type before it writes anything, and raises the error.
