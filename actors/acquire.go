@@ -22,15 +22,11 @@ func (a *lockActor) onAcquire(m *Acquire) {
 		a.refuse(m, Outcome{Reason: messages.ReasonKindMismatch, Err: redisops.ErrKindMismatch})
 		return
 	}
-	k := holdKey{m.Owner, m.Kind}
-	if h := a.holds[k]; h != nil && h.ended() {
-		a.lose(k, "lease ran out")
-	}
-	if err := a.settleFailedReleases(m.Owner); err != nil {
-		m.Ticket.noteError(err)
+	if err := a.beforeAttempt(m); err != nil {
 		a.afterFirstAttempt(m, false, false, 0, err)
 		return
 	}
+	k := holdKey{m.Owner, m.Kind}
 	if _, lost := a.lost[k]; lost && a.holds[k] == nil && !m.SharedOwner {
 		a.clearLost(k)
 	}
@@ -160,8 +156,8 @@ func (a *lockActor) attempt(m *Acquire) (bool, time.Duration, error) {
 	return a.settleAttempt(m, sent, res, err)
 }
 
-// beforeAttempt readies the owner's state for an attempt of m from the queue, as onAcquire does on
-// arrival: a hold whose lease ran out is given up (it would read as a re-entry while Redis may still
+// beforeAttempt readies the owner's state for an attempt of m, on arrival (onAcquire) and from the
+// queue: a hold whose lease ran out is given up (it would read as a re-entry while Redis may still
 // keep its field for the drift allowance), and a failed release of the owner's last hold is sent
 // again (settleFailedReleases). It returns the Redis error of a release that failed again, noted on m.
 func (a *lockActor) beforeAttempt(m *Acquire) error {

@@ -32,9 +32,10 @@
 // the lock to the head waiter in the same round trip (a local handoff). A waiter that accepts it
 // (Acquire.AcceptEarlyGrant: a Mutex's Lock) is granted at once, before that round trip, with the
 // holder's token plus one (early.go): the holder's hold is valid in Redis until its validity runs out,
-// so no other client can take the lock meanwhile, and the release raises the token counter to the
-// waiter's token. The answer confirms the hold; a definite refusal ends it; an unknown outcome (a
-// Redis error) leaves it valid but unconfirmed until the release, sent again (the holder's retried
+// so no other client can take the lock meanwhile, and the token counter kept the waiter's token
+// unissued when the holder's was issued (the release raises the counter past it). The answer
+// confirms the hold; a definite refusal ends it; an unknown outcome (a Redis error) leaves it valid
+// but unconfirmed until the release, sent again (the holder's retried
 // Unlock, either owner's next command, or the watchdog's next try), has an answer, and at most until
 // the holder's validity. After [Env.MaxHandoffs] handoffs in a row, the release hands off only if no
 // other client is subscribed to the lock's channel, and otherwise publishes an ordinary unlock, so that

@@ -246,12 +246,7 @@ func (a *lockActor) resolveUnconfirmed() bool {
 	}
 	if a.holds[kA] == by {
 		if err == nil {
-			if rel.Remaining > 0 {
-				// Redis counts holds of the holder that it did not know of (see settleRelease).
-				a.releaseStray(kA, by.lease, rel.Remaining)
-			}
-			a.emitHold(messages.EventReleased, kA, by, 0, messages.ReleaseUnlocked)
-			a.drop(kA)
+			a.dropResent(kA, by, rel)
 		} else {
 			a.lose(kA, "the release sent again found the hold gone")
 		}

@@ -293,15 +293,9 @@ func (a *lockActor) drop(k holdKey) {
 		h.end()
 		h.settle() // a hold granted early that ends before Redis confirmed it
 		if u := a.unconfirmed; u != nil && (holdKey{u.Owner, u.Kind}) == k {
-			// Its release may never reach Redis: the token counter is raised to its token, as the
-			// release would have, so that no later holder gets the same token (with a counter ahead of
-			// the server's clock, the next token is the counter's plus one).
+			// Its release may never reach Redis. No later holder gets its token all the same: the
+			// token counter kept it unissued when the holder's token was issued (issueToken).
 			a.unconfirmed, a.unconfirmedBy = nil, nil
-			ctx, cancel := context.WithTimeout(a.redisContext(), a.env.StopReleaseTimeout)
-			if _, err := a.env.Ops.RaiseToken(ctx, a.name, h.token); err != nil {
-				a.log().Warn("raising the token counter past an unconfirmed hold failed", "owner", k.owner, "err", err)
-			}
-			cancel()
 		}
 	}
 }

@@ -348,12 +348,7 @@ func (a *lockActor) settleFailedRelease(k holdKey) error {
 	rel, err := a.proto.releaseHeld(ctx, k, h.retryID, h.lease, held, nil)
 	switch {
 	case err == nil:
-		if rel.Remaining > 0 && !h.shared {
-			// Redis counts holds of this owner that the actor does not know of (see settleRelease).
-			a.releaseStray(k, h.lease, rel.Remaining)
-		}
-		a.emitHold(messages.EventReleased, k, h, 0, messages.ReleaseUnlocked)
-		a.drop(k)
+		a.dropResent(k, h, rel)
 		a.handoffs, a.alone = 0, false
 		if rel.HandedOff {
 			// Its first try handed the lock to a local waiter, whose attempt finds the hold as its
@@ -369,6 +364,18 @@ func (a *lockActor) settleFailedRelease(k holdKey) error {
 	default:
 		return err
 	}
+}
+
+// dropResent ends the hold h of k, whose Unlock counted as done, once its release, sent again, took
+// effect (rel): what Redis still counts of the owner's holds beyond it is given back, and the hold is
+// announced as released.
+func (a *lockActor) dropResent(k holdKey, h *hold, rel redisops.Released) {
+	if rel.Remaining > 0 && !h.shared {
+		// Redis counts holds of this owner that the actor does not know of (see settleRelease).
+		a.releaseStray(k, h.lease, rel.Remaining)
+	}
+	a.emitHold(messages.EventReleased, k, h, 0, messages.ReleaseUnlocked)
+	a.drop(k)
 }
 
 // settleFailedReleases runs settleFailedRelease for every hold of owner: on a read-write lock a read

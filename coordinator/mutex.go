@@ -187,8 +187,8 @@ func (m *Mutex) usable(ctx context.Context) error {
 // A waiter that the holder hands the lock to in this process (another handle on the same name, on
 // this coordinator) gets it as soon as the holder's Unlock starts, before Redis has answered the
 // release that hands it over: the holder's hold is valid in Redis then, so no other client can take
-// the lock in between. Its fencing token is the holder's plus one, which the release writes to the
-// token counter. Redis' answer confirms the hold, normally within one round trip; [Mutex.IsHeld],
+// the lock in between. Its fencing token is the holder's plus one, which the token counter kept
+// unissued when the holder's token was issued, and which the release raises the counter past. Redis' answer confirms the hold, normally within one round trip; [Mutex.IsHeld],
 // [Mutex.HoldCount] and the other calls that read the lock in Redis wait for it. If Redis answers that
 // the handoff did not take effect (the previous holder's lease had run out, or the lock was
 // force-unlocked, or the token counter was already above its token), Done closes, as for a hold lost.
@@ -575,7 +575,7 @@ func (c *Coordinator) status(ctx context.Context, kind actors.Kind, name, owner 
 // Token returns the fencing token of the handle's current hold: the token issued at the handle's latest
 // acquisition. Tokens of one lock name strictly increase across acquisitions, so a resource that rejects
 // writes carrying a token lower than the highest it has seen is safe from a holder that paused past its
-// lease. By default tokens are large (the Redis server's clock in microseconds, or the counter plus one);
+// lease. By default tokens are large (counted from the Redis server's clock in microseconds);
 // with [WithPersistentFencingTokens] they are 1, 2, 3, ... It returns 0 when the handle holds nothing.
 func (m *Mutex) Token() int64 {
 	m.mu.Lock()
