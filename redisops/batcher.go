@@ -13,11 +13,14 @@ import (
 
 // DefaultPipelines is how many round trips a [Batcher] has under way at once by default. A lone caller
 // always finds one free, so it is never delayed behind a batch; under load the calls that find none
-// wait and go together in the next one. At 32 goroutines on a local server (BenchmarkBatcher), 2 and
-// 4 gave the same throughput within the noise of the measurement, 2.1-2.8 times that of direct calls,
-// with 0.11 and 0.19 round trips per call. In BenchmarkLockCost (Lock+Unlock on 32 names, through the
-// lock actors) 2 gave 0.22 round trips per pair against 4's 0.38, and a little less Redis CPU.
-const DefaultPipelines = 2
+// wait and go together in the next one. More round trips under way keep Redis busier while the client
+// settles the answers of another, at the price of smaller batches. In BenchmarkLockCost (Lock+Unlock
+// on 32 names, through the lock actors), measured alternating 2, 3 and 4 three times each on a 2-CPU
+// VM: 4 gave 0.70-0.73x the floor's ops/s against 2's 0.66-0.68x (0.82-0.85x against 0.72-0.76x with
+// Redis on a CPU apart), at 0.31 round trips per pair against 0.18 and the same Redis CPU per pair
+// within the noise (1.46-1.51x the floor against 1.37-1.53x); 3 fell between. The contention
+// benchmarks (BenchmarkContended, BenchmarkContendedProcesses, BenchmarkFairContended) did not move.
+const DefaultPipelines = 4
 
 // Batcher sends script calls to Redis, pipelining the calls that are pending at the same moment into
 // one round trip (group commit). It is safe for concurrent use.
@@ -317,7 +320,8 @@ func (b *Batcher) send(batch []*pending, self *pending) {
 		// The callers just woken are queued on this goroutine's processor, behind it. Yield, so that
 		// they go on (and make their next calls, which then share a round trip) before this caller
 		// does: at 32 goroutines (BenchmarkLockCost) that takes the round trips per Lock+Unlock from
-		// 0.22-0.23 to 0.17-0.18, and Redis' CPU and the throughput with it.
+		// 0.22-0.23 to 0.17-0.18 with 2 round trips under way, and from 0.39-0.40 to 0.31-0.32 with 4
+		// (0.65-0.68x the floor's ops/s without it, 0.67-0.73x with it), and Redis' CPU with it.
 		runtime.Gosched()
 	}
 }
