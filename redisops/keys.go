@@ -67,8 +67,27 @@ func (n *Names) boxed() (name, token, channel any) {
 
 // NamesOf returns the Names of the lock name.
 func NamesOf(name string) Names {
-	n := Names{Name: name, Token: TokenKey(name), Channel: ChannelName(name),
-		latch: UnlockLatchKey(name, "")}
+	// The three keys made from name share one allocation: each is a substring of one string (a lock
+	// actor bound to a name never used before makes them for that name).
+	open, closing := "{", "}"
+	if strings.Contains(name, "{") {
+		open, closing = "", ""
+	}
+	const token, channel, latch = "redisson_lock_token:", "redisson_lock__channel:", "redisson_unlock_latch:"
+	var b strings.Builder
+	b.Grow(len(token) + len(channel) + len(latch) + 3*(len(open)+len(name)+len(closing)) + 1)
+	for _, prefix := range [...]string{token, channel, latch} {
+		b.WriteString(prefix)
+		b.WriteString(open)
+		b.WriteString(name)
+		b.WriteString(closing)
+	}
+	b.WriteString(":")
+	keys := b.String()
+	each := len(open) + len(name) + len(closing)
+	endToken := len(token) + each
+	endChannel := endToken + len(channel) + each
+	n := Names{Name: name, Token: keys[:endToken], Channel: keys[endToken:endChannel], latch: keys[endChannel:]}
 	n.name, n.token, n.channel = n.Name, n.Token, n.Channel
 	return n
 }

@@ -41,3 +41,22 @@ func TestTTLFromMillis(t *testing.T) {
 		}
 	}
 }
+
+// TestNamesOf checks that the keys NamesOf builds in one allocation are the ones the key functions
+// build one by one.
+func TestNamesOf(t *testing.T) { // not parallel: AllocsPerRun
+	for _, name := range []string{"orders", "a{b}c", "{orders}", "", "x:y", "é{"} {
+		n := NamesOf(name)
+		if n.Name != name || n.Token != TokenKey(name) || n.Channel != ChannelName(name) ||
+			n.latchKey("r1") != UnlockLatchKey(name, "r1") {
+			t.Errorf("NamesOf(%q): got %q %q %q %q, want %q %q %q %q", name, n.Name, n.Token, n.Channel,
+				n.latchKey("r1"), name, TokenKey(name), ChannelName(name), UnlockLatchKey(name, "r1"))
+		}
+		if n.name != any(n.Name) || n.token != any(n.Token) || n.channel != any(n.Channel) {
+			t.Errorf("NamesOf(%q): the boxed keys differ from the keys", name)
+		}
+	}
+	if got := testing.AllocsPerRun(100, func() { _ = NamesOf("orders") }); got > 4 {
+		t.Errorf("NamesOf: %v allocations, want at most 4 (the keys' string, and the three boxed)", got)
+	}
+}

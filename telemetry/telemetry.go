@@ -382,24 +382,33 @@ type Op struct {
 	acquire bool
 }
 
-// Lock describes a lock handle to the telemetry: its name and kind, and the span attributes they and
-// the owner make, built once per handle rather than on every call. The zero Lock describes nothing.
+// Lock describes a lock handle to the telemetry: its name, kind and owner, and the span attributes
+// they make, built once per handle rather than on every call when spans are seen at Describe, and
+// built on each span's start when they were not then (an SDK installed later), so that a handle made
+// while nobody traces costs no allocation for them. The zero Lock describes nothing.
 type Lock struct {
 	name  string
 	kind  messages.LockKind
+	owner string
 	attrs trace.SpanStartOption
 }
 
 // Describe returns the description of a handle on the lock name of kind for owner ("" for none).
 func (t *Telemetry) Describe(name string, kind messages.LockKind, owner string) Lock {
-	if t == nil {
-		return Lock{name: name, kind: kind}
+	l := Lock{name: name, kind: kind, owner: owner}
+	if t != nil && !t.quiet() {
+		l.attrs = t.spanAttrs(name, kind, owner)
 	}
+	return l
+}
+
+// spanAttrs returns the span attributes of a handle on the lock name of kind for owner.
+func (t *Telemetry) spanAttrs(name string, kind messages.LockKind, owner string) trace.SpanStartOption {
 	attrs := t.lockAttrs(name, kind)
 	if owner != "" {
 		attrs = append(attrs, AttrLockOwner.String(owner))
 	}
-	return Lock{name: name, kind: kind, attrs: trace.WithAttributes(attrs...)}
+	return trace.WithAttributes(attrs...)
 }
 
 // StartAcquire starts the span of an acquire call on the lock l, as a child of ctx's span, and returns
@@ -431,10 +440,11 @@ func (t *Telemetry) start(ctx context.Context, span string, l Lock, acquire bool
 	if t.quiet() {
 		return ctx, op // nobody would see the span: build none
 	}
-	if l.attrs == nil { // a Lock not from Describe
-		l = t.Describe(l.name, l.kind, "")
+	attrs := l.attrs
+	if attrs == nil { // described while nobody traced
+		attrs = t.spanAttrs(l.name, l.kind, l.owner)
 	}
-	ctx, op.span = t.tracer.Start(ctx, span, l.attrs) // SpanKindInternal, the default
+	ctx, op.span = t.tracer.Start(ctx, span, attrs) // SpanKindInternal, the default
 	return ctx, op
 }
 

@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/attribute"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
@@ -64,9 +65,32 @@ func TestGlobalProviderInstalledLater(t *testing.T) {
 		t.Fatalf("after SetTracerProvider: span %v, Tracing %v; want a span, true", op.Span(), tel.Tracing())
 	}
 	op.End(nil)
-	if n := len(exp.GetSpans()); n != 1 {
+	spans := exp.GetSpans()
+	if n := len(spans); n != 1 {
 		t.Fatalf("%d spans exported, want 1", n)
 	}
+	// The handle was described before the SDK came: its span still carries every attribute.
+	attrs := attribute.NewSet(spans[0].Attributes...)
+	if v, ok := attrs.Value(telemetry.AttrLockOwner); !ok || v.AsString() != "o" {
+		t.Errorf("span of a handle described before the SDK: owner attribute %v (%v), want o", v.AsString(), ok)
+	}
+	if v, ok := attrs.Value(telemetry.AttrLockKind); !ok || v.AsString() != string(messages.LockPlain) {
+		t.Errorf("span of a handle described before the SDK: kind attribute %v (%v), want %s", v.AsString(), ok, messages.LockPlain)
+	}
+}
+
+// TestDescribeQuietAllocatesNothing: describing a handle while nobody traces allocates nothing (a
+// handle per request, on a lock name of its own, is a common use).
+func TestDescribeQuietAllocatesNothing(t *testing.T) {
+	tel, err := telemetry.New(telemetry.Config{TracerProvider: noop.NewTracerProvider(), MeterProvider: otel.GetMeterProvider()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var l telemetry.Lock
+	if n := testing.AllocsPerRun(100, func() { l = tel.Describe("orders:42", messages.LockPlain, "owner:1") }); n != 0 {
+		t.Errorf("Describe with a no-op provider: %v allocations, want 0", n)
+	}
+	_ = l
 }
 
 // TestGlobalMeterProviderInstalledLater: on the global meter provider, measurements made before the
