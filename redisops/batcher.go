@@ -15,11 +15,14 @@ import (
 // always finds one free, so it is never delayed behind a batch; under load the calls that find none
 // wait and go together in the next one. More round trips under way keep Redis busier while the client
 // settles the answers of another, at the price of smaller batches. In BenchmarkLockCost (Lock+Unlock
-// on 32 names, through the lock actors), measured alternating 2, 3 and 4 three times each on a 2-CPU
-// VM: 4 gave 0.70-0.73x the floor's ops/s against 2's 0.66-0.68x (0.82-0.85x against 0.72-0.76x with
-// Redis on a CPU apart), at 0.31 round trips per pair against 0.18 and the same Redis CPU per pair
-// within the noise (1.46-1.51x the floor against 1.37-1.53x); 3 fell between. The contention
-// benchmarks (BenchmarkContended, BenchmarkContendedProcesses, BenchmarkFairContended) did not move.
+// on 32 names, through the lock actors) on a 2-CPU VM, with Redis on a CPU apart from the client, 4
+// gave 0.80-0.90x the floor's ops/s against 2's 0.72-0.83x (two sets of three alternating runs); with
+// client and Redis sharing both CPUs, 0.67-0.73x against 0.66-0.68x in the first set and 0.69-0.71x
+// against 0.68-0.72x in the second, so no gain there beyond the noise. Redis CPU per pair stayed the
+// same within the noise (1.21-1.51x the floor's either way), at 0.31 round trips per pair against 0.18
+// and 26 allocations per pair against 24.5 (a pipeline's own allocations shared by fewer calls); 3
+// fell between 2 and 4. The contention benchmarks (BenchmarkContended, BenchmarkContendedProcesses,
+// BenchmarkFairContended) did not move.
 const DefaultPipelines = 4
 
 // Batcher sends script calls to Redis, pipelining the calls that are pending at the same moment into
