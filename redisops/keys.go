@@ -10,23 +10,36 @@ const (
 	ReadUnlockMessage = "1"
 )
 
-// prefixed returns prefix:{name}, or prefix:name when name already carries a hash tag, so that the key
-// lands in the same Redis Cluster slot as the lock key itself.
-func prefixed(prefix, name string) string {
+// The prefixes of the keys and the channel made from a lock name (Redisson's).
+const (
+	channelPrefix = "redisson_lock__channel"
+	tokenPrefix   = "redisson_lock_token"
+	latchPrefix   = "redisson_unlock_latch"
+)
+
+// hashTag returns what goes around name in a key made from it: braces, so that the key lands in the
+// same Redis Cluster slot as the lock key itself, or nothing when name already carries a hash tag.
+func hashTag(name string) (open, closing string) {
 	if strings.Contains(name, "{") {
-		return prefix + ":" + name
+		return "", ""
 	}
-	return prefix + ":{" + name + "}"
+	return "{", "}"
+}
+
+// prefixed returns prefix:{name}, or prefix:name when name already carries a hash tag (see hashTag).
+func prefixed(prefix, name string) string {
+	open, closing := hashTag(name)
+	return prefix + ":" + open + name + closing
 }
 
 // LockKey returns the key of the lock hash for the lock name. It is the name itself.
 func LockKey(name string) string { return name }
 
 // ChannelName returns the pub/sub channel on which unlock notices for the lock name are published.
-func ChannelName(name string) string { return prefixed("redisson_lock__channel", name) }
+func ChannelName(name string) string { return prefixed(channelPrefix, name) }
 
 // TokenKey returns the key of the fencing token counter for the lock name.
-func TokenKey(name string) string { return prefixed("redisson_lock_token", name) }
+func TokenKey(name string) string { return prefixed(tokenPrefix, name) }
 
 // WriteIntentKey returns the key of the write intent of the read-write lock name: a STRING holding the
 // owner id of the writer that waits for the readers to leave, with an expiry, while which new readers
@@ -35,10 +48,8 @@ func WriteIntentKey(name string) string { return prefixed("lockwarden_write_inte
 
 // UnlockLatchKey returns the key that stores the answer of the release with the given request id.
 func UnlockLatchKey(name, requestID string) string {
-	if strings.Contains(name, "{") {
-		return "redisson_unlock_latch:" + name + ":" + requestID
-	}
-	return "redisson_unlock_latch:{" + name + "}:" + requestID
+	open, closing := hashTag(name)
+	return latchPrefix + ":" + open + name + closing + ":" + requestID
 }
 
 // Names are the keys and the channel of one lock name, built once, for a caller that calls on the
@@ -69,24 +80,21 @@ func (n *Names) boxed() (name, token, channel any) {
 func NamesOf(name string) Names {
 	// The three keys made from name share one allocation: each is a substring of one string (a lock
 	// actor bound to a name never used before makes them for that name).
-	open, closing := "{", "}"
-	if strings.Contains(name, "{") {
-		open, closing = "", ""
-	}
-	const token, channel, latch = "redisson_lock_token:", "redisson_lock__channel:", "redisson_unlock_latch:"
+	open, closing := hashTag(name)
+	each := len(":") + len(open) + len(name) + len(closing) // after each prefix
 	var b strings.Builder
-	b.Grow(len(token) + len(channel) + len(latch) + 3*(len(open)+len(name)+len(closing)) + 1)
-	for _, prefix := range [...]string{token, channel, latch} {
+	b.Grow(len(tokenPrefix) + len(channelPrefix) + len(latchPrefix) + 3*each + 1)
+	for _, prefix := range [...]string{tokenPrefix, channelPrefix, latchPrefix} {
 		b.WriteString(prefix)
+		b.WriteString(":")
 		b.WriteString(open)
 		b.WriteString(name)
 		b.WriteString(closing)
 	}
 	b.WriteString(":")
 	keys := b.String()
-	each := len(open) + len(name) + len(closing)
-	endToken := len(token) + each
-	endChannel := endToken + len(channel) + each
+	endToken := len(tokenPrefix) + each
+	endChannel := endToken + len(channelPrefix) + each
 	n := Names{Name: name, Token: keys[:endToken], Channel: keys[endToken:endChannel], latch: keys[endChannel:]}
 	n.name, n.token, n.channel = n.Name, n.Token, n.Channel
 	return n
