@@ -130,7 +130,7 @@ func (p *modelLock) release(_ context.Context, k holdKey, _ string, _ time.Durat
 	return redisops.Released{}, nil
 }
 
-func (p *modelLock) releaseHeld(ctx context.Context, k holdKey, requestID string, lease time.Duration, _ int64, next *redisops.Handoff) (redisops.Released, error) {
+func (p *modelLock) releaseHeld(ctx context.Context, k holdKey, requestID string, lease time.Duration, _, _ int64, next *redisops.Handoff) (redisops.Released, error) {
 	p.mu.Lock()
 	p.requestIDs = append(p.requestIDs, requestID)
 	if len(p.releaseErrs) > 0 {

@@ -239,7 +239,7 @@ func (a *lockActor) resolveUnconfirmed() bool {
 	ctx, cancel := context.WithTimeout(a.redisContext(), wait)
 	defer cancel()
 	sent := time.Now()
-	rel, err := a.proto.releaseHeld(ctx, kA, by.retryID, by.lease, by.count, next)
+	rel, err := a.proto.releaseHeld(ctx, kA, by.retryID, by.lease, by.count, by.releaseToken, next)
 	early := a.settleEarly(kA, by, rel, err)
 	if a.unconfirmed != nil {
 		return false

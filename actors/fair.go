@@ -54,7 +54,7 @@ func (p fairStrategy) release(ctx context.Context, k holdKey, requestID string, 
 	return p.ops.FairRelease(ctx, p.name, k.owner, requestID, lease, next)
 }
 
-func (p fairStrategy) releaseHeld(ctx context.Context, k holdKey, requestID string, lease time.Duration, _ int64, next *redisops.Handoff) (redisops.Released, error) {
+func (p fairStrategy) releaseHeld(ctx context.Context, k holdKey, requestID string, lease time.Duration, _, _ int64, next *redisops.Handoff) (redisops.Released, error) {
 	return p.release(ctx, k, requestID, lease, next)
 }
 

@@ -38,6 +38,9 @@ type hold struct {
 	// Unlock sends it again, so that the release latch answers it if the failed one took effect after
 	// all. A hold with a failed release is no longer renewed.
 	retryID string
+	// releaseToken is the token that the owner's latest release was sent with (hold.fencedToken; 0
+	// for a release through the unlock latch): a failed release is sent again as it was first sent.
+	releaseToken int64
 	// shared marks an owner id that other processes may use too: Redis may count their holds as well.
 	shared bool
 	// unacked is set while the latest renewal took effect on the master but the replicas did not
@@ -60,6 +63,19 @@ type hold struct {
 	// grantEarly); it is resolved when Redis has, or when the hold ends. The watchdog does not renew
 	// such a hold (its field may not be in Redis yet).
 	pending *Confirmation
+}
+
+// fencedToken returns the token with which a release of h that hands off to nobody is checked by the
+// lock's token counter rather than by an unlock latch (redisops.Ops.ReleaseHeldFenced), or 0 for a
+// release through the latch. The counter must have moved for the hold's latest acquisition alone, as
+// its script issued its token: so for a hold that a Mutex's call took (grantsEarly), not a group
+// member's (its group raises the counter past the token), and one that Redis has confirmed (a hold
+// granted early waits for the release that hands it over).
+func (h *hold) fencedToken() int64 {
+	if !h.grantsEarly || h.shared || h.pending != nil || h.token <= 0 {
+		return 0
+	}
+	return h.token
 }
 
 // newHold returns a hold valid until expires, whose deadline is a runtime timer of its own (for an

@@ -35,8 +35,12 @@ func (p plainStrategy) release(ctx context.Context, k holdKey, requestID string,
 
 // releaseHeld tells the release the owner's hold count, and its request id sequences the owner's
 // releases, so that the answer goes to the owner's own latch rather than to a key created per release
-// (redisops.Ops.ReleaseHeld).
-func (p plainStrategy) releaseHeld(ctx context.Context, k holdKey, requestID string, lease time.Duration, held int64, next *redisops.Handoff) (redisops.Released, error) {
+// (redisops.Ops.ReleaseHeld). A release with no handoff of a hold whose token is known (token > 0)
+// uses no latch at all: the token counter tells its retries apart (redisops.Ops.ReleaseHeldFenced).
+func (p plainStrategy) releaseHeld(ctx context.Context, k holdKey, requestID string, lease time.Duration, held, token int64, next *redisops.Handoff) (redisops.Released, error) {
+	if next == nil && token > 0 {
+		return p.ops.ReleaseHeldFenced(ctx, p.names, k.owner, requestID, lease, held, token)
+	}
 	return p.ops.ReleaseHeldNamed(ctx, p.names, k.owner, requestID, lease, held, next)
 }
 

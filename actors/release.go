@@ -67,6 +67,17 @@ func (a *lockActor) onRelease(m *Release) {
 	if h != nil && !h.shared {
 		held = h.count // the holder's; Redis may count more (lost re-entry replies, failed inner releases: releaseStray)
 	}
+	token := int64(0)
+	if h != nil {
+		if h.retryID == "" {
+			// A release sent again keeps the kind of check it was first sent with.
+			h.releaseToken = 0
+			if next == nil {
+				h.releaseToken = h.fencedToken()
+			}
+		}
+		token = h.releaseToken
+	}
 	if joinable() {
 		a.batchRelease(m, requestID, held, func(sent time.Time, rel redisops.Released, err error) {
 			a.settleRelease(m, h, lease, nil, requestID, sent, rel, err)
@@ -81,11 +92,11 @@ func (a *lockActor) onRelease(m *Release) {
 		}
 	}
 	if a.callsAsync() {
-		a.releaseAsync(m, h, requestID, lease, held, next, nextCmd)
+		a.releaseAsync(m, h, requestID, lease, held, token, next, nextCmd)
 		return
 	}
 	sent := time.Now()
-	rel, err := a.proto.releaseHeld(a.redisContext(), k, requestID, lease, held, next)
+	rel, err := a.proto.releaseHeld(a.redisContext(), k, requestID, lease, held, token, next)
 	releaseEvent(m.Span, sent, err)
 	a.settleRelease(m, h, lease, nextCmd, requestID, sent, rel, err)
 }
@@ -345,7 +356,7 @@ func (a *lockActor) settleFailedRelease(k holdKey) error {
 	}
 	ctx, cancel := context.WithTimeout(a.redisContext(), a.env.StopReleaseTimeout)
 	defer cancel()
-	rel, err := a.proto.releaseHeld(ctx, k, h.retryID, h.lease, held, nil)
+	rel, err := a.proto.releaseHeld(ctx, k, h.retryID, h.lease, held, h.releaseToken, nil)
 	switch {
 	case err == nil:
 		a.dropResent(k, h, rel)

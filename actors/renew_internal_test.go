@@ -46,7 +46,7 @@ func (p *fakeProtocol) release(_ context.Context, k holdKey, _ string, _ time.Du
 	return redisops.Released{}, nil
 }
 
-func (p *fakeProtocol) releaseHeld(ctx context.Context, k holdKey, requestID string, lease time.Duration, _ int64, next *redisops.Handoff) (redisops.Released, error) {
+func (p *fakeProtocol) releaseHeld(ctx context.Context, k holdKey, requestID string, lease time.Duration, _, _ int64, next *redisops.Handoff) (redisops.Released, error) {
 	return p.release(ctx, k, requestID, lease, next)
 }
 

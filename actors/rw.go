@@ -55,7 +55,7 @@ func (p rwStrategy) release(ctx context.Context, k holdKey, requestID string, le
 	return p.ops.ReadReleaseNamed(ctx, p.names, k.owner, requestID, redisops.UnknownHoldCount)
 }
 
-func (p rwStrategy) releaseHeld(ctx context.Context, k holdKey, requestID string, lease time.Duration, held int64, next *redisops.Handoff) (redisops.Released, error) {
+func (p rwStrategy) releaseHeld(ctx context.Context, k holdKey, requestID string, lease time.Duration, held, _ int64, next *redisops.Handoff) (redisops.Released, error) {
 	if k.kind == KindWrite {
 		return p.release(ctx, k, requestID, lease, next)
 	}

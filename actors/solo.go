@@ -26,7 +26,8 @@ type soloCall struct {
 
 	// A release: rel, of the hold h (nil when the actor knew of none) of k, its request id and lease,
 	// the handoff it asks for (next, to the waiter nextCmd), and Redis' answer; held is then the hold
-	// count the release expects.
+	// count the release expects, and token the hold's token that checks it (hold.fencedToken).
+	token     int64
 	rel       *Release
 	k         holdKey
 	h         *hold
@@ -57,10 +58,10 @@ func (a *lockActor) attemptAsync(m *Acquire, reentry bool) {
 
 // releaseAsync sends the release of m's hold h (see onRelease) without the actor waiting for Redis;
 // settleRelease runs once Redis answered.
-func (a *lockActor) releaseAsync(m *Release, h *hold, requestID string, lease time.Duration, held int64, next *redisops.Handoff, nextCmd *Acquire) {
+func (a *lockActor) releaseAsync(m *Release, h *hold, requestID string, lease time.Duration, held, token int64, next *redisops.Handoff, nextCmd *Acquire) {
 	s := a.solo()
 	s.rel, s.k, s.h, s.requestID, s.lease, s.next, s.nextCmd = m, holdKey{m.Owner, m.Kind}, h, requestID, lease, next, nextCmd
-	s.held = held
+	s.held, s.token = held, token
 	a.startCall(s, m)
 }
 
@@ -70,7 +71,7 @@ func (s *soloCall) exec(ctx context.Context) {
 		s.res, s.err = acquireCall(ctx, s.proto, s.acq, s.held, s.a.env.boundCalls())
 		return
 	}
-	s.released, s.err = s.proto.releaseHeld(ctx, s.k, s.requestID, s.lease, s.held, s.next)
+	s.released, s.err = s.proto.releaseHeld(ctx, s.k, s.requestID, s.lease, s.held, s.token, s.next)
 }
 
 // settle takes Redis' answer, on the actor. The call is cleared first: settling may start the next.

@@ -22,8 +22,10 @@ type strategy interface {
 	// lockKind names the family in telemetry (the spans of the watchdog's ticks).
 	lockKind() messages.LockKind
 	// releaseHeld is release, told the owner's hold count held as the actor knows it
-	// (redisops.UnknownHoldCount when it does not); a family whose scripts take no count ignores it.
-	releaseHeld(ctx context.Context, k holdKey, requestID string, lease time.Duration, held int64, next *redisops.Handoff) (redisops.Released, error)
+	// (redisops.UnknownHoldCount when it does not), and token, the hold's fencing token when the
+	// release may be checked by the token counter rather than by an unlock latch (hold.fencedToken),
+	// else 0; a family whose scripts take no count, or no token, ignores them.
+	releaseHeld(ctx context.Context, k holdKey, requestID string, lease time.Duration, held, token int64, next *redisops.Handoff) (redisops.Released, error)
 	// renewKind is the kind of renewal (the Redis-level notion) of a hold of kind k.
 	renewKind(k Kind) redisops.RenewKind
 

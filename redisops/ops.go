@@ -49,6 +49,8 @@ var (
 	acquireSource string
 	//go:embed release.lua
 	releaseSource string
+	//go:embed release_fenced.lua
+	releaseFencedSource string
 	//go:embed renew.lua
 	renewSource string
 	//go:embed forceunlock.lua
@@ -58,13 +60,14 @@ var (
 
 	acquireScript     = redis.NewScript(withLib(acquireSource))
 	releaseScript     = redis.NewScript(withLib(releaseSource))
+	releaseFenced     = redis.NewScript(withLib(releaseFencedSource))
 	renewScript       = redis.NewScript(renewSource)
 	forceUnlockScript = redis.NewScript(withLib(forceUnlockSource))
 	statusScript      = redis.NewScript(statusSource)
 
-	// acquireSHA and releaseSHA are the SHA1s of the scripts of every Lock and Unlock, boxed once
-	// for evalshaCommand.
-	acquireSHA, releaseSHA any = acquireScript.Hash(), releaseScript.Hash()
+	// acquireSHA, releaseSHA and releaseFencedSHA are the SHA1s of the scripts of every Lock and
+	// Unlock, boxed once for evalshaCommand.
+	acquireSHA, releaseSHA, releaseFencedSHA any = acquireScript.Hash(), releaseScript.Hash(), releaseFenced.Hash()
 )
 
 // Scripts returns every script of the package, so that tests and warm-up code can load them all. A
@@ -73,13 +76,14 @@ var (
 // would cost Redis a printf on every command), and a command refuses "1e3" or "300.0".
 func Scripts() map[string]*redis.Script {
 	all := map[string]*redis.Script{
-		"acquire":     acquireScript,
-		"release":     releaseScript,
-		"renew":       renewScript,
-		"renew_many":  renewManyScript,
-		"forceunlock": forceUnlockScript,
-		"status":      statusScript,
-		"raise_token": raiseTokenScript,
+		"acquire":        acquireScript,
+		"release":        releaseScript,
+		"release_fenced": releaseFenced,
+		"renew":          renewScript,
+		"renew_many":     renewManyScript,
+		"forceunlock":    forceUnlockScript,
+		"status":         statusScript,
+		"raise_token":    raiseTokenScript,
 	}
 	maps.Copy(all, FairScripts())
 	maps.Copy(all, RWScripts())
@@ -427,6 +431,43 @@ func (o *Ops) ReleaseHeldNamed(ctx context.Context, n *Names, owner, requestID s
 		return Released{Remaining: vals[0], NotSynced: syncErr, Listeners: listeners}, nil
 	}
 	return Released{Remaining: vals[0], HandedOff: vals[1] > 0, Token: vals[1], Listeners: listeners}, nil
+}
+
+// ReleaseHeldFenced is [Ops.ReleaseHeldNamed] with no handoff, for a caller that also knows token, the
+// fencing token that the owner's latest acquisition of the lock got from [Ops.Acquire] (or from the
+// local handoff that [Handoff.Token] confirmed), with tokens that expire ([Ops.TokensFromClock]). It
+// is retry-safe without the unlock latch: the release checks that the token counter has not moved
+// since that acquisition (release_fenced.lua), so that in the common case Redis reads and writes
+// nothing but the lock, its channel and the counter, and keeps no latch key per owner. When the counter
+// has moved (the counter expired during a long hold, a RedLock raised it, or another client took
+// the lock between a release that ran and go-redis' retry of it), or the owner's count in Redis is
+// not held or one below it, nothing changes and the release is sent again as [Ops.ReleaseHeldNamed]
+// sends it, under the same request id: a second round trip.
+//
+// The one answer that differs from ReleaseHeldNamed's: when go-redis retried the release of the last
+// hold after its reply was lost, and another client took the lock in between, the retry cannot tell
+// whether the first run freed the lock or the hold had already been lost, and returns [ErrNotHeld].
+// The lock was free for the other client either way.
+//
+// A token of 0 or less, held below 1, or a counter kept forever make it [Ops.ReleaseHeldNamed].
+func (o *Ops) ReleaseHeldFenced(ctx context.Context, n *Names, owner, requestID string, lease time.Duration, held, token int64) (Released, error) {
+	if token <= 0 || held < 1 || !o.TokensFromClock() {
+		return o.ReleaseHeldNamed(ctx, n, owner, requestID, lease, held, nil)
+	}
+	boxedName, tokenKey, channel := n.boxed()
+	remaining, err := o.run(ctx, call{script: releaseFenced, command: evalshaCommand(releaseFencedSHA, 3,
+		boxedName, channel, tokenKey, o.leaseArg(lease), owner, boxedCount(held), token+1, o.publishArg)}).Int64()
+	switch {
+	case err != nil:
+		return Released{}, fmt.Errorf("lockwarden: release %q: %w", n.Name, typed(err))
+	case remaining == -1:
+		return Released{}, ErrNotHeld
+	case remaining == -3:
+		return o.ReleaseHeldNamed(ctx, n, owner, requestID, lease, held, nil)
+	case remaining < 0:
+		return Released{}, fmt.Errorf("lockwarden: release %q: unexpected reply %d", n.Name, remaining)
+	}
+	return Released{Remaining: remaining}, nil
 }
 
 // Renew resets the lock's expiry to lease while owner holds it. It returns [ErrNotHeld] when the owner
