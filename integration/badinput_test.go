@@ -424,9 +424,10 @@ func TestBadNameOfAnotherType(t *testing.T) {
 	mustLock(t, x)
 	first := x.Token()
 	mustUnlock(t, x)
-	// The release's latch expires on its own; it is not what the test watches.
+	// A release's latch (none for a Mutex's plain release) expires on its own; it is not what the
+	// test watches.
 	latches, err := client.Keys(ctx, "redisson_unlock_latch:*").Result()
-	if err != nil || len(latches) == 0 || client.Del(ctx, latches...).Err() != nil {
+	if err != nil || (len(latches) > 0 && client.Del(ctx, latches...).Err() != nil) {
 		t.Fatalf("latch keys %v, %v", latches, err)
 	}
 	if err := client.RPush(ctx, t.Name()+":list", "a").Err(); err != nil {

@@ -189,7 +189,9 @@ func TestCluster(t *testing.T) {
 			seen[rw] = append(rwWaiting, clusterScanKeys(t, cl, node, "*{"+rw+"}*")...)
 
 			want := map[string][]string{
-				plain: {redisops.TokenKey(plain), "redisson_unlock_latch:{" + plain + "}:"},
+				// A Mutex's release without handoff keeps no latch (its keys are the lock's, the
+				// channel and the counter, which the script would refuse with CROSSSLOT otherwise).
+				plain: {redisops.TokenKey(plain)},
 				fair: {redisops.TokenKey(fair), redisops.FairQueueKey(fair), redisops.FairTimeoutKey(fair),
 					"redisson_unlock_latch:{" + fair + "}:"},
 				rw: {redisops.TokenKey(rw), redisops.ReadTimeoutKey(rw, reader.Owner(), 1),

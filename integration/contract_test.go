@@ -373,6 +373,63 @@ func contractWaitEvent(t *testing.T, sub *coordinator.Subscription, typ messages
 	}
 }
 
+// TestContractRetriedUnlockAfterLostReply: the release of a Mutex's last hold, with no waiter to hand
+// the lock to, is checked by the token counter rather than by an unlock latch. Sent twice by go-redis
+// (its retry after a read timeout) while Redis is paused, then a third time by the Unlock called
+// again, it frees the lock once: one unlock notice, the counter one above the hold's token plus one,
+// no latch key, and the Unlock called again answers that the release took effect.
+func TestContractRetriedUnlockAfterLostReply(t *testing.T) {
+	srv := redistest.Start(t)
+	client := redis.NewClient(&redis.Options{Addr: srv.Addr(), ReadTimeout: 200 * time.Millisecond, MaxRetries: 1,
+		MinRetryBackoff: time.Millisecond, MaxRetryBackoff: time.Millisecond})
+	t.Cleanup(func() { _ = client.Close() })
+	loadScripts(t, client) // the copies that the pause holds back run as sent
+	c := newCoordinator(t, client)
+	name := t.Name()
+	direct := srv.Client(t)
+	notices := direct.Subscribe(t.Context(), redisops.ChannelName(name))
+	t.Cleanup(func() { _ = notices.Close() })
+	if _, err := notices.ReceiveTimeout(t.Context(), 2*time.Second); err != nil {
+		t.Fatalf("subscribing: %v", err)
+	}
+	m := c.Mutex(name)
+	mustLock(t, m)
+	token := m.Token()
+
+	srv.Pause()
+	err := m.Unlock(t.Context())
+	srv.Resume()
+	var ue *coordinator.UnlockError
+	if !errors.As(err, &ue) {
+		t.Fatalf("Unlock while paused = %v, want an *UnlockError", err)
+	}
+	// Both copies run once Redis is back: the first frees the lock, the second finds it freed.
+	if msg, err := notices.ReceiveTimeout(t.Context(), 5*time.Second); err != nil || msg.(*redis.Message).Payload != redisops.UnlockMessage {
+		t.Fatalf("unlock notice: %v, %v", msg, err)
+	}
+	if err := m.Unlock(t.Context()); err != nil {
+		t.Fatalf("the Unlock called again = %v, want nil (the release took effect)", err)
+	}
+	if msg, err := notices.ReceiveTimeout(t.Context(), 300*time.Millisecond); err == nil {
+		t.Fatalf("a second unlock notice: %v (the lock was released twice)", msg)
+	}
+	if got, err := direct.Get(t.Context(), redisops.TokenKey(name)).Int64(); err != nil || got != token+2 {
+		t.Errorf("token counter = %d, %v; want %d (the token plus one, raised once by the release)", got, err, token+2)
+	}
+	if latches, err := direct.Keys(t.Context(), "redisson_unlock_latch:*").Result(); err != nil || len(latches) != 0 {
+		t.Errorf("latch keys %v, %v; want none", latches, err)
+	}
+	// The owner locks again: a hold of its own, which its Unlock frees.
+	mustLock(t, m)
+	if m.Token() <= token {
+		t.Errorf("the new hold's token %d is not above %d", m.Token(), token)
+	}
+	mustUnlock(t, m)
+	if n, err := direct.Exists(t.Context(), name).Result(); err != nil || n != 0 {
+		t.Errorf("the lock is still in Redis: %d, %v", n, err)
+	}
+}
+
 // TestContractRetriedUnlockAfterLostHandoffReply: a release that handed the lock to a local waiter took
 // effect, but its reply was lost. The retried Unlock gets the latched answer (handed off) and the waiter
 // gets the hold at once: no actor failure, and no wait for a fallback timer.
@@ -384,8 +441,7 @@ func TestContractRetriedUnlockAfterLostHandoffReply(t *testing.T) {
 	name := "contract-handoff-retry"
 	sub := c.Subscribe(coordinator.ForLock(name), 64)
 	a, b := c.Mutex(name), c.Mutex(name)
-	mustLock(t, a)
-	mustUnlock(t, a) // loads the release script
+	loadScripts(t, client) // the release that the pause holds back runs as sent
 	mustLock(t, a)
 	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
 	defer cancel()
@@ -716,12 +772,19 @@ func pausableClient(t *testing.T, srv *redistest.Server) *redis.Client {
 	t.Helper()
 	client := redis.NewClient(&redis.Options{Addr: srv.Addr(), ReadTimeout: 10 * time.Second, MaxRetries: -1})
 	t.Cleanup(func() { _ = client.Close() })
+	loadScripts(t, client)
+	return client
+}
+
+// loadScripts loads every script of lockwarden on client's server, so that a call that a pause holds
+// back runs as it was sent (an EVALSHA of a script not cached would answer NOSCRIPT instead).
+func loadScripts(t *testing.T, client *redis.Client) {
+	t.Helper()
 	for _, script := range redisops.Scripts() {
 		if err := script.Load(t.Context(), client).Err(); err != nil {
 			t.Fatalf("SCRIPT LOAD: %v", err)
 		}
 	}
-	return client
 }
 
 // cutCoordinator returns a coordinator whose client reaches a new redis-server through a fault proxy
