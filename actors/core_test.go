@@ -36,6 +36,9 @@ type modelLock struct {
 	// release whose reply was lost, or a stale one); requestIDs records every release's request id.
 	releaseErrs []error
 	requestIDs  []string
+	// releaseTokens records the token every release was sent with (see hold.fencedToken); a release
+	// sent with none goes through the owner's latch, which its answer reports (Released.Latched).
+	releaseTokens []int64
 
 	mu     sync.Mutex
 	holder string
@@ -130,9 +133,10 @@ func (p *modelLock) release(_ context.Context, k holdKey, _ string, _ time.Durat
 	return redisops.Released{}, nil
 }
 
-func (p *modelLock) releaseHeld(ctx context.Context, k holdKey, requestID string, lease time.Duration, _, _ int64, next *redisops.Handoff) (redisops.Released, error) {
+func (p *modelLock) releaseHeld(ctx context.Context, k holdKey, requestID string, lease time.Duration, _, token int64, next *redisops.Handoff) (redisops.Released, error) {
 	p.mu.Lock()
 	p.requestIDs = append(p.requestIDs, requestID)
+	p.releaseTokens = append(p.releaseTokens, token)
 	if len(p.releaseErrs) > 0 {
 		err := p.releaseErrs[0]
 		p.releaseErrs = p.releaseErrs[1:]
@@ -141,7 +145,9 @@ func (p *modelLock) releaseHeld(ctx context.Context, k holdKey, requestID string
 		return redisops.Released{}, err
 	}
 	p.mu.Unlock()
-	return p.release(ctx, k, requestID, lease, next)
+	rel, err := p.release(ctx, k, requestID, lease, next)
+	rel.Latched = err == nil && (token == 0 || next != nil)
+	return rel, err
 }
 
 func (p *modelLock) renew(_ context.Context, k holdKey, _ time.Duration) error {
@@ -804,5 +810,52 @@ func TestCoreQueuedReadersLeaveOnBatchPanic(t *testing.T) {
 		default:
 			t.Errorf("reader %d unanswered", i)
 		}
+	}
+}
+
+// TestFencedReleaseAfterLatch: a Mutex's release that hands the lock to nobody is sent with its hold's
+// token, to be checked by the token counter rather than by the owner's latch, unless a release of the
+// name went through the latch less than the latch's life ago: then it goes through the latch too, so
+// that a late copy of that release keeps finding a higher sequence there.
+func TestFencedReleaseAfterLatch(t *testing.T) {
+	model := newModelLock()
+	c := newCore(t, model, time.Minute)
+	lockEarly := func(owner string) {
+		t.Helper()
+		tk := NewTicket()
+		c.root.Send(c.pid, &Acquire{Name: c.name, Kind: KindPlain, Owner: owner, Lease: time.Minute, Started: time.Now(), AcceptEarlyGrant: true, Ticket: tk})
+		if o := c.outcome(tk, "lock "+owner); o.Reason != messages.ReasonNone {
+			t.Fatalf("lock %s = %+v", owner, o)
+		}
+	}
+	unlock := func(owner string) {
+		t.Helper()
+		if o := c.outcome(c.release(owner, nil), "unlock "+owner); o.Reason != messages.ReasonNone {
+			t.Fatalf("unlock %s = %+v", owner, o)
+		}
+	}
+	lastToken := func() int64 {
+		model.mu.Lock()
+		defer model.mu.Unlock()
+		return model.releaseTokens[len(model.releaseTokens)-1]
+	}
+
+	lockEarly("a")
+	unlock("a")
+	if got := lastToken(); got != model.token {
+		t.Fatalf("a Mutex's release with no latch in use was sent with token %d, want the hold's %d", got, model.token)
+	}
+	// A hold that the actor message API took (no early grant) is released through its latch.
+	if o := c.outcome(c.acquire("b", false, nil), "lock b"); o.Reason != messages.ReasonNone {
+		t.Fatalf("lock b = %+v", o)
+	}
+	unlock("b")
+	if got := lastToken(); got != 0 {
+		t.Fatalf("the release of a hold taken without early grant was sent with token %d, want 0", got)
+	}
+	lockEarly("a")
+	unlock("a")
+	if got := lastToken(); got != 0 {
+		t.Errorf("a Mutex's release right after a release through the latch was sent with token %d, want 0 (through the latch)", got)
 	}
 }

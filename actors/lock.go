@@ -46,6 +46,13 @@ type lockActor struct {
 	// release's notice the local head lets them go first (see plainStrategy.notice).
 	handoffs        int
 	othersTurnSince time.Time
+	// latchedUntil is until when an owner of this name may have an unlock latch in Redis: a release
+	// through the latch answered (or failed) less than its expiry ago (see noteLatch). Until then the
+	// releases of the reentrant lock all go through the latch, so that each stores a higher sequence
+	// there; after it, a Mutex's release with no handoff needs none (hold.fencedToken). An actor that
+	// goes idle forgets it, which with the default idle timeout (as long as the latch's expiry) is
+	// after the latch has expired.
+	latchedUntil time.Time
 	// early is the waiter granted from a local handoff before Redis answered the release in flight
 	// that hands it the lock (see grantEarly); nil when none. unconfirmed is such a waiter whose
 	// release failed on a Redis error, so that whether it took effect is unknown: its hold waits for
@@ -144,6 +151,7 @@ func (a *lockActor) recycle() {
 	a.recent, a.leaving = nil, nil
 	a.queue, a.batch, a.running, a.settling, a.stash = nil, nil, nil, nil, nil
 	a.handoffs, a.othersTurnSince, a.headBusy, a.headWanted, a.failing = 0, time.Time{}, 0, false, false
+	a.latchedUntil = time.Time{}
 	a.early, a.unconfirmed, a.unconfirmedBy, a.alone = nil, nil, nil, false
 	a.intentOwner, a.intentSent = "", time.Time{}
 	a.expiryAt, a.keepAliveAt = time.Time{}, time.Time{}

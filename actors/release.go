@@ -72,7 +72,7 @@ func (a *lockActor) onRelease(m *Release) {
 		if h.retryID == "" {
 			// A release sent again keeps the kind of check it was first sent with.
 			h.releaseToken = 0
-			if next == nil {
+			if next == nil && !time.Now().Before(a.latchedUntil) {
 				h.releaseToken = h.fencedToken()
 			}
 		}
@@ -105,6 +105,7 @@ func (a *lockActor) onRelease(m *Release) {
 // sent at sent with nextCmd as the handoff candidate, and answers m.
 func (a *lockActor) settleRelease(m *Release, h *hold, lease time.Duration, nextCmd *Acquire, requestID string, sent time.Time, rel redisops.Released, err error) {
 	k := holdKey{m.Owner, m.Kind}
+	a.noteLatch(rel, err)
 	if err == nil && rel.Remaining == 0 && nextCmd != nil && a.proto.lockKind() == messages.LockPlain && a.handoffs >= a.env.MaxHandoffs {
 		// The release counted the lock's listeners (OnlyIfAlone or CountListeners).
 		a.alone = rel.Listeners == 1
@@ -357,6 +358,7 @@ func (a *lockActor) settleFailedRelease(k holdKey) error {
 	ctx, cancel := context.WithTimeout(a.redisContext(), a.env.StopReleaseTimeout)
 	defer cancel()
 	rel, err := a.proto.releaseHeld(ctx, k, h.retryID, h.lease, held, h.releaseToken, nil)
+	a.noteLatch(rel, err)
 	switch {
 	case err == nil:
 		a.dropResent(k, h, rel)
@@ -405,3 +407,12 @@ func (a *lockActor) settleFailedReleases(owner string) error {
 // errFailedReleaseUnanswered is the error of a Lock whose owner's failed release, sent again before
 // it, went unanswered again (see settleFailedRelease).
 var errFailedReleaseUnanswered = errors.New("lockwarden: the owner's failed release went unanswered again")
+
+// noteLatch takes note of an answer to a release (or its failure): a release that stored its answer in
+// its owner's latch (rel.Latched), or one that failed and may have done so when it ran, makes every
+// release of the name go through the latch for as long as that latch may live (latchedUntil).
+func (a *lockActor) noteLatch(rel redisops.Released, err error) {
+	if rel.Latched || err != nil {
+		a.latchedUntil = time.Now().Add(redisops.DefaultLatchExpiry)
+	}
+}

@@ -148,8 +148,8 @@ type Inspection struct {
 	WriteIntent string `json:"write_intent,omitempty"`
 	// Queue are the waiters of a fair lock in the order they get it.
 	Queue []Waiter `json:"queue,omitempty"`
-	// Token is the last fencing token handed out on the name, read from its counter
-	// (redisson_lock_token:{N}) while the counter exists; 0 when it does not. A counter kept for good
+	// Token is the name's latest fencing token, read from its counter (redisson_lock_token:{N}) while
+	// the counter exists; 0 when it does not. It is the last token handed out, except as below. A counter kept for good
 	// (persistent tokens, Redisson's RFencedLock) holds it; lockwarden's default counter, which starts
 	// from the server's clock and expires ([DefaultTokenExpiry]), holds the value above it (kept for a
 	// local handoff, see [Ops.SetTokenExpiry]). A release that freed the lock through

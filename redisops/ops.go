@@ -315,6 +315,10 @@ type Released struct {
 	// clients were subscribed to the lock's channel (the caller's own subscription included); 0 when
 	// they were not counted.
 	Listeners int64
+	// Latched reports that the release stored its answer in the owner's own latch (a release with a
+	// known count and a sequenced request id, see [Ops.ReleaseHeld]), so that a late copy of it is
+	// told apart for [DefaultLatchExpiry] (see [Ops.ReleaseHeldFenced]).
+	Latched bool
 	// NotSynced, when not nil, says that the release handed the lock off but fewer replicas than
 	// required acknowledged it (see [Ops.SetReplicaSync]): the handoff owner's hold was given back, the
 	// lock is free and HandedOff is false. It matches [ErrNotSynced]. The release itself stands.
@@ -427,27 +431,33 @@ func (o *Ops) ReleaseHeldNamed(ctx context.Context, n *Names, owner, requestID s
 	case -2:
 		return Released{}, ErrStaleRelease
 	}
+	latched := seq != ""
 	if syncErr != nil {
-		return Released{Remaining: vals[0], NotSynced: syncErr, Listeners: listeners}, nil
+		return Released{Remaining: vals[0], NotSynced: syncErr, Listeners: listeners, Latched: latched}, nil
 	}
-	return Released{Remaining: vals[0], HandedOff: vals[1] > 0, Token: vals[1], Listeners: listeners}, nil
+	return Released{Remaining: vals[0], HandedOff: vals[1] > 0, Token: vals[1], Listeners: listeners, Latched: latched}, nil
 }
 
 // ReleaseHeldFenced is [Ops.ReleaseHeldNamed] with no handoff, for a caller that also knows token, the
 // fencing token that the owner's latest acquisition of the lock got from [Ops.Acquire] (or from the
 // local handoff that [Handoff.Token] confirmed), with tokens that expire ([Ops.TokensFromClock]). It
-// is retry-safe without the unlock latch: the release checks that the token counter has not moved
+// is retry-safe without an unlock latch: the release checks that the token counter has not moved
 // since that acquisition (release_fenced.lua), so that in the common case Redis reads and writes
-// nothing but the lock, its channel and the counter, and keeps no latch key per owner. When the counter
-// has moved (the counter expired during a long hold, a RedLock raised it, or another client took
-// the lock between a release that ran and go-redis' retry of it), or the owner's count in Redis is
-// not held or one below it, nothing changes and the release is sent again as [Ops.ReleaseHeldNamed]
-// sends it, under the same request id: a second round trip.
+// nothing but the lock, its channel and the counter, and keeps no latch key per owner. When the
+// counter has moved for another reason (it expires [DefaultTokenExpiry] after it was set from the
+// server's clock, however busy the name; a RedLock raised it; another client took the lock between a
+// release that ran and a retry of it), nothing changes and the release is sent again as
+// [Ops.ReleaseHeldNamed] sends it, under the same request id: a second round trip.
 //
-// The one answer that differs from ReleaseHeldNamed's: when go-redis retried the release of the last
-// hold after its reply was lost, and another client took the lock in between, the retry cannot tell
-// whether the first run freed the lock or the hold had already been lost, and returns [ErrNotHeld].
-// The lock was free for the other client either way.
+// The caller uses it only while the owner has no latch: while a release of the owner through
+// ReleaseHeldNamed ([Released.Latched], or one that failed) is less than [DefaultLatchExpiry] old, the
+// owner's releases go through ReleaseHeldNamed, so that each stores a higher sequence number in the
+// latch and a late copy of an older one keeps finding it.
+//
+// Its answers are ReleaseHeldNamed's, with one exception: a retry of the release of the last hold (by
+// go-redis after a lost reply, or the caller's own under the same request id) that finds the lock
+// gone and the counter moved since the first run cannot tell whether that run freed the lock or the
+// hold had been lost before it, and returns [ErrNotHeld]. The lock is free either way.
 //
 // A token of 0 or less, held below 1, or a counter kept forever make it [Ops.ReleaseHeldNamed].
 func (o *Ops) ReleaseHeldFenced(ctx context.Context, n *Names, owner, requestID string, lease time.Duration, held, token int64) (Released, error) {

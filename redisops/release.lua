@@ -43,10 +43,11 @@
 --   With the count known, O's own latch holds "<sequence>|<remaining>:<token>" of O's last release
 --   (overwritten by each, so that a busy owner creates no key per release). A run that finds its own
 --   sequence there is a retry and answers what is stored; one that finds a higher sequence is a late
---   copy and changes nothing. Once the latch has expired (O released nothing for its life), a run of
---   a release that leaves holds and finds O's count already one below the caller's is taken for a
---   late copy too, and answers that count. Otherwise, whatever O's count in Redis, one hold is
---   released.
+--   copy and changes nothing. When the latch does not hold this release's answer (it expired: O
+--   released nothing for its life; or a copy of this release ran as release_fenced.lua, which writes
+--   no latch when O has none), a run of a release that leaves holds and finds O's count already one
+--   below the caller's is taken for a copy that ran, and answers that count: O's count is never below
+--   the caller's otherwise. Otherwise, whatever O's count in Redis, one hold is released.
 --   With the count unknown (an owner id that other processes may use, whose releases no one
 --   sequences), the latch is the request's own, read first and written with the answer.
 -- A key of another type than the lock keeps there (another lock's key taken as a lock name, or data
@@ -57,7 +58,6 @@ local expected = tonumber(ARGV[10])
 local known = expected >= 0
 local seq = known and tonumber(ARGV[11])
 local latched = redis.call('get', KEYS[3])
-local forgotten = not latched -- with the count known: no release of O in the latch's life
 if latched then
     local answer = latched
     if known then
@@ -65,7 +65,6 @@ if latched then
         local last = bar and tonumber(string.sub(latched, 1, bar - 1))
         if last ~= seq then
             answer = nil
-            forgotten = not last
             if last and last > seq then
                 return {-2, 0}
             end
@@ -90,10 +89,9 @@ if proposed and not state[2] and ARGV[6] ~= '' and redis.call('hget', KEYS[1], A
     return {0, tonumber(ARGV[12])}
 end
 local taken = not proposed or raiseTo(KEYS[4], ARGV[12], ARGV[9])
-if known and forgotten and expected > 1 and state[2] and tonumber(state[2]) == expected - 1 then
-    -- The latch no longer tells (it expired: O released nothing for its life), but O's count is
-    -- already one below the caller's: a copy of this release that comes that late has run before,
-    -- and drops nothing more.
+if known and expected > 1 and state[2] and tonumber(state[2]) == expected - 1 then
+    -- The latch does not tell (see above), but O's count is already one below the caller's: a copy of
+    -- this release has run before, and drops nothing more.
     return {expected - 1, 0}
 end
 local remaining = state[2] and tonumber(state[2]) - 1 or -1

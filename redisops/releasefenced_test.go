@@ -129,6 +129,34 @@ func TestReleaseFencedCopies(t *testing.T) {
 		}
 	})
 
+	t.Run("inner hold sent again after the counter moved", func(t *testing.T) {
+		// The first run left no latch; the retry finds the counter gone and goes through
+		// release.lua, which finds the count one below the caller's.
+		name := t.Name()
+		acquireHeld(t, ops, name, "A", 0)
+		token := acquireHeld(t, ops, name, "A", 1)
+		if got := fencedCopy(t, c, name, "A", 2, token); got != 1 {
+			t.Fatalf("first run: got %d, want 1", got)
+		}
+		checkNoKey(t, c, redisops.UnlockLatchKey(name, "A"))
+		if err := c.Del(t.Context(), redisops.TokenKey(name)).Err(); err != nil {
+			t.Fatal(err)
+		}
+		if got := releaseFenced(t, ops, name, "A", "q:r6", 2, token); got != (redisops.Released{Remaining: 1, Latched: true}) {
+			t.Errorf("retry: got %+v, want 1 left, through the latch", got)
+		}
+		checkHash(t, c, redisops.LockKey(name), map[string]string{"A": "1"})
+		// The same with an older release's answer in the latch (a copy of it that came late): the
+		// latch does not hold this release's, and the count tells.
+		if err := c.Set(t.Context(), redisops.UnlockLatchKey(name, "A"), "5|0:0", redisops.DefaultLatchExpiry).Err(); err != nil {
+			t.Fatal(err)
+		}
+		if got := releaseFenced(t, ops, name, "A", "q:r6", 2, token); got != (redisops.Released{Remaining: 1, Latched: true}) {
+			t.Errorf("retry with an older answer in the latch: got %+v, want 1 left", got)
+		}
+		checkHash(t, c, redisops.LockKey(name), map[string]string{"A": "1"})
+	})
+
 	t.Run("last hold late after a new acquisition", func(t *testing.T) {
 		name := t.Name()
 		first := acquireHeld(t, ops, name, "A", 0)
@@ -217,8 +245,8 @@ func TestReleaseFencedLost(t *testing.T) {
 		if err := c.Del(t.Context(), redisops.TokenKey(name)).Err(); err != nil {
 			t.Fatal(err)
 		}
-		if got := releaseFenced(t, ops, name, "A", "q:r1", 1, token); got != (redisops.Released{}) {
-			t.Errorf("release after the counter expired: got %+v, want released", got)
+		if got := releaseFenced(t, ops, name, "A", "q:r1", 1, token); got != (redisops.Released{Latched: true}) {
+			t.Errorf("release after the counter expired: got %+v, want released through the latch", got)
 		}
 		checkGone(t, c, redisops.LockKey(name))
 	})
@@ -230,8 +258,8 @@ func TestReleaseFencedLost(t *testing.T) {
 		if _, err := ops.RaiseToken(t.Context(), name, token+100); err != nil {
 			t.Fatal(err)
 		}
-		if got := releaseFenced(t, ops, name, "A", "q:r1", 2, token); got != (redisops.Released{Remaining: 1}) {
-			t.Errorf("release after a raise: got %+v, want 1 left", got)
+		if got := releaseFenced(t, ops, name, "A", "q:r1", 2, token); got != (redisops.Released{Remaining: 1, Latched: true}) {
+			t.Errorf("release after a raise: got %+v, want 1 left through the latch", got)
 		}
 		checkHash(t, c, redisops.LockKey(name), map[string]string{"A": "1"})
 	})
@@ -276,8 +304,8 @@ func TestReleaseFencedRefusals(t *testing.T) {
 		persistent, c := setup(t)
 		name := t.Name()
 		token := acquireHeld(t, persistent, name, "A", 0)
-		if got := releaseFenced(t, persistent, name, "A", "q:r1", 1, token); got != (redisops.Released{}) {
-			t.Errorf("release: got %+v, want released", got)
+		if got := releaseFenced(t, persistent, name, "A", "q:r1", 1, token); got != (redisops.Released{Latched: true}) {
+			t.Errorf("release: got %+v, want released through the latch", got)
 		}
 		// Through the latch: the owner's latch keeps the answer.
 		checkPTTL(t, c, redisops.UnlockLatchKey(name, "A"), redisops.DefaultLatchExpiry)

@@ -17,14 +17,34 @@ import (
 )
 
 // releaseHeld calls ReleaseHeld for owner with the hold count held and request id req, and fails the
-// test on an error.
+// test on an error. It checks Released.Latched (the answer is in the owner's latch exactly when the
+// count is known and req sequences the release) and returns the answer without it.
 func releaseHeld(t *testing.T, ops *redisops.Ops, name, owner, req string, held int64, next *redisops.Handoff) redisops.Released {
 	t.Helper()
 	got, err := ops.ReleaseHeld(t.Context(), name, owner, req, lease, held, next)
 	if err != nil {
 		t.Fatalf("ReleaseHeld(%q, %q, %q, held %d): %v", name, owner, req, held, err)
 	}
+	if want := held != redisops.UnknownHoldCount && sequenced(req); got.Latched != want {
+		t.Errorf("ReleaseHeld(%q, %q, %q, held %d): Latched %v, want %v", name, owner, req, held, got.Latched, want)
+	}
+	got.Latched = false
 	return got
+}
+
+// sequenced reports whether the request id req numbers the owner's releases: "<prefix>:r<n>", n of at
+// most 15 digits once its leading zeros are dropped (see Ops.ReleaseHeld).
+func sequenced(req string) bool {
+	i := strings.LastIndex(req, ":r")
+	if i < 0 || i+2 == len(req) {
+		return false
+	}
+	for _, c := range req[i+2:] {
+		if c < '0' || c > '9' {
+			return false
+		}
+	}
+	return len(strings.TrimLeft(req[i+2:], "0")) <= 15
 }
 
 // checkNoKey fails if key exists.
@@ -387,7 +407,7 @@ func TestReleaseHeldRetriedByClient(t *testing.T) {
 		if got.err != nil {
 			t.Fatalf("held %d: ReleaseHeld: %v", held, got.err)
 		}
-		if want := (redisops.Released{Remaining: held - 1}); got.rel != want {
+		if want := (redisops.Released{Remaining: held - 1, Latched: true}); got.rel != want {
 			t.Errorf("held %d: ReleaseHeld: got %+v, want %+v", held, got.rel, want)
 		}
 		if runs := commandRuns(t, direct, "evalsha") - before; runs < 2 {

@@ -31,7 +31,8 @@ const DefaultTokenExpiry = DefaultLatchExpiry
 // that is no longer locked so leaves no key behind (its counter expires at most d after the
 // clock-based token that started it; a busy name's counter is set from the clock again every d), and
 // tokens still strictly increase per name across acquisitions: the counter goes up by two per
-// acquisition of the name, far fewer than the microseconds that pass before it expires, so it runs
+// acquisition of the name (and by one at the release of a last hold through [Ops.ReleaseHeldFenced],
+// which marks the release done), far fewer than the microseconds that pass before it expires, so it runs
 // behind the clock (unless a RedLock floor, [Ops.RaiseToken], put it ahead, and then it is kept until
 // the clock has passed it), and a token issued after it expired, taken from the clock, is above every
 // earlier one. This holds as long as the Redis server's clock does not step back by more than d (a
