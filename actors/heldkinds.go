@@ -38,8 +38,14 @@ const heldShards = 32
 type heldShard struct {
 	mu    sync.Mutex
 	kinds map[heldName]*ownerKinds
-	_     [64 - 16]byte
+	// spare are records that forget dropped, zeroed, for entry to reuse: an owner's record is made
+	// and dropped with every hold it takes of a name it held nothing of, the common Lock+Unlock.
+	spare []*ownerKinds
+	_     [64 - 40]byte
 }
+
+// maxSpareKinds bounds the records a shard keeps for reuse.
+const maxSpareKinds = 16
 
 // heldSeed hashes the names of every HeldKinds to their shards.
 var heldSeed = maphash.MakeSeed()
@@ -85,7 +91,11 @@ func (h *heldShard) entry(name, owner string) *ownerKinds {
 	key := heldName{name, owner}
 	o := h.kinds[key]
 	if o == nil {
-		o = &ownerKinds{}
+		if n := len(h.spare); n > 0 {
+			o, h.spare = h.spare[n-1], h.spare[:n-1]
+		} else {
+			o = &ownerKinds{}
+		}
 		h.kinds[key] = o
 	}
 	return o
@@ -96,6 +106,10 @@ func (h *heldShard) forget(name, owner string) {
 	key := heldName{name, owner}
 	if o := h.kinds[key]; o != nil && o.empty() {
 		delete(h.kinds, key)
+		if len(h.spare) < maxSpareKinds {
+			*o = ownerKinds{}
+			h.spare = append(h.spare, o)
+		}
 	}
 }
 

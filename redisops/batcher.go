@@ -133,6 +133,24 @@ func evalshaCommand(sha any, numKeys int, keysAndArgs ...any) []any {
 	return append(cmd, keysAndArgs...)
 }
 
+// commands recycles the EVALSHA commands of the calls of every Lock and Unlock (newCommand).
+var commands = sync.Pool{New: func() any { return new([]any) }}
+
+// newCommand is evalshaCommand in a slice that freeCommand gives back for reuse once the call has
+// returned and its reply has been read: nothing refers to a call's command after that (the batcher
+// answers a call once its round trip is over, and go-redis keeps a command only in the reply).
+func newCommand(sha any, numKeys int, keysAndArgs ...any) *[]any {
+	c := commands.Get().(*[]any)
+	*c = append(append((*c)[:0], "evalsha", sha, numKeys), keysAndArgs...)
+	return c
+}
+
+// freeCommand gives back a command of newCommand, which its caller no longer uses.
+func freeCommand(c *[]any) {
+	clear(*c)
+	commands.Put(c)
+}
+
 // splitCommand returns the keys and the arguments of an EVALSHA command made by evalshaCommand.
 func splitCommand(command []any) ([]string, []any) {
 	n := command[2].(int)

@@ -247,10 +247,11 @@ func (o *Ops) AcquireNamed(ctx context.Context, n *Names, owner string, lease ti
 		undo = o.undoPlain(name, owner, lease)
 	}
 	boxedName, token, _ := n.boxed()
-	reply, syncErr := o.runCommandScript(ctx, undo, acquireScript, evalshaCommand(acquireSHA, 2,
-		boxedName, token, o.leaseArg(lease), owner, held, o.tokenArg()))
+	command := newCommand(acquireSHA, 2, boxedName, token, o.leaseArg(lease), owner, held, o.tokenArg())
+	reply, syncErr := o.runCommandScript(ctx, undo, acquireScript, *command)
 	var buf [3]int64
 	vals, err := int64s(reply, buf[:0])
+	freeCommand(command)
 	if err == nil {
 		err = syncErr
 	}
@@ -465,8 +466,10 @@ func (o *Ops) ReleaseHeldFenced(ctx context.Context, n *Names, owner, requestID 
 		return o.ReleaseHeldNamed(ctx, n, owner, requestID, lease, held, nil)
 	}
 	boxedName, tokenKey, channel := n.boxed()
-	remaining, err := o.run(ctx, call{script: releaseFenced, command: evalshaCommand(releaseFencedSHA, 3,
-		boxedName, channel, tokenKey, o.leaseArg(lease), owner, boxedCount(held), token+1, o.publishArg)}).Int64()
+	command := newCommand(releaseFencedSHA, 3, boxedName, channel, tokenKey, o.leaseArg(lease), owner,
+		boxedCount(held), token+1, o.publishArg)
+	remaining, err := o.run(ctx, call{script: releaseFenced, command: *command}).Int64()
+	freeCommand(command)
 	switch {
 	case err != nil:
 		return Released{}, fmt.Errorf("lockwarden: release %q: %w", n.Name, typed(err))
