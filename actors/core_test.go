@@ -814,24 +814,23 @@ func TestCoreQueuedReadersLeaveOnBatchPanic(t *testing.T) {
 }
 
 // TestFencedReleaseAfterLatch: a Mutex's release that hands the lock to nobody is sent with its hold's
-// token, to be checked by the token counter rather than by the owner's latch, unless a release of the
-// name went through the latch less than the latch's life ago: then it goes through the latch too, so
-// that a late copy of that release keeps finding a higher sequence there.
+// token, to be checked by the token counter rather than by the owner's latch, unless the release of a
+// Mutex's hold of the name went through the latch less than the latch's life ago (a handoff, here):
+// then it goes through the latch too, so that a late copy of that release keeps finding a higher
+// sequence there. A release through the latch of a hold the actor message API took (whose owner's
+// releases always go through the latch) changes nothing for the others.
 func TestFencedReleaseAfterLatch(t *testing.T) {
 	model := newModelLock()
 	c := newCore(t, model, time.Minute)
-	lockEarly := func(owner string) {
-		t.Helper()
+	lockEarly := func(owner string, wait bool) *Ticket {
 		tk := NewTicket()
-		c.root.Send(c.pid, &Acquire{Name: c.name, Kind: KindPlain, Owner: owner, Lease: time.Minute, Started: time.Now(), AcceptEarlyGrant: true, Ticket: tk})
-		if o := c.outcome(tk, "lock "+owner); o.Reason != messages.ReasonNone {
-			t.Fatalf("lock %s = %+v", owner, o)
-		}
+		c.root.Send(c.pid, &Acquire{Name: c.name, Kind: KindPlain, Owner: owner, Lease: time.Minute, Wait: wait, Started: time.Now(), AcceptEarlyGrant: true, Ticket: tk})
+		return tk
 	}
-	unlock := func(owner string) {
+	ok := func(tk *Ticket, what string) {
 		t.Helper()
-		if o := c.outcome(c.release(owner, nil), "unlock "+owner); o.Reason != messages.ReasonNone {
-			t.Fatalf("unlock %s = %+v", owner, o)
+		if o := c.outcome(tk, what); o.Reason != messages.ReasonNone {
+			t.Fatalf("%s = %+v", what, o)
 		}
 	}
 	lastToken := func() int64 {
@@ -840,22 +839,29 @@ func TestFencedReleaseAfterLatch(t *testing.T) {
 		return model.releaseTokens[len(model.releaseTokens)-1]
 	}
 
-	lockEarly("a")
-	unlock("a")
+	ok(lockEarly("a", false), "lock a")
+	ok(c.release("a", nil), "unlock a")
 	if got := lastToken(); got != model.token {
 		t.Fatalf("a Mutex's release with no latch in use was sent with token %d, want the hold's %d", got, model.token)
 	}
 	// A hold that the actor message API took (no early grant) is released through its latch.
-	if o := c.outcome(c.acquire("b", false, nil), "lock b"); o.Reason != messages.ReasonNone {
-		t.Fatalf("lock b = %+v", o)
-	}
-	unlock("b")
+	ok(c.acquire("b", false, nil), "lock b")
+	ok(c.release("b", nil), "unlock b")
 	if got := lastToken(); got != 0 {
 		t.Fatalf("the release of a hold taken without early grant was sent with token %d, want 0", got)
 	}
-	lockEarly("a")
-	unlock("a")
+	ok(lockEarly("a", false), "lock a again")
+	ok(c.release("a", nil), "unlock a again")
+	if got := lastToken(); got == 0 {
+		t.Fatal("a Mutex's release after another owner's release through its latch was sent through the latch")
+	}
+	// A Mutex's release that hands the lock off goes through the latch; the next release follows.
+	ok(lockEarly("a", false), "lock a a third time")
+	waiter := lockEarly("w", true)
+	ok(c.release("a", nil), "unlock a, handing off to w")
+	ok(waiter, "w's lock")
+	ok(c.release("w", nil), "unlock w")
 	if got := lastToken(); got != 0 {
-		t.Errorf("a Mutex's release right after a release through the latch was sent with token %d, want 0 (through the latch)", got)
+		t.Errorf("a Mutex's release right after a handoff through the latch was sent with token %d, want 0 (through the latch)", got)
 	}
 }

@@ -240,7 +240,7 @@ func (a *lockActor) resolveUnconfirmed() bool {
 	defer cancel()
 	sent := time.Now()
 	rel, err := a.proto.releaseHeld(ctx, kA, by.retryID, by.lease, by.count, by.releaseToken, next)
-	a.noteLatch(rel, err)
+	a.noteLatch(by, rel, err)
 	early := a.settleEarly(kA, by, rel, err)
 	if a.unconfirmed != nil {
 		return false

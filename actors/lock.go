@@ -46,12 +46,12 @@ type lockActor struct {
 	// release's notice the local head lets them go first (see plainStrategy.notice).
 	handoffs        int
 	othersTurnSince time.Time
-	// latchedUntil is until when an owner of this name may have an unlock latch in Redis: a release
-	// through the latch answered (or failed) less than its expiry ago (see noteLatch). Until then the
-	// releases of the reentrant lock all go through the latch, so that each stores a higher sequence
-	// there; after it, a Mutex's release with no handoff needs none (hold.fencedToken). An actor that
-	// goes idle forgets it, which with the default idle timeout (as long as the latch's expiry) is
-	// after the latch has expired.
+	// latchedUntil is until when an owner of a Mutex on this name may have an unlock latch in Redis: a
+	// release of its hold through the latch answered (or failed) less than the latch's expiry ago (see
+	// noteLatch). Until then the releases of the reentrant lock all go through the latch, so that each
+	// stores a higher sequence there; after it, a Mutex's release with no handoff needs none
+	// (hold.fencedToken). The actor does not go idle before it (the actor that would take over the
+	// name does not know of it).
 	latchedUntil time.Time
 	// early is the waiter granted from a local handoff before Redis answered the release in flight
 	// that hands it the lock (see grantEarly); nil when none. unconfirmed is such a waiter whose
@@ -530,7 +530,13 @@ func (a *lockActor) afterMessage() {
 	a.proto.tend(a)
 	if a.isIdle() {
 		if !a.idle.armed() {
-			a.idle.setAt(time.Now().Add(a.env.IdleTimeout))
+			// Not before an owner's latch may have expired (latchedUntil): the actor that would take
+			// over the name does not know of it.
+			at := time.Now().Add(a.env.IdleTimeout)
+			if a.latchedUntil.After(at) {
+				at = a.latchedUntil
+			}
+			a.idle.setAt(at)
 		}
 	} else {
 		a.idle.stop()

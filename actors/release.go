@@ -105,7 +105,7 @@ func (a *lockActor) onRelease(m *Release) {
 // sent at sent with nextCmd as the handoff candidate, and answers m.
 func (a *lockActor) settleRelease(m *Release, h *hold, lease time.Duration, nextCmd *Acquire, requestID string, sent time.Time, rel redisops.Released, err error) {
 	k := holdKey{m.Owner, m.Kind}
-	a.noteLatch(rel, err)
+	a.noteLatch(h, rel, err)
 	if err == nil && rel.Remaining == 0 && nextCmd != nil && a.proto.lockKind() == messages.LockPlain && a.handoffs >= a.env.MaxHandoffs {
 		// The release counted the lock's listeners (OnlyIfAlone or CountListeners).
 		a.alone = rel.Listeners == 1
@@ -358,7 +358,7 @@ func (a *lockActor) settleFailedRelease(k holdKey) error {
 	ctx, cancel := context.WithTimeout(a.redisContext(), a.env.StopReleaseTimeout)
 	defer cancel()
 	rel, err := a.proto.releaseHeld(ctx, k, h.retryID, h.lease, held, h.releaseToken, nil)
-	a.noteLatch(rel, err)
+	a.noteLatch(h, rel, err)
 	switch {
 	case err == nil:
 		a.dropResent(k, h, rel)
@@ -408,11 +408,13 @@ func (a *lockActor) settleFailedReleases(owner string) error {
 // it, went unanswered again (see settleFailedRelease).
 var errFailedReleaseUnanswered = errors.New("lockwarden: the owner's failed release went unanswered again")
 
-// noteLatch takes note of an answer to a release (or its failure): a release that stored its answer in
-// its owner's latch (rel.Latched), or one that failed and may have done so when it ran, makes every
-// release of the name go through the latch for as long as that latch may live (latchedUntil).
-func (a *lockActor) noteLatch(rel redisops.Released, err error) {
-	if rel.Latched || err != nil {
+// noteLatch takes note of an answer to the release of the hold h (or its failure): the release of a
+// Mutex's hold (the owners whose releases may skip the latch, hold.fencedToken) that went through its
+// owner's latch (rel.Latched), or that failed and may have when it ran, makes every release of the
+// name go through the latch for as long as that latch may live (latchedUntil). The latches of other
+// owners are not noted: their releases always go through them.
+func (a *lockActor) noteLatch(h *hold, rel redisops.Released, err error) {
+	if h != nil && h.grantsEarly && (rel.Latched || err != nil) {
 		a.latchedUntil = time.Now().Add(redisops.DefaultLatchExpiry)
 	}
 }

@@ -11,7 +11,9 @@
 //     [Ops.ReadReleaseHeld]) keeps the answer of its last release in its own latch
 //     redisson_unlock_latch:{N}:<owner>, overwritten by each; an owner whose count the caller does not
 //     know, and the fair and write releases, use the latch of the request,
-//     redisson_unlock_latch:{N}:<request id>, as Redisson does.
+//     redisson_unlock_latch:{N}:<request id>, as Redisson does; a release with no handoff of a hold
+//     whose token the caller knows ([Ops.ReleaseHeldFenced]) needs no latch: the token counter tells
+//     its retries and late copies apart.
 //
 // The fair lock adds Redisson's queue LIST and timeout ZSET, and a HASH of its own,
 // lockwarden_fair_handoff:{N}, of the waiters to which a release may hand the lock in the same call

@@ -153,8 +153,9 @@ type Inspection struct {
 	// (persistent tokens, Redisson's RFencedLock) holds it; lockwarden's default counter, which starts
 	// from the server's clock and expires ([DefaultTokenExpiry]), holds the value above it (kept for a
 	// local handoff, see [Ops.SetTokenExpiry]). A release that freed the lock through
-	// [Ops.ReleaseHeldFenced] (a Mutex's Unlock) raised that counter by one, so on a lock it left free
-	// Token is one above the last token handed out. No later acquisition gets a token at or below it.
+	// release_fenced.lua ([Ops.ReleaseHeldFenced]: a Mutex's Unlock, as a rule) raised that counter by
+	// one, so on a lock it left free Token is then one above the last token handed out. No later
+	// acquisition gets a token at or below it.
 	Token int64 `json:"token,omitempty"`
 	// Count is the number stored for a semaphore (available permits, permit semaphores included) or a
 	// latch (its count).

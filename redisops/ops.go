@@ -316,9 +316,9 @@ type Released struct {
 	// clients were subscribed to the lock's channel (the caller's own subscription included); 0 when
 	// they were not counted.
 	Listeners int64
-	// Latched reports that the release stored its answer in the owner's own latch (a release with a
-	// known count and a sequenced request id, see [Ops.ReleaseHeld]), so that a late copy of it is
-	// told apart for [DefaultLatchExpiry] (see [Ops.ReleaseHeldFenced]).
+	// Latched reports that the release went through the owner's own latch (a release with a known
+	// count and a sequenced request id, see [Ops.ReleaseHeld]), which keeps the sequence of the owner's
+	// releases for [DefaultLatchExpiry] (see [Ops.ReleaseHeldFenced]).
 	Latched bool
 	// NotSynced, when not nil, says that the release handed the lock off but fewer replicas than
 	// required acknowledged it (see [Ops.SetReplicaSync]): the handoff owner's hold was given back, the
@@ -351,8 +351,9 @@ func (o *Ops) Release(ctx context.Context, name, owner, requestID string, lease 
 // with its answer (kept for [DefaultLatchExpiry]), rather than through a latch per request: a busy
 // owner creates no key per release. A retry (the same id) gets the first run's answer, and a late
 // copy of an older release, which finds a higher number stored, changes nothing and returns
-// [ErrStaleRelease]. Once the latch has expired, a late copy of a release that left holds, which finds
-// the owner's count already one below held, changes nothing either. A request id of another form, or
+// [ErrStaleRelease]. When the latch does not hold its answer (it expired, or a copy of the release ran
+// as [Ops.ReleaseHeldFenced], which writes none), a run of a release that leaves holds and finds the
+// owner's count already one below held changes nothing either, and answers that count. A request id of another form, or
 // held [UnknownHoldCount], is released as by [Ops.Release]. Whatever the owner's count in Redis, one
 // hold is released; held must be the count with no other acquisition or release of owner under way,
 // as [Ops.Acquire]'s held must be.
@@ -453,7 +454,9 @@ func (o *Ops) ReleaseHeldNamed(ctx context.Context, n *Names, owner, requestID s
 // The caller uses it only while the owner has no latch: while a release of the owner through
 // ReleaseHeldNamed ([Released.Latched], or one that failed) is less than [DefaultLatchExpiry] old, the
 // owner's releases go through ReleaseHeldNamed, so that each stores a higher sequence number in the
-// latch and a late copy of an older one keeps finding it.
+// latch and a late copy of an older one keeps finding it. (A failed release sent again under its
+// request id goes as it was first sent: a fenced one again changes nothing if it found the counter
+// moved the first time, and its answer is then release.lua's.)
 //
 // Its answers are ReleaseHeldNamed's, with one exception: a retry of the release of the last hold (by
 // go-redis after a lost reply, or the caller's own under the same request id) that finds the lock

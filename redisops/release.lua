@@ -43,11 +43,13 @@
 --   With the count known, O's own latch holds "<sequence>|<remaining>:<token>" of O's last release
 --   (overwritten by each, so that a busy owner creates no key per release). A run that finds its own
 --   sequence there is a retry and answers what is stored; one that finds a higher sequence is a late
---   copy and changes nothing. When the latch does not hold this release's answer (it expired: O
---   released nothing for its life; or a copy of this release ran as release_fenced.lua, which writes
---   no latch when O has none), a run of a release that leaves holds and finds O's count already one
---   below the caller's is taken for a copy that ran, and answers that count: O's count is never below
---   the caller's otherwise. Otherwise, whatever O's count in Redis, one hold is released.
+--   copy and changes nothing. When the latch does not hold this release's answer (it expired; or a
+--   copy of this release ran as release_fenced.lua, which writes no latch), a run of a release that
+--   leaves holds and finds O's count already one below the caller's is taken for a copy that ran, and
+--   answers that count (and stores it). The caller's count is otherwise at most O's count in Redis,
+--   but for holds lost in ways that leave one fewer (a failover to a replica that lacked a re-entry, a
+--   late copy of a release of a count no one knew): then too one fewer is the count the caller wants.
+--   Otherwise, whatever O's count in Redis, one hold is released.
 --   With the count unknown (an owner id that other processes may use, whose releases no one
 --   sequences), the latch is the request's own, read first and written with the answer.
 -- A key of another type than the lock keeps there (another lock's key taken as a lock name, or data
@@ -91,7 +93,9 @@ end
 local taken = not proposed or raiseTo(KEYS[4], ARGV[12], ARGV[9])
 if known and expected > 1 and state[2] and tonumber(state[2]) == expected - 1 then
     -- The latch does not tell (see above), but O's count is already one below the caller's: a copy of
-    -- this release has run before, and drops nothing more.
+    -- this release has run before, and drops nothing more. The answer is stored, so that a later copy
+    -- of this release finds it, and not a hold O took since.
+    redis.call('set', KEYS[3], ARGV[11] .. '|' .. string.format('%d:0', expected - 1), 'px', ARGV[4])
     return {expected - 1, 0}
 end
 local remaining = state[2] and tonumber(state[2]) - 1 or -1

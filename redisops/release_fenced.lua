@@ -30,11 +30,12 @@
 -- or was deleted) with no acquisition since, and no copy of this release ran: O holds nothing.
 --
 -- O's latch. The caller sends this script only while O has no latch of a release through release.lua
--- (none answered, or failed, less than the latch's expiry ago): while one may exist, each release of
--- O goes through release.lua, so that a late copy of an older release keeps finding a higher number
--- there for as long as O goes on releasing. A retry of this call that finds the counter moved is sent
--- as release.lua, which finds no answer of its own in the latch and tells a run of this one by O's
--- count.
+-- (none answered, or failed, less than the latch's expiry ago; a failed call of this script sent
+-- again is the exception, and changes nothing when it found the counter moved before): while one may
+-- exist, each release of O goes through release.lua, so that a late copy of an older release keeps
+-- finding a higher number there for as long as O goes on releasing. A retry of this call that finds
+-- the counter moved is sent as release.lua, which finds no answer of its own in the latch and tells a
+-- run of this one by O's count.
 -- A key of another type than the script keeps there is refused by its first command (GET, HMGET)
 -- before anything changes.
 local counter = redis.call('get', KEYS[3])

@@ -146,6 +146,9 @@ func TestReleaseFencedCopies(t *testing.T) {
 			t.Errorf("retry: got %+v, want 1 left, through the latch", got)
 		}
 		checkHash(t, c, redisops.LockKey(name), map[string]string{"A": "1"})
+		if got, err := c.Get(t.Context(), redisops.UnlockLatchKey(name, "A")).Result(); err != nil || got != "6|1:0" {
+			t.Errorf("latch after the retry = %q, %v; want its answer 6|1:0, for a later copy", got, err)
+		}
 		// The same with an older release's answer in the latch (a copy of it that came late): the
 		// latch does not hold this release's, and the count tells.
 		if err := c.Set(t.Context(), redisops.UnlockLatchKey(name, "A"), "5|0:0", redisops.DefaultLatchExpiry).Err(); err != nil {
