@@ -56,9 +56,9 @@ return 1`)
 //   - floor: SET NX PX, then the compare-and-delete script;
 //   - redisson-scripts: Redisson's RLock acquire and release scripts (3 and 6 Redis calls, a latch key
 //     per release), called directly with EVALSHA;
-//   - lockwarden-scripts: lockwarden's acquire.lua and release.lua (fencing token, kind and type checks,
-//     retry-safe release), called directly through redisops with the hold counts known, as the lock
-//     actor calls them;
+//   - lockwarden-scripts: lockwarden's acquire.lua and release_fenced.lua (fencing token, kind and type
+//     checks, retry-safe release), called directly through redisops with the hold counts and tokens
+//     known, as the lock actor calls them for a Mutex;
 //   - lockwarden: Mutex.Lock and Mutex.Unlock.
 //
 // It reports, for each side, p50 and ops/s over the floor's, the client and Redis CPU per pair, and the
@@ -148,9 +148,9 @@ func runProtocolFloor(b *testing.B, servers [4]*redistest.Server, workers int) {
 	}
 }
 
-// scriptsCycle returns a cycle that runs lockwarden's acquire.lua and release.lua directly through
-// redisops (its batcher, no actor) on the name prefix+<goroutine>, with the hold counts known, as the
-// lock actor calls them, and its round-trip counter. With burn > 0 the cycle also spins its goroutine
+// scriptsCycle returns a cycle that runs lockwarden's acquire.lua and release_fenced.lua directly
+// through redisops (its batcher, no actor) on the name prefix+<goroutine>, with the hold counts and the
+// token known, as the lock actor calls them for a Mutex, and its round-trip counter. With burn > 0 the cycle also spins its goroutine
 // on the CPU for burn/2 after each of the two calls, where a client would settle the answer.
 func scriptsCycle(b *testing.B, srv *redistest.Server, prefix string, workers int, burn time.Duration) (cycle, *rtCounter) {
 	client, rt := newClient(b, srv)
@@ -175,8 +175,9 @@ func scriptsCycle(b *testing.B, srv *redistest.Server, prefix string, workers in
 		}
 		spin()
 		releases[g]++
-		_, err = ops.ReleaseHeld(ctx, name, owner, run+":"+strconv.Itoa(g)+":r"+strconv.Itoa(releases[g]),
-			baselineLease*time.Millisecond, 1, nil)
+		names := redisops.NamesOf(name)
+		_, err = ops.ReleaseHeldFenced(ctx, &names, owner, run+":"+strconv.Itoa(g)+":r"+strconv.Itoa(releases[g]),
+			baselineLease*time.Millisecond, 1, got.Token)
 		spin()
 		return err
 	}, rt
