@@ -353,10 +353,10 @@ func (o *Ops) Release(ctx context.Context, name, owner, requestID string, lease 
 // copy of an older release, which finds a higher number stored, changes nothing and returns
 // [ErrStaleRelease]. When the latch does not hold its answer (it expired, or a copy of the release ran
 // as [Ops.ReleaseHeldFenced], which writes none), a run of a release that leaves holds and finds the
-// owner's count already one below held changes nothing either, and answers that count. A request id of another form, or
-// held [UnknownHoldCount], is released as by [Ops.Release]. Whatever the owner's count in Redis, one
-// hold is released; held must be the count with no other acquisition or release of owner under way,
-// as [Ops.Acquire]'s held must be.
+// owner's count already one below held changes nothing either, and answers that count. A request id
+// of another form, or held [UnknownHoldCount], is released as by [Ops.Release]. Otherwise, whatever
+// the owner's count in Redis, one hold is released; held must be the count with no other acquisition
+// or release of owner under way, as [Ops.Acquire]'s held must be.
 func (o *Ops) ReleaseHeld(ctx context.Context, name, owner, requestID string, lease time.Duration, held int64, next *Handoff) (Released, error) {
 	n := NamesOf(name)
 	return o.ReleaseHeldNamed(ctx, &n, owner, requestID, lease, held, next)
