@@ -149,13 +149,13 @@ type Inspection struct {
 	// Queue are the waiters of a fair lock in the order they get it.
 	Queue []Waiter `json:"queue,omitempty"`
 	// Token is the name's latest fencing token, read from its counter (redisson_lock_token:{N}) while
-	// the counter exists; 0 when it does not. It is the last token handed out, except as below. A counter kept for good
-	// (persistent tokens, Redisson's RFencedLock) holds it; lockwarden's default counter, which starts
-	// from the server's clock and expires ([DefaultTokenExpiry]), holds the value above it (kept for a
-	// local handoff, see [Ops.SetTokenExpiry]). A release that freed the lock through
-	// release_fenced.lua ([Ops.ReleaseHeldFenced]: a Mutex's Unlock, as a rule) raised that counter by
-	// one, so on a lock it left free Token is then one above the last token handed out. No later
-	// acquisition gets a token at or below it.
+	// the counter exists; 0 when it does not. It is the last token handed out, except as below. A
+	// counter kept for good (persistent tokens, Redisson's RFencedLock) holds it; lockwarden's default
+	// counter, which starts from the server's clock and expires ([DefaultTokenExpiry]), holds the
+	// value above it (kept for a local handoff, see [Ops.SetTokenExpiry]). A release that freed the
+	// lock through release_fenced.lua ([Ops.ReleaseHeldFenced]: a Mutex's Unlock, as a rule) raised
+	// that counter by one, so on a lock it left free Token is then one above the last token handed
+	// out. No later acquisition gets a token at or below it.
 	Token int64 `json:"token,omitempty"`
 	// Count is the number stored for a semaphore (available permits, permit semaphores included) or a
 	// latch (its count).

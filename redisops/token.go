@@ -32,8 +32,8 @@ const DefaultTokenExpiry = DefaultLatchExpiry
 // clock-based token that started it; a busy name's counter is set from the clock again every d), and
 // tokens still strictly increase per name across acquisitions: the counter goes up by two per
 // acquisition of the name (and by one at the release of a last hold through [Ops.ReleaseHeldFenced],
-// which marks the release done), far fewer than the microseconds that pass before it expires, so it runs
-// behind the clock (unless a RedLock floor, [Ops.RaiseToken], put it ahead, and then it is kept until
+// which marks the release done), far fewer than the microseconds that pass before it expires, so it
+// runs behind the clock (unless a RedLock floor, [Ops.RaiseToken], put it ahead, and then it is kept until
 // the clock has passed it), and a token issued after it expired, taken from the clock, is above every
 // earlier one. This holds as long as the Redis server's clock does not step back by more than d (a
 // clock that steps back further, or a failover to a replica whose clock is behind by more, can issue
