@@ -207,9 +207,18 @@ func (a *lockActor) settleUpTo(last *readBatch) bool {
 		// calls go one at a time, and each would otherwise allocate running anew.
 		a.running = slices.Delete(a.running, 0, 1)
 		if run := b.carrier.claimCarried(); run != nil {
-			run() // handed to a caller that has not run it yet: the actor cannot wait for it
+			// Handed to a caller that has not run it yet: the actor cannot wait for it. It runs on
+			// a goroutine of its own, so that the actor still gives up on it when the coordinator
+			// closes (see awaitBatch).
+			a.spawn(run)
 		}
-		<-b.done
+		if !a.awaitBatch(b) {
+			a.abandon(b)
+			if b == last {
+				break
+			}
+			continue
+		}
 		if len(a.running) > 0 {
 			a.inflight.Store(a.running[0].sent.UnixNano())
 		} else {
@@ -233,6 +242,53 @@ func (a *lockActor) settleUpTo(last *readBatch) bool {
 		}
 	}
 	return true
+}
+
+// awaitBatch waits for the running batch b to answer and reports whether it did. Once the coordinator
+// closes (its context ends) or the actor stops, it waits only until the stop's deadline (stopBy):
+// go-redis ends a read blocked on a stalled connection at its context's deadline or the client's read
+// timeout, not when the context is cancelled, so a call sent without a deadline (a release, whose
+// answer the actor needs whether its caller waits or not) would otherwise hold the coordinator's Close
+// for the whole read timeout.
+func (a *lockActor) awaitBatch(b *readBatch) bool {
+	if a.stopBy.IsZero() {
+		select {
+		case <-b.done:
+			return true
+		case <-a.env.Context.Done():
+			// The coordinator closes: the actor stops next, and the wait takes no longer than the
+			// stop's.
+			a.stopBy = a.env.stopDeadline()
+		}
+	}
+	wait := time.NewTimer(time.Until(a.stopBy))
+	defer wait.Stop()
+	select {
+	case <-b.done:
+		return true
+	case <-wait.C:
+		return false
+	}
+}
+
+// abandon answers the calls of the batch b, which has not answered by the stop's deadline, as the
+// commands left in the mailbox of a stopped actor are: the coordinator closed. What the calls did in
+// Redis is unknown; a hold they took or kept lapses with its lease. b's goroutine ends when the client
+// gives up on the call (its read timeout, or the client's Close).
+func (a *lockActor) abandon(b *readBatch) {
+	for b.next < len(b.settle) {
+		c := b.settle[b.next]
+		b.next++
+		if m, ok := c.cmd.(*Acquire); ok {
+			a.unreserve(m)
+		}
+		answerClosed(c.cmd)
+	}
+	if len(a.running) > 0 {
+		a.inflight.Store(a.running[0].sent.UnixNano())
+	} else {
+		a.inflight.Store(0)
+	}
 }
 
 // settleRest finishes the settlements that a panic interrupted (the batches still in settling), after

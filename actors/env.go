@@ -128,6 +128,14 @@ func (s *StopClock) Context() (context.Context, context.CancelFunc) {
 	return context.WithDeadline(context.Background(), s.Deadline())
 }
 
+// stopDeadline is when the stop-time work that starts now must end (see [StopClock.Deadline]).
+func (e *Env) stopDeadline() time.Time {
+	if e.Stop != nil {
+		return e.Stop.Deadline()
+	}
+	return time.Now().Add(e.StopReleaseTimeout)
+}
+
 // stopContext bounds a release or a queue leave that runs while the actors stop, or that undoes an
 // acquisition its caller abandoned.
 func (e *Env) stopContext() (context.Context, context.CancelFunc) {

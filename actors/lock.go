@@ -91,6 +91,9 @@ type lockActor struct {
 	// whose settlement is under way (see settleRest).
 	running  []*readBatch
 	settling []*readBatch
+	// stopBy is when the actor, stopping, gives up waiting for the batches still running; zero until
+	// it stops (see awaitBatch).
+	stopBy time.Time
 	// headBusy counts the tryHead calls and batch settlements in progress; headWanted records that the
 	// head should be tried once the outermost of them is done (see tryHead).
 	headBusy   int
@@ -490,6 +493,7 @@ func (a *lockActor) handle(ctx actor.Context, msg any) {
 			ctx.Send(a.parent, &idle{key: a.key, pid: a.self, routed: a.routed, binding: a.binding})
 		}
 	case *actor.Stopping:
+		a.stopBy = a.env.stopDeadline()
 		a.flush()
 		for _, msg := range a.stash {
 			// As a message left in the mailbox of a stopped actor: its caller learns that the

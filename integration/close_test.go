@@ -1,6 +1,9 @@
 package integration
 
 import (
+	"context"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -99,5 +102,83 @@ func TestCloseBoundedDuringPartition(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// sentHook reports, once armed, the first command or pipeline the client sends.
+type sentHook struct {
+	armed atomic.Bool
+	sent  chan struct{}
+	once  sync.Once
+}
+
+func (h *sentHook) note() {
+	if h.armed.Load() {
+		h.once.Do(func() { close(h.sent) })
+	}
+}
+
+func (h *sentHook) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (h *sentHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		h.note()
+		return next(ctx, cmd)
+	}
+}
+
+func (h *sentHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		h.note()
+		return next(ctx, cmds)
+	}
+}
+
+// TestCloseBoundedWithUnlockInFlight: an Unlock whose release is under way, blocked in a partition, when
+// Close starts does not hold Close past the stop release timeout, although its caller gave it no
+// deadline and the client's read timeout is long. (go-redis does not interrupt a read when a context is
+// cancelled, only when its deadline passes: the lock actor stops waiting for the call instead.)
+func TestCloseBoundedWithUnlockInFlight(t *testing.T) {
+	const stopRelease = 500 * time.Millisecond
+	srv := redistest.Start(t)
+	px := redistest.NewProxy(t, srv.Addr())
+	client := redis.NewClient(&redis.Options{Addr: px.Addr(), ContextTimeoutEnabled: true,
+		ReadTimeout: 10 * time.Second, WriteTimeout: 10 * time.Second, MaxRetries: -1})
+	hook := &sentHook{sent: make(chan struct{})}
+	client.AddHook(hook)
+	t.Cleanup(func() { _ = client.Close() })
+	t.Cleanup(func() { px.Unstall(); px.Enable() })
+	defer px.Unstall()
+	c := newCoordinator(t, client, coordinator.WithWatchdogTimeout(30*time.Second),
+		coordinator.WithStopReleaseTimeout(stopRelease))
+	m := c.Mutex(t.Name())
+	mustLock(t, m)
+
+	px.Stall()
+	hook.armed.Store(true)
+	unlocked := make(chan error, 1)
+	go func() { unlocked <- m.Unlock(context.Background()) }()
+	waitFor(t, hook.sent, 5*time.Second, "the release sent into the partition")
+
+	start := time.Now()
+	closed := make(chan struct{})
+	go func() { _ = c.Close(); close(closed) }()
+	bound := stopRelease + 500*time.Millisecond
+	select {
+	case <-closed:
+	case <-time.After(bound + 15*time.Second):
+		t.Fatalf("Close with an Unlock in flight has not returned after %v", time.Since(start))
+	}
+	if took := time.Since(start); took > bound {
+		t.Errorf("Close with an Unlock in flight took %v, want at most %v", took, bound)
+	}
+	// The caller may be running the call itself (a context that never ends lets it, see
+	// actors.Ticket.OpenCarry): it returns once the call does, when Redis answers.
+	px.Unstall()
+	select {
+	case err := <-unlocked:
+		t.Logf("Unlock: %v", err)
+	case <-time.After(5 * time.Second):
+		t.Fatal("the Unlock in flight did not return once Redis answered")
 	}
 }
