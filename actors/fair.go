@@ -366,7 +366,7 @@ func (a *lockActor) onLeaveRetry(r leaveRetry) {
 	if _, holds := a.holds[holdKey{gone.Owner, gone.Kind}]; holds {
 		return
 	}
-	if err := a.proto.leave(a.redisContext(), gone, true); err != nil {
+	if err := a.leaveBounded(gone); err != nil {
 		retrying = a.retryLeave(gone, 2*r.delay, r.until)
 	}
 }
@@ -396,7 +396,7 @@ func (a *lockActor) giveBackGrant(channel string) {
 		return
 	}
 	gone := &Acquire{Name: a.name, Kind: KindFair, Owner: owner, Wait: true}
-	if err := a.proto.leave(a.redisContext(), gone, true); err != nil {
+	if err := a.leaveBounded(gone); err != nil {
 		a.log().Warn("giving back a fair lock handed to a gone wait failed; retrying", "owner", owner, "err", err)
 		a.retryLeave(gone, leaveRetryFirst, time.Now().Add(a.env.WatchdogTimeout))
 	}

@@ -221,7 +221,7 @@ func (a *lockActor) leaveQueue(gone *Acquire) {
 	if _, holds := a.holds[holdKey{gone.Owner, gone.Kind}]; holds {
 		return // the hold's record keeps the kind
 	}
-	if err := a.proto.leave(a.redisContext(), gone, true); err != nil {
+	if err := a.leaveBounded(gone); err != nil {
 		retrying = a.proto.leaveFailed(a, gone, err)
 	}
 }
@@ -282,4 +282,14 @@ func (a *lockActor) unreserve(m *Acquire) {
 func (a *lockActor) answer(m *Acquire, o Outcome) bool {
 	a.unreserve(m)
 	return m.Ticket.deliver(o)
+}
+
+// leaveBounded gives up what the waiter gone keeps in Redis, on the actor, bounded by the stop release
+// timeout like every undo of an abandoned acquisition (see Env.stopContext): the actor takes no other
+// message meanwhile, and go-redis would otherwise wait for a stalled connection's reply until the
+// client's read timeout, past the coordinator's Close. A failed leave is retried by the caller.
+func (a *lockActor) leaveBounded(gone *Acquire) error {
+	ctx, cancel := a.env.stopContext()
+	defer cancel()
+	return a.proto.leave(ctx, gone, true)
 }

@@ -182,3 +182,50 @@ func TestCloseBoundedWithUnlockInFlight(t *testing.T) {
 		t.Fatal("the Unlock in flight did not return once Redis answered")
 	}
 }
+
+// TestCloseBoundedWithLeaveInFlight: a fair waiter whose caller gives up during a partition leaves the
+// lock's queue in Redis on its lock actor; that leave, blocked in the partition, does not hold the
+// coordinator's Close past the stop release timeout (it took the client's 10 s read timeout).
+func TestCloseBoundedWithLeaveInFlight(t *testing.T) {
+	const stopRelease = 500 * time.Millisecond
+	srv := redistest.Start(t)
+	px := redistest.NewProxy(t, srv.Addr())
+	client := redis.NewClient(&redis.Options{Addr: px.Addr(), ContextTimeoutEnabled: true,
+		ReadTimeout: 10 * time.Second, WriteTimeout: 10 * time.Second, MaxRetries: -1})
+	hook := &sentHook{sent: make(chan struct{})}
+	client.AddHook(hook)
+	t.Cleanup(func() { _ = client.Close() })
+	t.Cleanup(func() { px.Unstall(); px.Enable() })
+	defer px.Unstall()
+	c := newCoordinator(t, client, coordinator.WithWatchdogTimeout(30*time.Second),
+		coordinator.WithStopReleaseTimeout(stopRelease))
+	holder := c.FairMutex(t.Name())
+	mustLock(t, holder)
+	waitCtx, giveUp := context.WithCancel(t.Context())
+	waiter := c.FairMutex(t.Name())
+	waiting := lockAsync(waitCtx, waiter)
+	fairWaitQueued(t, srv.Client(t), t.Name(), waiter.Owner())
+
+	px.Stall()
+	hook.armed.Store(true)
+	giveUp()
+	select {
+	case <-waiting:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the waiter did not return when its context ended")
+	}
+	waitFor(t, hook.sent, 5*time.Second, "the waiter's leave sent into the partition")
+
+	start := time.Now()
+	closed := make(chan struct{})
+	go func() { _ = c.Close(); close(closed) }()
+	bound := stopRelease + 500*time.Millisecond
+	select {
+	case <-closed:
+	case <-time.After(bound + 15*time.Second):
+		t.Fatalf("Close with a leave in flight has not returned after %v", time.Since(start))
+	}
+	if took := time.Since(start); took > bound {
+		t.Errorf("Close with a leave in flight took %v, want at most %v", took, bound)
+	}
+}
