@@ -248,7 +248,10 @@ func (a *lockActor) giveBackLate(k holdKey, lease time.Duration, count int64) {
 // the holds that are gone and reports whether none is left.
 func (a *lockActor) holdsGone() bool {
 	for k := range a.holds {
-		if n, err := a.proto.holdCount(a.redisContext(), k); err == nil && n == 0 {
+		ctx, cancel := a.inlineContext()
+		n, err := a.proto.holdCount(ctx, k)
+		cancel()
+		if err == nil && n == 0 {
 			a.lose(k, "freed by another client")
 		}
 	}

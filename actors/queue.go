@@ -284,12 +284,10 @@ func (a *lockActor) answer(m *Acquire, o Outcome) bool {
 	return m.Ticket.deliver(o)
 }
 
-// leaveBounded gives up what the waiter gone keeps in Redis, on the actor, bounded by the stop release
-// timeout like every undo of an abandoned acquisition (see Env.stopContext): the actor takes no other
-// message meanwhile, and go-redis would otherwise wait for a stalled connection's reply until the
-// client's read timeout, past the coordinator's Close. A failed leave is retried by the caller.
+// leaveBounded gives up what the waiter gone keeps in Redis, on the actor (see inlineContext). A failed
+// leave is retried by the caller.
 func (a *lockActor) leaveBounded(gone *Acquire) error {
-	ctx, cancel := a.env.stopContext()
+	ctx, cancel := a.inlineContext()
 	defer cancel()
 	return a.proto.leave(ctx, gone, true)
 }

@@ -311,7 +311,9 @@ func (e *UnlockError) Error() string {
 func (e *UnlockError) Unwrap() error { return e.Err }
 
 func (a *lockActor) onForceUnlock(m *ForceUnlock) {
-	deleted, err := a.proto.forceUnlock(a.redisContext(), m.Kind)
+	ctx, cancel := a.inlineContext()
+	deleted, err := a.proto.forceUnlock(ctx, m.Kind)
+	cancel()
 	if err != nil {
 		m.Ticket.deliver(Outcome{Reason: messages.ReasonRedis, Err: err})
 		return

@@ -187,7 +187,10 @@ func (a *lockActor) keepWriteIntent() {
 		return
 	}
 	a.intentOwner, a.intentSent = w.Owner, time.Now()
-	if _, err := a.env.Ops.SetWriteIntent(a.redisContext(), a.name, w.Owner, writeIntent); err != nil {
+	ctx, cancel := a.inlineContext()
+	_, err := a.env.Ops.SetWriteIntent(ctx, a.name, w.Owner, writeIntent)
+	cancel()
+	if err != nil {
 		a.log().Warn("leaving the write intent failed; retrying", "owner", w.Owner, "err", err)
 		a.intent.setAt(time.Now().Add(a.nextBackOff()))
 		return
