@@ -224,11 +224,15 @@ func (c *Coordinator) ID() string { return c.id }
 // members releasing, the pub/sub connections closing, the event journal writing what is queued; and,
 // not against Redis, the actor system's EventStream getting the events still queued for it) shares
 // one deadline: [WithStopReleaseTimeout] from the moment Close is called. So when Redis is unreachable,
-// Close returns within about the stop release timeout, and no later than the end of a Redis call an
-// actor had already started when Close was called (a renewal is bounded by the hold's expiry, an
-// acquisition attempt by its lease). The
-// pub/sub connections that are still closing at the deadline (a reconnect stuck in a network
-// partition) finish closing in the background.
+// Close returns within about the stop release timeout. A lock's Redis call that is still unanswered at
+// the deadline (a Lock or Unlock sent into a stalled connection: go-redis ends a blocked read at its
+// context's deadline, not when the context is cancelled) no longer holds Close: its caller gets
+// [ErrClosed], unless it runs the call itself (a ctx that never ends: it returns when the client gives
+// up on the call), and the goroutine making it ends when the client does (its ReadTimeout, or the
+// client's Close). The other calls a lock actor makes are bounded by the stop release timeout too.
+// A semaphore's or latch's call that is blocked when Close is called is not: Close waits for it, at
+// most the client's read timeout. The pub/sub connections that are still closing at the deadline (a
+// reconnect stuck in a network partition) finish closing in the background.
 //
 // go-redis applies context deadlines to network reads only when the client has ContextTimeoutEnabled
 // set; without it, a call to an unreachable Redis blocks for the client's ReadTimeout, and Close may
