@@ -276,6 +276,9 @@ func (a *lockActor) awaitBatch(b *readBatch) bool {
 // Redis is unknown; a hold they took or kept lapses with its lease. b's goroutine ends when the client
 // gives up on the call (its read timeout, or the client's Close).
 func (a *lockActor) abandon(b *readBatch) {
+	if a.soloCall != nil && b == &a.soloCall.batch {
+		a.soloCall = nil // its goroutine still uses it: a later call takes a new one
+	}
 	for b.next < len(b.settle) {
 		c := b.settle[b.next]
 		b.next++

@@ -865,3 +865,45 @@ func TestFencedReleaseAfterLatch(t *testing.T) {
 		t.Errorf("a Mutex's release right after a handoff through the latch was sent with token %d, want 0 (through the latch)", got)
 	}
 }
+
+// TestCoreStopAbandonsCallInFlight: a lock actor that stops while its release is still in flight (a
+// Redis call blocked on a stalled connection, which go-redis does not end when its context is
+// cancelled) waits for it only until the stop deadline (Env.StopReleaseTimeout here), and its caller is
+// told that the coordinator closed.
+func TestCoreStopAbandonsCallInFlight(t *testing.T) {
+	model := newModelLock()
+	model.asyncCalls = true
+	c := newCore(t, model, time.Minute)
+	granted(t, c.outcome(c.acquire("a", false, nil), "acquire a"), "acquire a", 1)
+	gate := make(chan struct{})
+	var closeGate sync.Once
+	t.Cleanup(func() { closeGate.Do(func() { close(gate) }) })
+	model.mu.Lock()
+	model.gate, model.started = gate, make(chan string, 8)
+	model.mu.Unlock()
+	rel := c.release("a", nil)
+	select {
+	case <-model.started:
+	case <-time.After(c.timeout):
+		t.Fatal("the release did not reach the model")
+	}
+	model.mu.Lock()
+	model.gate = nil // only the release in flight stays blocked; the release at stop answers
+	model.mu.Unlock()
+
+	stopped := make(chan struct{})
+	start := time.Now()
+	go func() { _ = c.root.StopFuture(c.pid).Wait(); close(stopped) }()
+	select {
+	case <-stopped:
+	case <-time.After(c.timeout):
+		t.Fatalf("the lock actor did not stop within %v with its release in flight", c.timeout)
+	}
+	if took := time.Since(start); took > 3*time.Second {
+		t.Errorf("the lock actor took %v to stop, want about the stop release timeout (1s)", took)
+	}
+	if o := c.outcome(rel, "release in flight at stop"); o.Reason != messages.ReasonClosed {
+		t.Fatalf("release in flight at stop: reason %v err %v, want ReasonClosed", o.Reason, o.Err)
+	}
+	closeGate.Do(func() { close(gate) }) // the call ends; its answer reaches nobody
+}
