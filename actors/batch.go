@@ -261,7 +261,18 @@ func (a *lockActor) awaitBatch(b *readBatch) bool {
 			a.stopBy = a.env.stopDeadline()
 		}
 	}
-	wait := time.NewTimer(time.Until(a.stopBy))
+	// An answer that is there already wins over the deadline (select picks at random among the
+	// ready cases).
+	select {
+	case <-b.done:
+		return true
+	default:
+	}
+	left := time.Until(a.stopBy)
+	if left <= 0 {
+		return false
+	}
+	wait := time.NewTimer(left)
 	defer wait.Stop()
 	select {
 	case <-b.done:

@@ -2,6 +2,7 @@ package actors
 
 import (
 	"sync"
+	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
 )
@@ -57,12 +58,33 @@ func (p *WorkerPool) Throughput() int { return p.throughput }
 
 // Stop ends the workers after their current work and waits for them. Work scheduled later runs on new
 // goroutines. It is idempotent.
-func (p *WorkerPool) Stop() {
+func (p *WorkerPool) Stop() { p.StopBy(time.Time{}) }
+
+// StopBy is Stop, waiting for the workers only until deadline (the zero time: no bound). It reports
+// whether they all ended. A worker still busy then (a Redis call a lock actor gave up on at its stop
+// deadline, blocked on a stalled connection) ends once its work does.
+func (p *WorkerPool) StopBy(deadline time.Time) bool {
 	p.mu.Lock()
 	if !p.stopped {
 		p.stopped = true
 		close(p.work)
 	}
 	p.mu.Unlock()
-	p.wg.Wait()
+	if deadline.IsZero() {
+		p.wg.Wait()
+		return true
+	}
+	ended := make(chan struct{})
+	go func() {
+		p.wg.Wait()
+		close(ended)
+	}()
+	wait := time.NewTimer(time.Until(deadline))
+	defer wait.Stop()
+	select {
+	case <-ended:
+		return true
+	case <-wait.C:
+		return false
+	}
 }

@@ -91,8 +91,8 @@ type lockActor struct {
 	// whose settlement is under way (see settleRest).
 	running  []*readBatch
 	settling []*readBatch
-	// stopBy is when the actor, stopping, gives up waiting for the batches still running; zero until
-	// it stops (see awaitBatch).
+	// stopBy is when the actor gives up waiting for the batches still running; zero until it stops or
+	// the coordinator's context ends (see awaitBatch).
 	stopBy time.Time
 	// headBusy counts the tryHead calls and batch settlements in progress; headWanted records that the
 	// head should be tried once the outermost of them is done (see tryHead).
@@ -563,7 +563,7 @@ func (a *lockActor) unsubscribeAndStopTimers() {
 func (a *lockActor) redisContext() context.Context { return a.env.Context }
 
 // inlineContext bounds a Redis call that the actor makes on its own goroutine, rather than in a batch:
-// a queue leave, a write intent, a force unlock, a check of the holds. It ends at the stop release
+// a queue leave, a write intent, a check of the holds. It ends at the stop release
 // timeout, like every undo of an abandoned acquisition (see Env.stopContext): the actor takes no other
 // message meanwhile, and go-redis, which ends a blocked read at its context's deadline but not when
 // the context is cancelled, would otherwise wait for a stalled connection until the client's read

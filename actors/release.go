@@ -311,9 +311,7 @@ func (e *UnlockError) Error() string {
 func (e *UnlockError) Unwrap() error { return e.Err }
 
 func (a *lockActor) onForceUnlock(m *ForceUnlock) {
-	ctx, cancel := a.inlineContext()
-	deleted, err := a.proto.forceUnlock(ctx, m.Kind)
-	cancel()
+	deleted, err := a.proto.forceUnlock(a.redisContext(), m.Kind)
 	if err != nil {
 		m.Ticket.deliver(Outcome{Reason: messages.ReasonRedis, Err: err})
 		return

@@ -224,15 +224,18 @@ func (c *Coordinator) ID() string { return c.id }
 // members releasing, the pub/sub connections closing, the event journal writing what is queued; and,
 // not against Redis, the actor system's EventStream getting the events still queued for it) shares
 // one deadline: [WithStopReleaseTimeout] from the moment Close is called. So when Redis is unreachable,
-// Close returns within about the stop release timeout. A lock's Redis call that is still unanswered at
-// the deadline (a Lock or Unlock sent into a stalled connection: go-redis ends a blocked read at its
-// context's deadline, not when the context is cancelled) no longer holds Close: its caller gets
-// [ErrClosed], unless it runs the call itself (a ctx that never ends: it returns when the client gives
-// up on the call), and the goroutine making it ends when the client does (its ReadTimeout, or the
-// client's Close). The other calls a lock actor makes are bounded by the stop release timeout too.
-// A semaphore's or latch's call that is blocked when Close is called is not: Close waits for it, at
-// most the client's read timeout. The pub/sub connections that are still closing at the deadline (a
-// reconnect stuck in a network partition) finish closing in the background.
+// Close returns within about the stop release timeout. A Redis call that a lock actor sent without
+// waiting for it (a Mutex's first attempt or release, a read-write lock's reads), still unanswered at
+// the deadline in a stalled connection, no longer holds Close (go-redis ends a blocked read at its
+// context's deadline, not when the context is cancelled): its caller gets [ErrClosed], unless it runs
+// the call itself (a ctx that never ends: it returns when the client gives up on the call), and the
+// goroutine making it ends when the client does (its ReadTimeout, or the client's Close). A queue leave,
+// a write intent and the check of the holds are bounded by the stop release timeout. The other calls
+// a lock actor makes on its turn (a fair or write lock's attempts and releases, a waiter's attempt,
+// [Mutex.ForceUnlock], an Extend) and a semaphore's or latch's calls are waited for: an attempt
+// is bounded by its lease, a renewal by the hold's expiry, the others by the client's read timeout.
+// The pub/sub connections that are still closing at the deadline (a reconnect stuck in a network
+// partition) finish closing in the background.
 //
 // go-redis applies context deadlines to network reads only when the client has ContextTimeoutEnabled
 // set; without it, a call to an unreachable Redis blocks for the client's ReadTimeout, and Close may
@@ -257,7 +260,9 @@ func (c *Coordinator) Close() error {
 		_ = c.system.Root.StopFuture(c.bridge).Wait()
 		c.events.close()
 		c.tel.Close()
-		c.pool.Stop()
+		if !c.pool.StopBy(c.stop.Deadline()) {
+			c.failures.Logger.Warn("Redis calls given up on at the stop deadline are still under way; they end when the client gives up on them")
+		}
 		if c.ownSystem {
 			c.system.Shutdown()
 		}

@@ -137,49 +137,60 @@ func (h *sentHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.Pro
 // TestCloseBoundedWithUnlockInFlight: an Unlock whose release is under way, blocked in a partition, when
 // Close starts does not hold Close past the stop release timeout, although its caller gave it no
 // deadline and the client's read timeout is long. (go-redis does not interrupt a read when a context is
-// cancelled, only when its deadline passes: the lock actor stops waiting for the call instead.)
+// cancelled, only when its deadline passes: the lock actor stops waiting for the call instead, and
+// Close for the goroutine making it.) The caller runs the call itself when its ctx can never end (see
+// actors.Ticket.OpenCarry), and a worker of the coordinator's does when it can.
 func TestCloseBoundedWithUnlockInFlight(t *testing.T) {
-	const stopRelease = 500 * time.Millisecond
-	srv := redistest.Start(t)
-	px := redistest.NewProxy(t, srv.Addr())
-	client := redis.NewClient(&redis.Options{Addr: px.Addr(), ContextTimeoutEnabled: true,
-		ReadTimeout: 10 * time.Second, WriteTimeout: 10 * time.Second, MaxRetries: -1})
-	hook := &sentHook{sent: make(chan struct{})}
-	client.AddHook(hook)
-	t.Cleanup(func() { _ = client.Close() })
-	t.Cleanup(func() { px.Unstall(); px.Enable() })
-	defer px.Unstall()
-	c := newCoordinator(t, client, coordinator.WithWatchdogTimeout(30*time.Second),
-		coordinator.WithStopReleaseTimeout(stopRelease))
-	m := c.Mutex(t.Name())
-	mustLock(t, m)
+	for _, tc := range []struct {
+		name string
+		ctx  func() context.Context
+	}{
+		{"background ctx", context.Background},
+		{"cancellable ctx", func() context.Context { return t.Context() }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			const stopRelease = 500 * time.Millisecond
+			srv := redistest.Start(t)
+			px := redistest.NewProxy(t, srv.Addr())
+			client := redis.NewClient(&redis.Options{Addr: px.Addr(), ContextTimeoutEnabled: true,
+				ReadTimeout: 10 * time.Second, WriteTimeout: 10 * time.Second, MaxRetries: -1})
+			hook := &sentHook{sent: make(chan struct{})}
+			client.AddHook(hook)
+			t.Cleanup(func() { _ = client.Close() })
+			t.Cleanup(func() { px.Unstall(); px.Enable() })
+			defer px.Unstall()
+			c := newCoordinator(t, client, coordinator.WithWatchdogTimeout(30*time.Second),
+				coordinator.WithStopReleaseTimeout(stopRelease))
+			m := c.Mutex(t.Name())
+			mustLock(t, m)
 
-	px.Stall()
-	hook.armed.Store(true)
-	unlocked := make(chan error, 1)
-	go func() { unlocked <- m.Unlock(context.Background()) }()
-	waitFor(t, hook.sent, 5*time.Second, "the release sent into the partition")
+			px.Stall()
+			hook.armed.Store(true)
+			unlocked := make(chan error, 1)
+			go func() { unlocked <- m.Unlock(tc.ctx()) }()
+			waitFor(t, hook.sent, 5*time.Second, "the release sent into the partition")
 
-	start := time.Now()
-	closed := make(chan struct{})
-	go func() { _ = c.Close(); close(closed) }()
-	bound := stopRelease + 500*time.Millisecond
-	select {
-	case <-closed:
-	case <-time.After(bound + 15*time.Second):
-		t.Fatalf("Close with an Unlock in flight has not returned after %v", time.Since(start))
-	}
-	if took := time.Since(start); took > bound {
-		t.Errorf("Close with an Unlock in flight took %v, want at most %v", took, bound)
-	}
-	// The caller may be running the call itself (a context that never ends lets it, see
-	// actors.Ticket.OpenCarry): it returns once the call does, when Redis answers.
-	px.Unstall()
-	select {
-	case err := <-unlocked:
-		t.Logf("Unlock: %v", err)
-	case <-time.After(5 * time.Second):
-		t.Fatal("the Unlock in flight did not return once Redis answered")
+			start := time.Now()
+			closed := make(chan struct{})
+			go func() { _ = c.Close(); close(closed) }()
+			bound := stopRelease + 500*time.Millisecond
+			select {
+			case <-closed:
+			case <-time.After(bound + 15*time.Second):
+				t.Fatalf("Close with an Unlock in flight has not returned after %v", time.Since(start))
+			}
+			if took := time.Since(start); took > bound {
+				t.Errorf("Close with an Unlock in flight took %v, want at most %v", took, bound)
+			}
+			// A caller running the call itself returns once the call does, when Redis answers.
+			px.Unstall()
+			select {
+			case err := <-unlocked:
+				t.Logf("Unlock: %v", err)
+			case <-time.After(5 * time.Second):
+				t.Fatal("the Unlock in flight did not return once Redis answered")
+			}
+		})
 	}
 }
 
