@@ -134,6 +134,60 @@ func (h *sentHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.Pro
 	}
 }
 
+// stalledSetup is the set-up of the tests of a call in flight at Close: a coordinator, with the stop
+// release timeout closeStopRelease, on a client that honours context deadlines and whose read timeout
+// is long (10 s), through a proxy to srv, and a hook on the client.
+type stalledSetup struct {
+	srv  *redistest.Server
+	px   *redistest.Proxy
+	hook *sentHook
+	c    *coordinator.Coordinator
+}
+
+// closeStopRelease is the stop release timeout of stalledSetup's coordinator.
+const closeStopRelease = 500 * time.Millisecond
+
+func newStalledSetup(t *testing.T) *stalledSetup {
+	t.Helper()
+	srv := redistest.Start(t)
+	px := redistest.NewProxy(t, srv.Addr())
+	client := redis.NewClient(&redis.Options{Addr: px.Addr(), ContextTimeoutEnabled: true,
+		ReadTimeout: 10 * time.Second, WriteTimeout: 10 * time.Second, MaxRetries: -1})
+	hook := &sentHook{sent: make(chan struct{})}
+	client.AddHook(hook)
+	t.Cleanup(func() { _ = client.Close() })
+	t.Cleanup(func() { px.Unstall(); px.Enable() })
+	c := newCoordinator(t, client, coordinator.WithWatchdogTimeout(30*time.Second),
+		coordinator.WithStopReleaseTimeout(closeStopRelease))
+	t.Cleanup(px.Unstall) // before the coordinator's cleanups: a call still blocked in the proxy ends
+	return &stalledSetup{srv: srv, px: px, hook: hook, c: c}
+}
+
+// stall stalls the proxy and arms the hook: the next command the client sends goes into the stall.
+func (s *stalledSetup) stall() {
+	s.px.Stall()
+	s.hook.armed.Store(true)
+}
+
+// closeBounded closes the coordinator, with what still in flight, and fails the test unless Close
+// returns within the stop release timeout (and a margin).
+func (s *stalledSetup) closeBounded(t *testing.T, what string) {
+	t.Helper()
+	waitFor(t, s.hook.sent, 5*time.Second, what+" sent into the partition")
+	start := time.Now()
+	closed := make(chan struct{})
+	go func() { _ = s.c.Close(); close(closed) }()
+	bound := closeStopRelease + 500*time.Millisecond
+	select {
+	case <-closed:
+	case <-time.After(bound + 15*time.Second):
+		t.Fatalf("Close with %s in flight has not returned after %v", what, time.Since(start))
+	}
+	if took := time.Since(start); took > bound {
+		t.Errorf("Close with %s in flight took %v, want at most %v", what, took, bound)
+	}
+}
+
 // TestCloseBoundedWithUnlockInFlight: an Unlock whose release is under way, blocked in a partition, when
 // Close starts does not hold Close past the stop release timeout, although its caller gave it no
 // deadline and the client's read timeout is long. (go-redis does not interrupt a read when a context is
@@ -149,41 +203,16 @@ func TestCloseBoundedWithUnlockInFlight(t *testing.T) {
 		{"cancellable ctx", func() context.Context { return t.Context() }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			const stopRelease = 500 * time.Millisecond
-			srv := redistest.Start(t)
-			px := redistest.NewProxy(t, srv.Addr())
-			client := redis.NewClient(&redis.Options{Addr: px.Addr(), ContextTimeoutEnabled: true,
-				ReadTimeout: 10 * time.Second, WriteTimeout: 10 * time.Second, MaxRetries: -1})
-			hook := &sentHook{sent: make(chan struct{})}
-			client.AddHook(hook)
-			t.Cleanup(func() { _ = client.Close() })
-			t.Cleanup(func() { px.Unstall(); px.Enable() })
-			defer px.Unstall()
-			c := newCoordinator(t, client, coordinator.WithWatchdogTimeout(30*time.Second),
-				coordinator.WithStopReleaseTimeout(stopRelease))
-			m := c.Mutex(t.Name())
+			s := newStalledSetup(t)
+			m := s.c.Mutex(t.Name())
 			mustLock(t, m)
 
-			px.Stall()
-			hook.armed.Store(true)
+			s.stall()
 			unlocked := make(chan error, 1)
 			go func() { unlocked <- m.Unlock(tc.ctx()) }()
-			waitFor(t, hook.sent, 5*time.Second, "the release sent into the partition")
-
-			start := time.Now()
-			closed := make(chan struct{})
-			go func() { _ = c.Close(); close(closed) }()
-			bound := stopRelease + 500*time.Millisecond
-			select {
-			case <-closed:
-			case <-time.After(bound + 15*time.Second):
-				t.Fatalf("Close with an Unlock in flight has not returned after %v", time.Since(start))
-			}
-			if took := time.Since(start); took > bound {
-				t.Errorf("Close with an Unlock in flight took %v, want at most %v", took, bound)
-			}
+			s.closeBounded(t, "an Unlock")
 			// A caller running the call itself returns once the call does, when Redis answers.
-			px.Unstall()
+			s.px.Unstall()
 			select {
 			case err := <-unlocked:
 				t.Logf("Unlock: %v", err)
@@ -198,45 +227,20 @@ func TestCloseBoundedWithUnlockInFlight(t *testing.T) {
 // lock's queue in Redis on its lock actor; that leave, blocked in the partition, does not hold the
 // coordinator's Close past the stop release timeout (it took the client's 10 s read timeout).
 func TestCloseBoundedWithLeaveInFlight(t *testing.T) {
-	const stopRelease = 500 * time.Millisecond
-	srv := redistest.Start(t)
-	px := redistest.NewProxy(t, srv.Addr())
-	client := redis.NewClient(&redis.Options{Addr: px.Addr(), ContextTimeoutEnabled: true,
-		ReadTimeout: 10 * time.Second, WriteTimeout: 10 * time.Second, MaxRetries: -1})
-	hook := &sentHook{sent: make(chan struct{})}
-	client.AddHook(hook)
-	t.Cleanup(func() { _ = client.Close() })
-	t.Cleanup(func() { px.Unstall(); px.Enable() })
-	defer px.Unstall()
-	c := newCoordinator(t, client, coordinator.WithWatchdogTimeout(30*time.Second),
-		coordinator.WithStopReleaseTimeout(stopRelease))
-	holder := c.FairMutex(t.Name())
+	s := newStalledSetup(t)
+	holder := s.c.FairMutex(t.Name())
 	mustLock(t, holder)
 	waitCtx, giveUp := context.WithCancel(t.Context())
-	waiter := c.FairMutex(t.Name())
+	waiter := s.c.FairMutex(t.Name())
 	waiting := lockAsync(waitCtx, waiter)
-	fairWaitQueued(t, srv.Client(t), t.Name(), waiter.Owner())
+	fairWaitQueued(t, s.srv.Client(t), t.Name(), waiter.Owner())
 
-	px.Stall()
-	hook.armed.Store(true)
+	s.stall()
 	giveUp()
 	select {
 	case <-waiting:
 	case <-time.After(5 * time.Second):
 		t.Fatal("the waiter did not return when its context ended")
 	}
-	waitFor(t, hook.sent, 5*time.Second, "the waiter's leave sent into the partition")
-
-	start := time.Now()
-	closed := make(chan struct{})
-	go func() { _ = c.Close(); close(closed) }()
-	bound := stopRelease + 500*time.Millisecond
-	select {
-	case <-closed:
-	case <-time.After(bound + 15*time.Second):
-		t.Fatalf("Close with a leave in flight has not returned after %v", time.Since(start))
-	}
-	if took := time.Since(start); took > bound {
-		t.Errorf("Close with a leave in flight took %v, want at most %v", took, bound)
-	}
+	s.closeBounded(t, "a waiter's leave")
 }
