@@ -128,6 +128,25 @@ func (s *StopClock) Context() (context.Context, context.CancelFunc) {
 	return context.WithDeadline(context.Background(), s.Deadline())
 }
 
+// turnDeadline is the deadline of a Redis call a lock or primitive actor starts now and waits for on
+// its turn: the stop release timeout from now, or until when that is sooner (the zero time: no
+// sooner bound). go-redis ends a read blocked on a stalled connection at its context's deadline (with
+// ContextTimeoutEnabled), not when the context is cancelled, so without it such a call would hold the
+// actor, and the coordinator's Close, for the client's read timeout.
+func (e *Env) turnDeadline(until time.Time) time.Time {
+	d := time.Now().Add(e.StopReleaseTimeout)
+	if !until.IsZero() && until.Before(d) {
+		return until
+	}
+	return d
+}
+
+// turnContext bounds a Redis call that an actor waits for on its turn by the coordinator's lifetime
+// and by turnDeadline(until).
+func (e *Env) turnContext(until time.Time) (context.Context, context.CancelFunc) {
+	return context.WithDeadline(e.Context, e.turnDeadline(until))
+}
+
 // stopDeadline is when the stop-time work that starts now must end (see [StopClock.Deadline]).
 func (e *Env) stopDeadline() time.Time {
 	if e.Stop != nil {

@@ -1,7 +1,6 @@
 package actors
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"time"
@@ -118,7 +117,7 @@ func (a *lockActor) extensionRanOut(k holdKey, h *hold, m *Extend) {
 // returns when it was sent and its error.
 func (a *lockActor) extendOnce(k holdKey, h *hold, lease time.Duration) (time.Time, error) {
 	sent := time.Now()
-	ctx, cancel := context.WithDeadline(a.redisContext(), h.expires)
+	ctx, cancel := a.env.turnContext(h.expires)
 	defer cancel()
 	return sent, a.proto.renew(ctx, k, lease)
 }

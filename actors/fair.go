@@ -287,8 +287,8 @@ func (a *lockActor) refreshPlaces() {
 	if len(places) == 0 {
 		return
 	}
-	// The call must not hold the actor up past the next refresh.
-	ctx, cancel := context.WithTimeout(a.redisContext(), shortest/keepAliveShare)
+	// The call must not hold the actor up past the next refresh (nor past the stop release timeout).
+	ctx, cancel := a.env.turnContext(time.Now().Add(shortest / keepAliveShare))
 	states, err := a.proto.(fairStrategy).refresh(ctx, places)
 	cancel()
 	if err != nil {

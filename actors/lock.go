@@ -562,12 +562,10 @@ func (a *lockActor) unsubscribeAndStopTimers() {
 // redisContext bounds a Redis call by the coordinator's lifetime.
 func (a *lockActor) redisContext() context.Context { return a.env.Context }
 
-// inlineContext bounds a Redis call that the actor makes on its own goroutine, rather than in a batch:
-// a queue leave, a write intent, a check of the holds. It ends at the stop release
-// timeout, like every undo of an abandoned acquisition (see Env.stopContext): the actor takes no other
-// message meanwhile, and go-redis, which ends a blocked read at its context's deadline but not when
-// the context is cancelled, would otherwise wait for a stalled connection until the client's read
-// timeout, past the coordinator's Close.
+// inlineContext bounds a call that gives back what an abandoned acquisition keeps in Redis, or that
+// must go on while the coordinator closes: a queue leave, a write intent, a check of the holds. It
+// ends at the stop release timeout, like every undo of an abandoned acquisition (see
+// Env.stopContext), and unlike Env.turnContext is not cancelled when the coordinator closes.
 func (a *lockActor) inlineContext() (context.Context, context.CancelFunc) { return a.env.stopContext() }
 
 // shutdown runs when the coordinator closes: waiters get ReasonClosed, held locks are released on a

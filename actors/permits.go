@@ -68,7 +68,9 @@ func (a *primitiveActor) renewPermits() {
 		return
 	}
 	sent := time.Now()
-	renewed, err := a.env.Ops.PermitsRenew(a.redisContext(), a.name, ids, sent.Add(a.env.WatchdogTimeout), sent)
+	ctx, cancel := a.callContext()
+	renewed, err := a.env.Ops.PermitsRenew(ctx, a.name, ids, sent.Add(a.env.WatchdogTimeout), sent)
+	cancel()
 	if err != nil {
 		a.renewSoon = true
 		a.log().Warn("renewal of permits failed; retrying", "permits", len(ids), "err", err)

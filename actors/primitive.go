@@ -357,13 +357,14 @@ func (a *primitiveActor) armRetry(d time.Duration) {
 	a.retry.arm(a.sched, a.self, d, func(g uint64) any { return primitiveRetryTick{g} })
 }
 
-// redisContext bounds a Redis call by the coordinator's lifetime, or, while the actor stops, by the
-// stop's deadline.
-func (a *primitiveActor) redisContext() context.Context {
+// callContext bounds a Redis call the actor waits for on its turn: by the stop's deadline while the
+// actor stops, otherwise by the coordinator's lifetime and the stop release timeout (see
+// Env.turnDeadline).
+func (a *primitiveActor) callContext() (context.Context, context.CancelFunc) {
 	if a.stopCtx != nil {
-		return a.stopCtx
+		return a.stopCtx, func() {}
 	}
-	return a.env.Context
+	return a.env.turnContext(time.Time{})
 }
 
 // onTake makes the first attempt of m, or queues it behind the waiters already there.
@@ -412,7 +413,9 @@ func (a *primitiveActor) attempt(m *Take) (bool, time.Time, error) {
 		m.firstSent = m.sent
 	}
 	wasAmbiguous := m.ambiguous
-	ok, retryAt, err := a.strat.try(a.redisContext(), a, m)
+	ctx, cancel := a.callContext()
+	ok, retryAt, err := a.strat.try(ctx, a, m)
+	cancel()
 	if err == nil && !ok && wasAmbiguous {
 		// A failed attempt may still run in Redis after this refusal (a stalled server): a later
 		// attempt under the same ids would take it for its own, with the wrong expiry.
@@ -636,7 +639,9 @@ func (a *primitiveActor) onOperate(m *Operate) {
 	if m.Op == OpRelease {
 		a.handoffs = 0
 	}
-	o := a.strat.operate(a.redisContext(), a, m)
+	ctx, cancel := a.callContext()
+	o := a.strat.operate(ctx, a, m)
+	cancel()
 	m.Ticket.deliver(o)
 	if o.Reason == messages.ReasonNone && len(a.queue) > 0 && !othersTurn {
 		switch m.Op {

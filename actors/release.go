@@ -96,7 +96,9 @@ func (a *lockActor) onRelease(m *Release) {
 		return
 	}
 	sent := time.Now()
-	rel, err := a.proto.releaseHeld(a.redisContext(), k, requestID, lease, held, token, next)
+	ctx, cancel := a.env.turnContext(time.Time{})
+	rel, err := a.proto.releaseHeld(ctx, k, requestID, lease, held, token, next)
+	cancel()
 	releaseEvent(m.Span, sent, err)
 	a.settleRelease(m, h, lease, nextCmd, requestID, sent, rel, err)
 }
@@ -311,7 +313,9 @@ func (e *UnlockError) Error() string {
 func (e *UnlockError) Unwrap() error { return e.Err }
 
 func (a *lockActor) onForceUnlock(m *ForceUnlock) {
-	deleted, err := a.proto.forceUnlock(a.redisContext(), m.Kind)
+	ctx, cancel := a.env.turnContext(time.Time{})
+	deleted, err := a.proto.forceUnlock(ctx, m.Kind)
+	cancel()
 	if err != nil {
 		m.Ticket.deliver(Outcome{Reason: messages.ReasonRedis, Err: err})
 		return

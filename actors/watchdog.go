@@ -1,7 +1,6 @@
 package actors
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"slices"
@@ -169,7 +168,9 @@ func (a *lockActor) renewAsync(ks []holdKey, try int) {
 	}
 	a.renewing++
 	self, root := a.self, a.root
-	a.env.Renewals.submit(&renewRequest{holds: holds, deadline: deadline, done: func(errs []error) {
+	// The flush is bounded by the stop release timeout too, since the coordinator's Close waits for
+	// it (see Env.turnDeadline).
+	a.env.Renewals.submit(&renewRequest{holds: holds, deadline: a.env.turnDeadline(deadline), done: func(errs []error) {
 		m.errs = errs
 		root.Send(self, m)
 	}})
@@ -244,7 +245,7 @@ func (a *lockActor) renewMany(ks []holdKey) []renewal {
 		}
 	}
 	sent := time.Now()
-	ctx, cancel := context.WithDeadline(a.redisContext(), deadline)
+	ctx, cancel := a.env.turnContext(deadline)
 	errs := a.proto.renewMany(ctx, ks, a.env.WatchdogTimeout)
 	cancel()
 	out := make([]renewal, len(ks))
@@ -297,7 +298,7 @@ func (a *lockActor) renewOnce(k holdKey, h *hold) (bool, error) {
 	sent := time.Now()
 	// A renewal that answers after the hold's expiry is worthless: bound it by that expiry (go-redis
 	// honours it when the client has ContextTimeoutEnabled).
-	ctx, cancel := context.WithDeadline(a.redisContext(), h.expires)
+	ctx, cancel := a.env.turnContext(h.expires)
 	err := a.proto.renew(ctx, k, a.env.WatchdogTimeout)
 	cancel()
 	gone, back, err := a.settleRenewal(k, h, sent, err)

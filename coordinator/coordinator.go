@@ -229,11 +229,11 @@ func (c *Coordinator) ID() string { return c.id }
 // the deadline in a stalled connection, no longer holds Close (go-redis ends a blocked read at its
 // context's deadline, not when the context is cancelled): its caller gets [ErrClosed], unless it runs
 // the call itself (a ctx that never ends: it returns when the client gives up on the call), and the
-// goroutine making it ends when the client does (its ReadTimeout, or the client's Close). A queue leave,
-// a write intent and the check of the holds are bounded by the stop release timeout. The other calls
-// a lock actor makes on its turn (a fair or write lock's attempts and releases, a waiter's attempt,
-// [Mutex.ForceUnlock], an Extend) and a semaphore's or latch's calls are waited for: an attempt
-// is bounded by its lease, a renewal by the hold's expiry, the others by the client's read timeout.
+// goroutine making it ends when the client does (its ReadTimeout, or the client's Close). Every other
+// Redis call (those an actor waits for on its turn: a fair or write lock's attempts and releases, a
+// waiter's attempt, a queue leave, [Mutex.ForceUnlock], an Extend, the renewals, a semaphore's or
+// latch's calls; and the coordinator's own: the process registry, the actor API's status queries)
+// is bounded by the stop release timeout, besides its own bound, so that none holds Close longer.
 // The pub/sub connections that are still closing at the deadline (a reconnect stuck in a network
 // partition) finish closing in the background.
 //

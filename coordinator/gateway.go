@@ -533,7 +533,8 @@ func (g *gateway) onStatus(ctx actor.Context, m messages.Status) {
 	c.background.Add(1)
 	go func() {
 		defer c.background.Done()
-		callCtx, cancel := context.WithTimeout(c.lifetime, gatewayStatusTimeout)
+		// Bounded by the stop release timeout too: Close waits for the query (see Close).
+		callCtx, cancel := context.WithTimeout(c.lifetime, min(gatewayStatusTimeout, c.opts.stopReleaseTimeout))
 		defer cancel()
 		s, err := c.status(callCtx, kind, m.Name, owner)
 		if err != nil {

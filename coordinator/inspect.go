@@ -229,7 +229,9 @@ func (c *Coordinator) registerProcess() {
 		for _, e := range entries[:min(len(entries), maxRecordedHolds)] {
 			holds[redisops.HeldField(e.Owner, e.Name)] = e.Since
 		}
-		ctx, cancel := context.WithTimeout(c.lifetime, ttl/3)
+		// Bounded by the stop release timeout too: go-redis ends a read blocked on a stalled
+		// connection at the deadline, not when the lifetime ends, and Close waits for this loop.
+		ctx, cancel := context.WithTimeout(c.lifetime, min(ttl/3, c.opts.stopReleaseTimeout))
 		var err error
 		if written == nil || !now.Before(renewAt) {
 			if err = redisops.RegisterProcess(ctx, c.client, p, ttl, holds); err == nil {

@@ -244,3 +244,41 @@ func TestCloseBoundedWithLeaveInFlight(t *testing.T) {
 	}
 	s.closeBounded(t, "a waiter's leave")
 }
+
+// TestCloseBoundedWithCallOnTurnInFlight: the calls an actor waits for on its turn (a fair lock's
+// release, a latch's count-down), blocked in a partition when Close starts, do not hold Close past the
+// stop release timeout: they are bounded by it (each took the client's 10 s read timeout).
+func TestCloseBoundedWithCallOnTurnInFlight(t *testing.T) {
+	t.Run("fair unlock", func(t *testing.T) {
+		s := newStalledSetup(t)
+		m := s.c.FairMutex(t.Name())
+		mustLock(t, m)
+		s.stall()
+		unlocked := make(chan error, 1)
+		go func() { unlocked <- m.Unlock(context.Background()) }()
+		s.closeBounded(t, "a fair lock's Unlock")
+		select {
+		case err := <-unlocked:
+			t.Logf("Unlock: %v", err)
+		case <-time.After(5 * time.Second):
+			t.Fatal("the Unlock in flight did not return")
+		}
+	})
+	t.Run("latch count-down", func(t *testing.T) {
+		s := newStalledSetup(t)
+		latch := s.c.CountDownLatch(t.Name())
+		if _, err := latch.TrySetCount(t.Context(), 2); err != nil {
+			t.Fatalf("TrySetCount: %v", err)
+		}
+		s.stall()
+		counted := make(chan error, 1)
+		go func() { counted <- latch.CountDown(context.Background()) }()
+		s.closeBounded(t, "a latch's CountDown")
+		select {
+		case err := <-counted:
+			t.Logf("CountDown: %v", err)
+		case <-time.After(5 * time.Second):
+			t.Fatal("the CountDown in flight did not return")
+		}
+	})
+}
