@@ -148,7 +148,7 @@ func (a *lockActor) attempt(m *Acquire) (bool, time.Duration, error) {
 	if len(a.running) == 0 { // else the oldest running batch is the oldest unanswered call
 		a.inflight.Store(sent.UnixNano())
 	}
-	res, err := acquireCall(a.redisContext(), a.env, a.proto, m, held, a.env.boundCalls())
+	res, err := acquireCall(a.redisContext(), a.proto, m, held, a.env.boundCalls())
 	if len(a.running) == 0 {
 		a.inflight.Store(0)
 	}
@@ -185,14 +185,16 @@ func (a *lockActor) beginAttempt(m *Acquire) int64 {
 
 // acquireCall runs the acquire script for m. An answer that comes after the lease is worthless (see
 // lateGrant): with bound (a client that honours context deadlines: ContextTimeoutEnabled) the call is
-// bounded by it, and by the stop release timeout (see Env.turnDeadline). A client that does not would
-// only wait for a deadline while it takes a connection from its pool, and the deadline costs four
-// allocations; a late answer is given back all the same.
-func acquireCall(ctx context.Context, env *Env, p protocol, m *Acquire, held int64, bound bool) (redisops.Acquired, error) {
+// bounded by it. A client that does not would only wait for a deadline while it takes a connection
+// from its pool, and the deadline costs four allocations; a late answer is given back all the same.
+// It is not bounded by the stop release timeout (see Env.turnDeadline): a grant cut off before its
+// lease would stay in Redis, held by nobody, until the lease ends, where one cut off at the lease
+// ends with it. So the coordinator's Close waits for an attempt on an actor's turn, up to its lease.
+func acquireCall(ctx context.Context, p protocol, m *Acquire, held int64, bound bool) (redisops.Acquired, error) {
 	if !bound {
 		return p.acquire(ctx, m, held, m.Wait)
 	}
-	ctx, cancel := context.WithDeadline(ctx, env.turnDeadline(time.Now().Add(m.Lease)))
+	ctx, cancel := context.WithTimeout(ctx, m.Lease)
 	defer cancel()
 	return p.acquire(ctx, m, held, m.Wait)
 }

@@ -130,10 +130,14 @@ func (s *StopClock) Context() (context.Context, context.CancelFunc) {
 
 // turnDeadline is the deadline of a Redis call a lock or primitive actor starts now and waits for on
 // its turn: the stop release timeout from now, or until when that is sooner (the zero time: no
-// sooner bound). go-redis ends a read blocked on a stalled connection at its context's deadline (with
+// sooner bound); until alone when StopReleaseTimeout is not positive. Acquisition attempts are not
+// bounded so (see acquireCall). go-redis ends a read blocked on a stalled connection at its context's deadline (with
 // ContextTimeoutEnabled), not when the context is cancelled, so without it such a call would hold the
 // actor, and the coordinator's Close, for the client's read timeout.
 func (e *Env) turnDeadline(until time.Time) time.Time {
+	if e.StopReleaseTimeout <= 0 {
+		return until
+	}
 	d := time.Now().Add(e.StopReleaseTimeout)
 	if !until.IsZero() && until.Before(d) {
 		return until
@@ -144,7 +148,11 @@ func (e *Env) turnDeadline(until time.Time) time.Time {
 // turnContext bounds a Redis call that an actor waits for on its turn by the coordinator's lifetime
 // and by turnDeadline(until).
 func (e *Env) turnContext(until time.Time) (context.Context, context.CancelFunc) {
-	return context.WithDeadline(e.Context, e.turnDeadline(until))
+	d := e.turnDeadline(until)
+	if d.IsZero() {
+		return context.WithCancel(e.Context)
+	}
+	return context.WithDeadline(e.Context, d)
 }
 
 // stopDeadline is when the stop-time work that starts now must end (see [StopClock.Deadline]).

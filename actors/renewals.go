@@ -19,6 +19,8 @@ type Renewals struct {
 	ops    *redisops.Ops
 	ctx    context.Context
 	linger time.Duration
+	// bound caps each flush's time from when it is sent (0: no cap).
+	bound time.Duration
 
 	mu      sync.Mutex
 	pending []*renewRequest
@@ -35,9 +37,11 @@ type renewRequest struct {
 
 // NewRenewals returns the collector of renewals on ops. ctx bounds every flush (it ends when the
 // coordinator closes); linger is how long a flush waits for more renewals after the first one it
-// carries was handed in.
-func NewRenewals(ops *redisops.Ops, ctx context.Context, linger time.Duration) *Renewals {
-	return &Renewals{ops: ops, ctx: ctx, linger: linger}
+// carries was handed in. Each flush is also bounded by the latest expiry of the holds it renews and
+// by bound from when it is sent (0: no such bound): the coordinator's Close waits for a flush, and
+// go-redis ends a read blocked on a stalled connection at its context's deadline, not when ctx ends.
+func NewRenewals(ops *redisops.Ops, ctx context.Context, linger, bound time.Duration) *Renewals {
+	return &Renewals{ops: ops, ctx: ctx, linger: linger, bound: bound}
 }
 
 // submit hands req in; its done runs on the collector's goroutine once Redis answered (or failed).
@@ -100,6 +104,11 @@ func (r *Renewals) flushGroup(reqs []*renewRequest) {
 		holds = append(holds, req.holds...)
 		if req.deadline.After(deadline) {
 			deadline = req.deadline
+		}
+	}
+	if r.bound > 0 {
+		if capped := time.Now().Add(r.bound); capped.Before(deadline) {
+			deadline = capped
 		}
 	}
 	ctx, cancel := context.WithDeadline(r.ctx, deadline)

@@ -68,7 +68,7 @@ func (a *lockActor) releaseAsync(m *Release, h *hold, requestID string, lease ti
 // exec runs the call, on the batch's goroutine.
 func (s *soloCall) exec(ctx context.Context) {
 	if s.acq != nil {
-		s.res, s.err = acquireCall(ctx, s.a.env, s.proto, s.acq, s.held, s.a.env.boundCalls())
+		s.res, s.err = acquireCall(ctx, s.proto, s.acq, s.held, s.a.env.boundCalls())
 		return
 	}
 	s.released, s.err = s.proto.releaseHeld(ctx, s.k, s.requestID, s.lease, s.held, s.token, s.next)

@@ -168,9 +168,7 @@ func (a *lockActor) renewAsync(ks []holdKey, try int) {
 	}
 	a.renewing++
 	self, root := a.self, a.root
-	// The flush is bounded by the stop release timeout too, since the coordinator's Close waits for
-	// it (see Env.turnDeadline).
-	a.env.Renewals.submit(&renewRequest{holds: holds, deadline: a.env.turnDeadline(deadline), done: func(errs []error) {
+	a.env.Renewals.submit(&renewRequest{holds: holds, deadline: deadline, done: func(errs []error) {
 		m.errs = errs
 		root.Send(self, m)
 	}})

@@ -150,7 +150,7 @@ func New(client redis.UniversalClient, opts ...Option) (*Coordinator, error) {
 		workers = workerPoolSize()
 	}
 	c.pool = actors.NewWorkerPool(workers, 300)
-	c.renewals = actors.NewRenewals(c.ops, lifetime, renewalLinger(o.watchdogTimeout))
+	c.renewals = actors.NewRenewals(c.ops, lifetime, renewalLinger(o.watchdogTimeout), o.stopReleaseTimeout)
 	c.bridge = system.Root.Spawn(actors.NewBridgeProps(client, deployment, lifetime, o.logger, c.stop, c.failures))
 	c.guardian = system.Root.Spawn(actors.NewGuardianProps(&actors.Env{
 		Ops:                c.ops,
@@ -230,10 +230,12 @@ func (c *Coordinator) ID() string { return c.id }
 // context's deadline, not when the context is cancelled): its caller gets [ErrClosed], unless it runs
 // the call itself (a ctx that never ends: it returns when the client gives up on the call), and the
 // goroutine making it ends when the client does (its ReadTimeout, or the client's Close). Every other
-// Redis call (those an actor waits for on its turn: a fair or write lock's attempts and releases, a
-// waiter's attempt, a queue leave, [Mutex.ForceUnlock], an Extend, the renewals, a semaphore's or
-// latch's calls; and the coordinator's own: the process registry, the actor API's status queries)
-// is bounded by the stop release timeout, besides its own bound, so that none holds Close longer.
+// Redis call (those an actor waits for on its turn: a fair or write lock's releases, a queue leave,
+// [Mutex.ForceUnlock], an Extend, a semaphore's or latch's calls; the renewals; and the coordinator's
+// own: the process registry, the actor API's status queries) is bounded by the stop release timeout,
+// besides its own bound, so that none holds Close longer; but an acquisition attempt an actor waits
+// for (a waiter's, a fair or write lock's) is bounded by its lease only, since one cut off sooner may
+// leave a grant nobody holds until the lease ends: Close waits for it.
 // The pub/sub connections that are still closing at the deadline (a reconnect stuck in a network
 // partition) finish closing in the background.
 //

@@ -106,3 +106,34 @@ func TestRenewalsPausedMasterDelaysOnlyItsHolds(t *testing.T) {
 		t.Errorf("PTTL of the hold on the healthy master = %v, %v; want it held", ttl, err)
 	}
 }
+
+// TestRenewalsBoundedFromWhenSent: the collector's renewals are bounded by the stop release timeout
+// from when they are sent, not from when they were handed in: with a linger (a thirtieth of the
+// watchdog timeout, 100 ms here) longer than the stop release timeout (40 ms), a bound counted from the
+// hand-in had passed before the renewal was sent, every renewal failed, and the hold was lost.
+func TestRenewalsBoundedFromWhenSent(t *testing.T) {
+	const watchdog = 3 * time.Second
+	_, _, c := setup(t, coordinator.WithWatchdogTimeout(watchdog), coordinator.WithStopReleaseTimeout(40*time.Millisecond))
+	sub := c.Subscribe(coordinator.ForLock(t.Name()), 64)
+	defer sub.Close()
+	m := c.Mutex(t.Name())
+	mustLock(t, m)
+	renewed := 0
+	deadline := time.After(3 * watchdog)
+	for renewed < 2 {
+		select {
+		case ev := <-sub.Events():
+			switch ev.Type {
+			case messages.EventRenewed:
+				renewed++
+			case messages.EventLost:
+				t.Fatalf("the hold was lost (%s) after %d renewals", ev.Reason, renewed)
+			}
+		case <-m.Done():
+			t.Fatalf("the hold ended after %d renewals", renewed)
+		case <-deadline:
+			t.Fatalf("%d renewals within %v, want 2", renewed, 3*watchdog)
+		}
+	}
+	mustUnlock(t, m)
+}

@@ -63,7 +63,7 @@ func (o *Ops) runRenewals(ctx context.Context, calls []call) (replies []*redis.C
 		runAll(all)
 		return replies, syncErrs
 	}
-	timeout := rs.waitTimeout(t.opts)
+	timeout := rs.waitTimeout(ctx, t.opts)
 	waits, wants := make([]*redis.Cmd, len(calls)), make([]int, len(calls))
 	for round, todo := 0, all; len(todo) > 0; round++ {
 		wait, again := o.pipeWithWait(ctx, t, calls, todo, round > 0, want, timeout, replies)
