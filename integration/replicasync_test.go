@@ -518,3 +518,29 @@ func TestReplicaSyncExpiredHoldGivesBackUnacknowledgedRenewal(t *testing.T) {
 	gone := waitKeyGone(t, client, name, time.Now(), watchdog/3, "Done closed")
 	t.Logf("the lock was free on the master %v after Done closed", gone.Round(time.Millisecond))
 }
+
+// TestReplicaSyncWaitWithinCallBound: on a client that honours context deadlines, a renewal is bounded
+// by the stop release timeout (400 ms here), shorter than the sync timeout (1s): its WAIT ends within
+// the time the call has left, so that a paused replica still reads as "not acknowledged"
+// (ErrRenewalNotSynced, which marks the renewal for a give-back), not as a Redis timeout.
+func TestReplicaSyncWaitWithinCallBound(t *testing.T) {
+	replica, probe, _ := replicated(t)
+	client := redis.NewClient(&redis.Options{Addr: probe.Options().Addr, ContextTimeoutEnabled: true})
+	t.Cleanup(func() { _ = client.Close() })
+	c := newCoordinator(t, client, coordinator.WithReplicaSync(1, time.Second),
+		coordinator.WithStopReleaseTimeout(400*time.Millisecond), coordinator.WithWatchdogTimeout(3*time.Second))
+	m := c.Mutex(t.Name())
+	mustLock(t, m)
+	sub := c.Subscribe(coordinator.OfType(messages.EventRenewalFailed), 16)
+	defer sub.Close()
+	replica.Pause()
+	t.Cleanup(replica.Resume)
+	select {
+	case ev := <-sub.Events():
+		if !strings.Contains(ev.Reason, redisops.ErrRenewalNotSynced.Error()) {
+			t.Fatalf("renewal failed with %q, want %q", ev.Reason, redisops.ErrRenewalNotSynced)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("no renewal failed within 10s of the replica's pause")
+	}
+}
