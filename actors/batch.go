@@ -251,6 +251,13 @@ func (a *lockActor) settleUpTo(last *readBatch) bool {
 // answer the actor needs whether its caller waits or not) would otherwise hold the coordinator's Close
 // for the whole read timeout.
 func (a *lockActor) awaitBatch(b *readBatch) bool {
+	// An answer that is there already (the common case: a batchDone settles its batch) wins, and
+	// costs no select over two channels.
+	select {
+	case <-b.done:
+		return true
+	default:
+	}
 	if a.stopBy.IsZero() {
 		select {
 		case <-b.done:
@@ -260,13 +267,11 @@ func (a *lockActor) awaitBatch(b *readBatch) bool {
 			// stop's.
 			a.stopBy = a.env.stopDeadline()
 		}
-	}
-	// An answer that is there already wins over the deadline (select picks at random among the
-	// ready cases).
-	select {
-	case <-b.done:
-		return true
-	default:
+		select { // as above: an answer that came meanwhile wins over the deadline
+		case <-b.done:
+			return true
+		default:
+		}
 	}
 	left := time.Until(a.stopBy)
 	if left <= 0 {
