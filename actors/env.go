@@ -129,11 +129,11 @@ func (s *StopClock) Context() (context.Context, context.CancelFunc) {
 }
 
 // turnDeadline is the deadline of a Redis call a lock or primitive actor starts now and waits for on
-// its turn: the stop release timeout from now, or until when that is sooner (the zero time: no
-// sooner bound); until alone when StopReleaseTimeout is not positive. Acquisition attempts are not
-// bounded so (see acquireCall). go-redis ends a read blocked on a stalled connection at its context's deadline (with
-// ContextTimeoutEnabled), not when the context is cancelled, so without it such a call would hold the
-// actor, and the coordinator's Close, for the client's read timeout.
+// its turn: the stop release timeout from now, or until when that is sooner (the zero time: no sooner
+// bound); until alone when StopReleaseTimeout is not positive. Lock acquisition attempts are not
+// bounded so (see acquireCall). go-redis ends a read blocked on a stalled connection at its context's
+// deadline (with ContextTimeoutEnabled), not when the context is cancelled, so without it such a call
+// would hold the actor, and the coordinator's Close, for the client's read timeout.
 func (e *Env) turnDeadline(until time.Time) time.Time {
 	if e.StopReleaseTimeout <= 0 {
 		return until
