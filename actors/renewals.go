@@ -107,7 +107,7 @@ func (r *Renewals) flushGroup(reqs []*renewRequest) {
 		}
 	}
 	if r.bound > 0 {
-		if capped := time.Now().Add(r.bound); capped.Before(deadline) {
+		if capped := time.Now().Add(r.bound); deadline.IsZero() || capped.Before(deadline) {
 			deadline = capped
 		}
 	}

@@ -224,7 +224,8 @@ func (c *Coordinator) ID() string { return c.id }
 // members releasing, the pub/sub connections closing, the event journal writing what is queued; and,
 // not against Redis, the actor system's EventStream getting the events still queued for it) shares
 // one deadline: [WithStopReleaseTimeout] from the moment Close is called. So when Redis is unreachable,
-// Close returns within about the stop release timeout. A Redis call that a lock actor sent without
+// Close returns within about the stop release timeout, unless an acquisition attempt that an actor
+// waits for on its turn is in flight (see below). A Redis call that a lock actor sent without
 // waiting for it (a Mutex's first attempt or release, a read-write lock's reads), still unanswered at
 // the deadline in a stalled connection, no longer holds Close (go-redis ends a blocked read at its
 // context's deadline, not when the context is cancelled): its caller gets [ErrClosed], unless it runs

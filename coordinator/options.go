@@ -249,11 +249,12 @@ func WithMaxHandoffs(n int) Option {
 	}
 }
 
-// WithStopReleaseTimeout bounds how long Close spends on Redis: releasing the locks still held, leaving
-// fair queues, closing the pub/sub connections and writing the last journal events all share one
-// deadline this long after Close starts (see [Coordinator.Close]). It also bounds the undo of an
-// acquisition whose caller left, and every Redis call that a lock or primitive actor waits for (but
-// an acquisition attempt, bounded by its lease), the renewals (from when they are sent), the process
+// WithStopReleaseTimeout bounds how long Close spends on Redis (but for a lock's acquisition attempt
+// in flight on an actor's turn, bounded by its lease): releasing the locks still held, leaving fair
+// queues, closing the pub/sub connections and writing the last journal events all share one deadline
+// this long after Close starts (see [Coordinator.Close]). It also bounds the undo of an acquisition
+// whose caller left, and every Redis call that a lock or primitive actor waits for (but a lock's
+// acquisition attempt), the renewals (from when they are sent), the process
 // registry's writes and the actor API's status queries, besides each call's own bound, so that a call
 // in flight on a stalled connection does not hold Close longer: a call slower than this fails, as on
 // any Redis error, and a renewal or a release is tried again. It must be positive and at most 5s. The

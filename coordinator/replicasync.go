@@ -62,9 +62,11 @@ import (
 // of its holds in one coordinator share one WAIT), while a replica lags, and holds a pool connection
 // meanwhile.
 // It must stay below the client's ReadTimeout (go-redis' default is 5s), or it is cut to three
-// quarters of it (a timeout of 5s or more waits 3.75s with the default); with ContextTimeoutEnabled it
-// is cut to three quarters of the time the call has left too (a renewal, a release or a fair or
-// write lock's call has at most [WithStopReleaseTimeout]). replicas 0 turns the
+// quarters of it (a timeout of 5s or more waits 3.75s with the default); with ContextTimeoutEnabled a
+// renewal's is cut to three quarters of the time the renewal has left too (at most
+// [WithStopReleaseTimeout]), so that a lagging replica still reads as not acknowledged. Other calls
+// bounded by the stop release timeout (a release, an Extend) fail with a timeout instead when it is
+// shorter than the WAIT. replicas 0 turns the
 // safeguard off, like [WithoutReplicaSync].
 // replicas must be positive, 0 or [MajorityOfReplicas], and timeout must be positive and at most
 // [MaxDuration], or New returns [ErrInvalidOption]. The default is on, with [MajorityOfReplicas] and a

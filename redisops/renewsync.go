@@ -63,9 +63,11 @@ func (o *Ops) runRenewals(ctx context.Context, calls []call) (replies []*redis.C
 		runAll(all)
 		return replies, syncErrs
 	}
-	timeout := rs.waitTimeout(ctx, t.opts)
 	waits, wants := make([]*redis.Cmd, len(calls)), make([]int, len(calls))
+	var timeout time.Duration
 	for round, todo := 0, all; len(todo) > 0; round++ {
+		// Worked out for each round: a second one comes after the counts were read again.
+		timeout = rs.renewalWaitTimeout(ctx, t.opts)
 		wait, again := o.pipeWithWait(ctx, t, calls, todo, round > 0, want, timeout, replies)
 		for _, i := range todo {
 			waits[i], wants[i] = wait, want

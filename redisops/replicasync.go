@@ -332,7 +332,7 @@ func (o *Ops) runSynced(ctx context.Context, calls []call) (replies []*redis.Cmd
 		return nil, nil, false
 	}
 	replies, syncErrs = make([]*redis.Cmd, len(calls)), make([]error, len(calls))
-	timeout := rs.waitTimeout(ctx, t.opts)
+	timeout := rs.waitTimeout(t.opts)
 	// A script the master is not known to have goes with EVAL, which loads it. One that meets a server
 	// that lost its scripts all the same (a restart, a failover, SCRIPT FLUSH) did not run: it goes
 	// again with EVAL, after the replica counts are read again (the server may be another one), and
@@ -627,17 +627,24 @@ func (rs *replicaSync) forgetScripts() {
 	rs.mu.Unlock()
 }
 
-// waitTimeout is the WAIT timeout for a call bounded by ctx on a client with options opts: the
-// configured one, cut to three quarters of the client's ReadTimeout when it is not below it, and, when
-// the client honours context deadlines, to three quarters of the time left before ctx's, so that the
-// pipeline's reply is read before the connection times out or the context's deadline cuts it.
-func (rs *replicaSync) waitTimeout(ctx context.Context, opts *redis.Options) time.Duration {
-	timeout := rs.timeout
-	if opts != nil && opts.ReadTimeout > 0 && timeout >= opts.ReadTimeout {
-		timeout = max(opts.ReadTimeout*3/4, time.Millisecond)
+// waitTimeout is the WAIT timeout for a client with options opts: the configured one, cut to three
+// quarters of the client's ReadTimeout when it is not below it, so that the pipeline's reply is read
+// before the connection times out.
+func (rs *replicaSync) waitTimeout(opts *redis.Options) time.Duration {
+	if opts != nil && opts.ReadTimeout > 0 && rs.timeout >= opts.ReadTimeout {
+		return max(opts.ReadTimeout*3/4, time.Millisecond)
 	}
-	// A client that honours context deadlines cuts the reply at ctx's: the WAIT ends well before it,
-	// so that its answer (and a "not synced" undo) still comes in time.
+	return rs.timeout
+}
+
+// renewalWaitTimeout is waitTimeout for renewals bounded by ctx: when the client honours context
+// deadlines, it is also cut to three quarters of the time left before ctx's (renewals are bounded by
+// the stop release timeout, which may be shorter than the sync timeout), so that a lagging replica
+// still reads as ErrRenewalNotSynced, which gives the renewal back, rather than as a timeout. An
+// acquisition is not cut so: a WAIT cut short would fail a Lock as not synced where it would have
+// been retried.
+func (rs *replicaSync) renewalWaitTimeout(ctx context.Context, opts *redis.Options) time.Duration {
+	timeout := rs.waitTimeout(opts)
 	if opts != nil && opts.ContextTimeoutEnabled {
 		if d, ok := ctx.Deadline(); ok {
 			if left := time.Until(d) * 3 / 4; left < timeout {
