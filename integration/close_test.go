@@ -249,36 +249,37 @@ func TestCloseBoundedWithLeaveInFlight(t *testing.T) {
 // release, a latch's count-down), blocked in a partition when Close starts, do not hold Close past the
 // stop release timeout: they are bounded by it (each took the client's 10 s read timeout).
 func TestCloseBoundedWithCallOnTurnInFlight(t *testing.T) {
-	t.Run("fair unlock", func(t *testing.T) {
-		s := newStalledSetup(t)
-		m := s.c.FairMutex(t.Name())
-		mustLock(t, m)
-		s.stall()
-		unlocked := make(chan error, 1)
-		go func() { unlocked <- m.Unlock(context.Background()) }()
-		s.closeBounded(t, "a fair lock's Unlock")
-		select {
-		case err := <-unlocked:
-			t.Logf("Unlock: %v", err)
-		case <-time.After(5 * time.Second):
-			t.Fatal("the Unlock in flight did not return")
-		}
-	})
-	t.Run("latch count-down", func(t *testing.T) {
-		s := newStalledSetup(t)
-		latch := s.c.CountDownLatch(t.Name())
-		if _, err := latch.TrySetCount(t.Context(), 2); err != nil {
-			t.Fatalf("TrySetCount: %v", err)
-		}
-		s.stall()
-		counted := make(chan error, 1)
-		go func() { counted <- latch.CountDown(context.Background()) }()
-		s.closeBounded(t, "a latch's CountDown")
-		select {
-		case err := <-counted:
-			t.Logf("CountDown: %v", err)
-		case <-time.After(5 * time.Second):
-			t.Fatal("the CountDown in flight did not return")
-		}
-	})
+	for _, tc := range []struct {
+		name string
+		// prepare readies what call uses, before the stall; call is the call left in flight.
+		prepare func(t *testing.T, c *coordinator.Coordinator) (call func() error)
+	}{
+		{"a fair lock's Unlock", func(t *testing.T, c *coordinator.Coordinator) func() error {
+			m := c.FairMutex(t.Name())
+			mustLock(t, m)
+			return func() error { return m.Unlock(context.Background()) }
+		}},
+		{"a latch's CountDown", func(t *testing.T, c *coordinator.Coordinator) func() error {
+			latch := c.CountDownLatch(t.Name())
+			if _, err := latch.TrySetCount(t.Context(), 2); err != nil {
+				t.Fatalf("TrySetCount: %v", err)
+			}
+			return func() error { return latch.CountDown(context.Background()) }
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := newStalledSetup(t)
+			call := tc.prepare(t, s.c)
+			s.stall()
+			done := make(chan error, 1)
+			go func() { done <- call() }()
+			s.closeBounded(t, tc.name)
+			select {
+			case err := <-done:
+				t.Logf("%s: %v", tc.name, err)
+			case <-time.After(5 * time.Second):
+				t.Fatalf("%s in flight did not return", tc.name)
+			}
+		})
+	}
 }
