@@ -396,13 +396,7 @@ func TestContractRetriedUnlockAfterLostReply(t *testing.T) {
 	mustLock(t, m)
 	token := m.Token()
 
-	srv.Pause()
-	err := m.Unlock(t.Context())
-	srv.Resume()
-	var ue *coordinator.UnlockError
-	if !errors.As(err, &ue) {
-		t.Fatalf("Unlock while paused = %v, want an *UnlockError", err)
-	}
+	unlockWhilePaused(t, srv, m)
 	// Both copies run once Redis is back: the first frees the lock, the second finds it freed.
 	if msg, err := notices.ReceiveTimeout(t.Context(), 5*time.Second); err != nil || msg.(*redis.Message).Payload != redisops.UnlockMessage {
 		t.Fatalf("unlock notice: %v, %v", msg, err)
@@ -448,13 +442,7 @@ func TestContractRetriedUnlockAfterLostHandoffReply(t *testing.T) {
 	berr := lockAsync(ctx, b)
 	contractWaitEvent(t, sub, messages.EventWaitStarted, 5*time.Second)
 
-	srv.Pause()
-	err := a.Unlock(t.Context())
-	srv.Resume()
-	var ue *coordinator.UnlockError
-	if !errors.As(err, &ue) {
-		t.Fatalf("Unlock while paused = %v, want an *UnlockError", err)
-	}
+	unlockWhilePaused(t, srv, a)
 	// The release runs once Redis is back: b's owner holds the lock in Redis.
 	direct := srv.Client(t)
 	deadline := time.Now().Add(5 * time.Second)
@@ -925,5 +913,18 @@ func TestContractReadBatchAfterFailedUnlock(t *testing.T) {
 	}
 	if got, err := direct.HGetAll(t.Context(), name).Result(); err != nil || len(got) != 0 {
 		t.Fatalf("the lock is still in Redis after both RUnlocks: %v, %v", got, err)
+	}
+}
+
+// unlockWhilePaused unlocks m while srv is paused, resumes srv, and fails the test unless the Unlock
+// returned an *UnlockError (the release's reply was not read; go-redis sends it again).
+func unlockWhilePaused(t *testing.T, srv *redistest.Server, m *coordinator.Mutex) {
+	t.Helper()
+	srv.Pause()
+	err := m.Unlock(t.Context())
+	srv.Resume()
+	var ue *coordinator.UnlockError
+	if !errors.As(err, &ue) {
+		t.Fatalf("Unlock while paused = %v, want an *UnlockError", err)
 	}
 }

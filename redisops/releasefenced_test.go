@@ -35,6 +35,18 @@ func releaseFenced(t *testing.T, ops *redisops.Ops, name, owner, req string, hel
 	return got
 }
 
+// releaseFencedErr is a ReleaseHeldFenced of owner's hold of name (request "q:r1") that must fail: it
+// returns the error, or fails the test when the release succeeded.
+func releaseFencedErr(t *testing.T, ops *redisops.Ops, name, owner string, held, token int64) error {
+	t.Helper()
+	n := redisops.NamesOf(name)
+	got, err := ops.ReleaseHeldFenced(t.Context(), &n, owner, "q:r1", lease, held, token)
+	if err == nil {
+		t.Fatalf("ReleaseHeldFenced(%q, %q, held %d, token %d) = %+v, want an error", name, owner, held, token, got)
+	}
+	return err
+}
+
 // acquireHeld takes one more hold of owner, whose count was held, and returns its token.
 func acquireHeld(t *testing.T, ops *redisops.Ops, name, owner string, held int64) int64 {
 	t.Helper()
@@ -219,8 +231,7 @@ func TestReleaseFencedLost(t *testing.T) {
 		if _, err := ops.ForceUnlock(t.Context(), name); err != nil {
 			t.Fatal(err)
 		}
-		n := redisops.NamesOf(name)
-		if _, err := ops.ReleaseHeldFenced(t.Context(), &n, "A", "q:r1", lease, 1, token); !errors.Is(err, redisops.ErrNotHeld) {
+		if err := releaseFencedErr(t, ops, name, "A", 1, token); !errors.Is(err, redisops.ErrNotHeld) {
 			t.Errorf("release of a deleted hold: %v, want ErrNotHeld", err)
 		}
 		if after := counterValue(t, c, name); after != before {
@@ -235,8 +246,7 @@ func TestReleaseFencedLost(t *testing.T) {
 			t.Fatal(err)
 		}
 		mustAcquire(t, ops, name, "B", lease)
-		n := redisops.NamesOf(name)
-		if _, err := ops.ReleaseHeldFenced(t.Context(), &n, "A", "q:r1", lease, 1, token); !errors.Is(err, redisops.ErrNotHeld) {
+		if err := releaseFencedErr(t, ops, name, "A", 1, token); !errors.Is(err, redisops.ErrNotHeld) {
 			t.Errorf("release of a hold taken by another: %v, want ErrNotHeld", err)
 		}
 		checkHash(t, c, redisops.LockKey(name), map[string]string{"B": "1"})
@@ -280,8 +290,7 @@ func TestReleaseFencedRefusals(t *testing.T) {
 		if err := c.HSet(t.Context(), name, "mode", "read", "A", "1").Err(); err != nil {
 			t.Fatal(err)
 		}
-		n := redisops.NamesOf(name)
-		if _, err := ops.ReleaseHeldFenced(t.Context(), &n, "A", "q:r1", lease, 1, 7); !errors.Is(err, redisops.ErrKindMismatch) {
+		if err := releaseFencedErr(t, ops, name, "A", 1, 7); !errors.Is(err, redisops.ErrKindMismatch) {
 			t.Errorf("release of a read hold: %v, want ErrKindMismatch", err)
 		}
 		checkHash(t, c, name, map[string]string{"mode": "read", "A": "1"})
@@ -296,8 +305,7 @@ func TestReleaseFencedRefusals(t *testing.T) {
 		if err := c.RPush(t.Context(), redisops.TokenKey(name), "x").Err(); err != nil {
 			t.Fatal(err)
 		}
-		n := redisops.NamesOf(name)
-		if _, err := ops.ReleaseHeldFenced(t.Context(), &n, "A", "q:r1", lease, 1, token); !errors.Is(err, redisops.ErrWrongType) {
+		if err := releaseFencedErr(t, ops, name, "A", 1, token); !errors.Is(err, redisops.ErrWrongType) {
 			t.Errorf("release with a list as the counter: %v, want ErrWrongType", err)
 		}
 		checkHash(t, c, redisops.LockKey(name), map[string]string{"A": "1"})
