@@ -3,10 +3,10 @@ package actors
 import (
 	"context"
 	"errors"
-	"fmt"
 	"log/slog"
 	"runtime"
 	"slices"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -213,7 +213,7 @@ func (l *eventLog) types(owner string) []messages.EventType {
 type core struct {
 	// mailbox is the lock actor's inline mailbox (newCoreMailbox), nil for protoactor's default one.
 	mailbox *inlineMailbox
-	t       *testing.T
+	t       testing.TB
 	pid     *actor.PID
 	root    *actor.RootContext
 	model   *modelLock
@@ -232,29 +232,36 @@ func newCore(t *testing.T, model *modelLock, watchdog time.Duration) *core {
 // actors (inline) rather than protoactor's default one.
 func newCoreMailbox(t *testing.T, model *modelLock, watchdog time.Duration, inline bool) *core {
 	t.Helper()
+	c := &core{t: t, model: model, events: &eventLog{lost: make(chan string, 16)}, name: t.Name()}
+	startCore(t, c, model, c.events, watchdog, inline)
+	return c
+}
+
+// startCore starts c's lock actor, named c.name, with proto as its strategy and events as its event
+// sink, in an actor system of its own that stops at t's cleanup.
+func startCore(t testing.TB, c *core, proto strategy, events EventSink, watchdog time.Duration, inline bool) {
 	system := actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger {
 		return slog.New(slog.DiscardHandler)
 	}))
-	c := &core{t: t, root: system.Root, model: model, events: &eventLog{lost: make(chan string, 16)}, subbed: make(chan string, 64), name: t.Name(), timeout: 10 * time.Second}
+	c.root, c.subbed, c.timeout = system.Root, make(chan string, 64), 10*time.Second
 	bridge := system.Root.Spawn(actor.PropsFromFunc(func(ctx actor.Context) {
 		if m, ok := ctx.Message().(*messages.Subscribe); ok {
 			c.subbed <- m.Channel
 			ctx.Send(m.Subscriber, &messages.Subscribed{Channel: m.Channel})
 		}
 	}))
-	var mu sync.Mutex
-	ids := 0
+	var ids atomic.Int64
 	env := &Env{
 		WatchdogTimeout: watchdog, IdleTimeout: time.Minute, StopReleaseTimeout: time.Second,
 		Context: context.Background(), Logger: slog.New(slog.DiscardHandler),
-		NewRequestID: func() string { mu.Lock(); defer mu.Unlock(); ids++; return fmt.Sprint("req-", ids) },
+		NewRequestID: func() string { return "req-" + strconv.FormatInt(ids.Add(1), 10) },
 		Held:         &HeldKinds{}, NewBackOff: DefaultBackOff,
-		Bridge: bridge, Events: c.events, MaxHandoffs: 10,
+		Bridge: bridge, Events: events, MaxHandoffs: 10,
 		Ops: &redisops.Ops{}, // asked only whether replicas are waited for: they are not
 	}
 	timers := NewTimers(func(pid *actor.PID, msg any) { system.Root.Send(pid, msg) })
 	a := newLockActor(c.name, c.name, familyPlain, env)
-	a.proto, a.timers = model, timers
+	a.proto, a.timers = proto, timers
 	var opts []actor.PropsOption
 	if inline {
 		c.mailbox = &inlineMailbox{safe: a.inlineSafe}
@@ -266,7 +273,6 @@ func newCoreMailbox(t *testing.T, model *modelLock, watchdog time.Duration, inli
 		timers.Stop()
 		system.Shutdown()
 	})
-	return c
 }
 
 // waitIdle waits until the lock actor's inline mailbox is idle: no goroutine runs the actor.
