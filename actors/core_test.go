@@ -208,10 +208,12 @@ func (l *eventLog) types(owner string) []messages.EventType {
 	return out
 }
 
-// core is a lock actor whose strategy is a modelLock, running in an actor system of its own, with a
-// timer service and a pub/sub bridge that confirms every subscription at once.
+// core is a lock actor whose strategy is a modelLock (another strategy in a benchmark, with model and
+// events nil), running in an actor system of its own, with a timer service and a pub/sub bridge that
+// confirms every subscription at once.
 type core struct {
-	// mailbox is the lock actor's inline mailbox (newCoreMailbox), nil for protoactor's default one.
+	// mailbox is the lock actor's inline mailbox (startCore with inline), nil for protoactor's default
+	// one.
 	mailbox *inlineMailbox
 	t       testing.TB
 	pid     *actor.PID
