@@ -800,27 +800,38 @@ func TestFairWaiterKeepsItsChannel(t *testing.T) {
 	}
 }
 
-// scriptCounter is a go-redis hook that counts the script calls (EVALSHA and EVAL) a client sends.
-type scriptCounter struct{ n atomic.Int64 }
+// scriptCounter is a go-redis hook that counts the script calls (EVALSHA and EVAL) a client sends (n),
+// and those whose reply has come back (answered).
+type scriptCounter struct{ n, answered atomic.Int64 }
+
+func isScript(cmd redis.Cmder) bool {
+	name := cmd.Name()
+	return name == "evalsha" || name == "eval"
+}
 
 func (h *scriptCounter) DialHook(next redis.DialHook) redis.DialHook { return next }
 
 func (h *scriptCounter) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 	return func(ctx context.Context, cmd redis.Cmder) error {
-		if name := cmd.Name(); name == "evalsha" || name == "eval" {
-			h.n.Add(1)
+		if !isScript(cmd) {
+			return next(ctx, cmd)
 		}
+		h.n.Add(1)
+		defer h.answered.Add(1)
 		return next(ctx, cmd)
 	}
 }
 
 func (h *scriptCounter) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
 	return func(ctx context.Context, cmds []redis.Cmder) error {
+		scripts := int64(0)
 		for _, cmd := range cmds {
-			if name := cmd.Name(); name == "evalsha" || name == "eval" {
-				h.n.Add(1)
+			if isScript(cmd) {
+				scripts++
 			}
 		}
+		h.n.Add(scripts)
+		defer h.answered.Add(scripts)
 		return next(ctx, cmds)
 	}
 }
@@ -868,9 +879,17 @@ func TestFairHandoffAcrossCoordinators(t *testing.T) {
 	mustLock(t, a)
 	tokenA := a.Token()
 	b := cB.FairMutex(name)
+	start := scripts.answered.Load()
 	errc := lockAsync(t.Context(), b)
 	fairWaitQueued(t, client, name, b.Owner())
 	fairWaitSubscribed(t, client, name, b.Owner())
+	// B's waiter makes a second attempt once its actor learns that the subscription is in place (so
+	// that a release whose notice came before it listened is not missed), later than Redis shows the
+	// subscription. Run after A's unlock, that attempt would find the lock handed to B and take it
+	// under a token of its own: wait until both of B's attempts have been answered.
+	leakEventually(t, 5*time.Second, "B's attempts on queuing and once subscribed", func() (bool, error) {
+		return scripts.answered.Load()-start >= 2, nil
+	})
 	before := scripts.n.Load()
 
 	mustUnlock(t, a)
