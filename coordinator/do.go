@@ -33,7 +33,7 @@ func (m *Mutex) Do(ctx context.Context, fn func(ctx context.Context) error) erro
 	if fn == nil {
 		return ErrNilFunc
 	}
-	_, done, err := m.take(ctx, m.lease, true, 0, nil)
+	_, done, err := m.take(ctx, m.lease, true, 0, nil, time.Time{})
 	if err != nil {
 		return err
 	}

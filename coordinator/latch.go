@@ -3,6 +3,7 @@ package coordinator
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"github.com/lockwarden/lockwarden/actors"
 )
@@ -61,7 +62,7 @@ func (l *CountDownLatch) Count(ctx context.Context) (int64, error) {
 // Await waits until the count is zero, or ctx ends: then the error matches [ErrNotObtained] and
 // ctx.Err(). It returns at once when the count is zero already.
 func (l *CountDownLatch) Await(ctx context.Context) error {
-	_, _, err := l.take(ctx, 0, 0, true)
+	_, _, err := l.take(ctx, 0, 0, true, time.Time{})
 	return err
 }
 

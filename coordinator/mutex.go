@@ -264,9 +264,12 @@ func (m *Mutex) TryLock(ctx context.Context, opts ...TryOption) (bool, error) {
 	if !o.waitSet {
 		return m.acquire(ctx, o.lease, false, 0, nil)
 	}
-	waitCtx, cancel := context.WithTimeout(ctx, o.wait)
+	// The wait runs out o.wait after it started, as the acquisition's events and metrics count it.
+	started := time.Now()
+	waitCtx, cancel := context.WithDeadline(ctx, started.Add(o.wait))
 	defer cancel()
-	return ownWaitRanOut(ctx)(m.acquire(waitCtx, o.lease, true, o.wait, ctx))
+	ok, _, err := m.take(waitCtx, o.lease, true, o.wait, ctx, started)
+	return ownWaitRanOut(ctx)(ok, err)
 }
 
 // ownWaitRanOut turns the answer of an acquisition bounded by a TryLock's Wait into TryLock's answer:
@@ -289,12 +292,13 @@ func ownWaitRanOut(ctx context.Context) func(bool, error) (bool, error) {
 // a fair lock's waiter, 0 for the coordinator's default. When leaveCtx is not nil and ctx ends while a
 // fair waiter waits, acquire returns only once the waiter has left the Redis queue, or leaveCtx ends.
 func (m *Mutex) acquire(ctx context.Context, lease time.Duration, wait bool, window time.Duration, leaveCtx context.Context) (bool, error) {
-	ok, _, err := m.take(ctx, lease, wait, window, leaveCtx)
+	ok, _, err := m.take(ctx, lease, wait, window, leaveCtx, time.Time{})
 	return ok, err
 }
 
-// take is acquire that also returns the Done channel of the hold it got (nil when it got none).
-func (m *Mutex) take(ctx context.Context, lease time.Duration, wait bool, window time.Duration, leaveCtx context.Context) (ok bool, done <-chan struct{}, err error) {
+// take is acquire that also returns the Done channel of the hold it got (nil when it got none). started
+// is when the caller's wait began (zero: now), from which the acquisition's wait is counted.
+func (m *Mutex) take(ctx context.Context, lease time.Duration, wait bool, window time.Duration, leaveCtx context.Context, started time.Time) (ok bool, done <-chan struct{}, err error) {
 	if err := m.usable(ctx); err != nil {
 		if ctx.Err() != nil && err == ctx.Err() {
 			return false, nil, errors.Join(ErrNotObtained, err)
@@ -306,6 +310,9 @@ func (m *Mutex) take(ctx context.Context, lease time.Duration, wait bool, window
 	defer func() { op.EndAcquire(acquireOutcome(ok, err), o.Token, o.Attempts, err) }()
 	call := new(acquireCall) // the command and its ticket in one allocation
 	cmd := m.acquireCommand(&call.cmd, lease, wait, window, call.ticket.Init())
+	if !started.IsZero() {
+		cmd.Started = started
+	}
 	cmd.Span = op.Span()
 	// The calls that read the lock in Redis wait for the confirmation of a hold granted early
 	// (settled), so the Lock itself need not.

@@ -108,7 +108,7 @@ func (s *PermitSemaphore) AcquireMany(ctx context.Context, n int64, opts ...TryO
 	if t.waitSet {
 		return nil, fmt.Errorf("%w: Wait applies to TryAcquire", ErrInvalidOption)
 	}
-	o, _, err := s.take(ctx, n, t.lease, true)
+	o, _, err := s.take(ctx, n, t.lease, true, time.Time{})
 	if err != nil {
 		return nil, err
 	}

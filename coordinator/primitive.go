@@ -54,8 +54,9 @@ func (p *primitive) usable(ctx context.Context) error {
 
 // take asks the name's actor for permits (or, on a latch, for the count to be zero): one attempt, or
 // with wait until it succeeds or ctx ends. lease is a permit semaphore's fixed lease, 0 for watchdog
-// permits. It reports false with a nil error when one attempt found too few permits.
-func (p *primitive) take(ctx context.Context, permits int64, lease time.Duration, wait bool) (o actors.Outcome, ok bool, err error) {
+// permits. It reports false with a nil error when one attempt found too few permits. started is when
+// the caller's wait began (zero: now), from which the wait is counted.
+func (p *primitive) take(ctx context.Context, permits int64, lease time.Duration, wait bool, started time.Time) (o actors.Outcome, ok bool, err error) {
 	if err := p.usable(ctx); err != nil {
 		if ctx.Err() != nil && err == ctx.Err() {
 			return o, false, errors.Join(ErrNotObtained, err)
@@ -65,8 +66,11 @@ func (p *primitive) take(ctx context.Context, permits int64, lease time.Duration
 	ctx, op := p.c.tel.StartAcquire(ctx, p.span)
 	defer func() { op.EndAcquire(acquireOutcome(ok, err), 0, o.Attempts, err) }()
 	ticket := actors.NewTicket()
+	if started.IsZero() {
+		started = time.Now()
+	}
 	cmd := &actors.Take{Name: p.name, Kind: p.kind, Owner: p.owner, Permits: permits, Lease: lease, Wait: wait,
-		Started: time.Now(), Span: op.Span(), Ticket: ticket, Inline: ctx.Done() == nil}
+		Started: started, Span: op.Span(), Ticket: ticket, Inline: ctx.Done() == nil}
 	o, err = p.send(ctx, cmd, ticket)
 	if err != nil {
 		if last := ticket.LastError(); last != nil {
@@ -104,11 +108,13 @@ func (p *primitive) tryTake(ctx context.Context, permits int64, opts []TryOption
 		return o, false, fmt.Errorf("%w: Lease applies to a permit semaphore only", ErrInvalidOption)
 	}
 	if !t.waitSet {
-		return p.take(ctx, permits, t.lease, false)
+		return p.take(ctx, permits, t.lease, false, time.Time{})
 	}
-	waitCtx, cancel := context.WithTimeout(ctx, t.wait)
+	// The wait runs out t.wait after it started, as the take's events count it.
+	started := time.Now()
+	waitCtx, cancel := context.WithDeadline(ctx, started.Add(t.wait))
 	defer cancel()
-	o, ok, err = p.take(waitCtx, permits, t.lease, true)
+	o, ok, err = p.take(waitCtx, permits, t.lease, true, started)
 	ok, err = ownWaitRanOut(ctx)(ok, err)
 	return o, ok, err
 }

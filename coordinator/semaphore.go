@@ -86,7 +86,7 @@ func (s *Semaphore) Acquire(ctx context.Context, permits int64) error {
 	if err := checkPermits(permits); err != nil {
 		return err
 	}
-	_, _, err := s.take(ctx, permits, 0, true)
+	_, _, err := s.take(ctx, permits, 0, true, time.Time{})
 	return err
 }
 
