@@ -264,7 +264,8 @@ func (m *Mutex) TryLock(ctx context.Context, opts ...TryOption) (bool, error) {
 	if !o.waitSet {
 		return m.acquire(ctx, o.lease, false, 0, nil)
 	}
-	// The wait runs out o.wait after it started, as the acquisition's events and metrics count it.
+	// One reading of the clock for the wait's deadline and for its start, from which the acquisition's
+	// events count the wait.
 	started := time.Now()
 	waitCtx, cancel := context.WithDeadline(ctx, started.Add(o.wait))
 	defer cancel()

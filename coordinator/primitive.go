@@ -110,7 +110,8 @@ func (p *primitive) tryTake(ctx context.Context, permits int64, opts []TryOption
 	if !t.waitSet {
 		return p.take(ctx, permits, t.lease, false, time.Time{})
 	}
-	// The wait runs out t.wait after it started, as the take's events count it.
+	// One reading of the clock for the wait's deadline and for its start, from which the take's events
+	// count the wait.
 	started := time.Now()
 	waitCtx, cancel := context.WithDeadline(ctx, started.Add(t.wait))
 	defer cancel()
