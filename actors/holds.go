@@ -1,7 +1,6 @@
 package actors
 
 import (
-	"context"
 	"errors"
 	"sync"
 	"time"
@@ -273,7 +272,7 @@ func (a *lockActor) clearLost(k holdKey) {
 	if n == lostGivenBack {
 		return
 	}
-	ctx, cancel := context.WithTimeout(a.redisContext(), a.env.StopReleaseTimeout)
+	ctx, cancel := a.env.turnContext(time.Time{})
 	defer cancel()
 	for n = max(n, 1); n > 0; n-- {
 		rel, err := a.proto.release(ctx, k, a.env.NewRequestID(), a.env.WatchdogTimeout, nil)

@@ -1,7 +1,6 @@
 package actors
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"runtime"
@@ -269,7 +268,7 @@ func (a *lockActor) settleRelease(m *Release, h *hold, lease time.Duration, next
 // returns how many are left. When a release fails, the count is unknown: the actor drops the hold all
 // the same (Done closes, renewal stops), and what is left in Redis expires with its lease.
 func (a *lockActor) releaseStray(k holdKey, lease time.Duration, remaining int64) int64 {
-	ctx, cancel := context.WithTimeout(a.redisContext(), a.env.StopReleaseTimeout)
+	ctx, cancel := a.env.turnContext(time.Time{})
 	defer cancel()
 	for remaining > 0 {
 		rel, err := a.proto.release(ctx, k, a.env.NewRequestID(), lease, nil)
@@ -359,7 +358,7 @@ func (a *lockActor) settleFailedRelease(k holdKey) error {
 	if h.shared {
 		held = redisops.UnknownHoldCount
 	}
-	ctx, cancel := context.WithTimeout(a.redisContext(), a.env.StopReleaseTimeout)
+	ctx, cancel := a.env.turnContext(time.Time{})
 	defer cancel()
 	rel, err := a.proto.releaseHeld(ctx, k, h.retryID, h.lease, held, h.releaseToken, nil)
 	a.noteLatch(h, rel, err)
