@@ -2,6 +2,7 @@ package redisops
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"strings"
 	"time"
@@ -91,37 +92,39 @@ type pipeliner interface {
 	Pipeline() redis.Pipeliner
 }
 
-// Batch collects lock script calls and runs them together in one round trip (a pipeline), in the
+// Batch collects read acquires and read releases and runs them together in one round trip, in the
 // order they were added. Each call behaves as if made on its own: its answer, and its retry-safety,
 // are those of the matching [Ops] method. The calls are independent: a failed call does not stop the
 // others. A Batch is for one goroutine and one Exec.
+//
+// Two or more calls on one lock go to Redis as one call of rw_read_batch.lua, which runs them with the
+// commands on the lock's hash shared among them; other calls go as a pipeline of their own scripts.
 type Batch struct {
 	o     *Ops
-	calls []call
-	cmds  []*redis.Cmd
-	// grants are the calls that give a hold, which the replica-sync safeguard gives back when replicas
-	// do not acknowledge it: their undos are made only when Exec finds that it waits for replicas.
-	grants []batchGrant
+	reads []batchRead
+	// cmds are the calls' replies when they went as their own scripts; answers and err the replies
+	// when they went as one rw_read_batch.lua call (err for them all).
+	cmds    []*redis.Cmd
+	answers []any
+	err     error
 }
 
-// batchGrant is a read acquire of a Batch: the index of its call, and the hold it may give.
-type batchGrant struct {
-	i     int
-	name  string
-	owner string
-	lease time.Duration
+// batchRead is one call of a Batch.
+type batchRead struct {
+	n       *RWNames
+	r       *readerNames
+	release bool
+	// lease is an acquire's; requestID a release's; held is the owner's count as the caller knows it.
+	lease     time.Duration
+	requestID string
+	held      int64
 }
 
 // NewBatch returns an empty batch on o's client.
 func (o *Ops) NewBatch() *Batch { return &Batch{o: o} }
 
 // Len returns the number of calls added so far.
-func (b *Batch) Len() int { return len(b.calls) }
-
-func (b *Batch) add(c call) int {
-	b.calls = append(b.calls, c)
-	return len(b.calls) - 1
-}
+func (b *Batch) Len() int { return len(b.reads) }
 
 // ReadAcquire adds an [Ops.ReadAcquireNamed] call. The returned function gives its answer after Exec:
 // [ErrBadArgument], with no call added, for names not made by [RWNamesOf].
@@ -129,10 +132,12 @@ func (b *Batch) ReadAcquire(n *RWNames, owner string, lease time.Duration, held 
 	if err := n.check(); err != nil {
 		return func() (Acquired, error) { return Acquired{}, err }
 	}
-	i := b.add(b.o.readAcquireCall(n, owner, lease, held))
-	b.grants = append(b.grants, batchGrant{i: i, name: n.lock, owner: owner, lease: lease})
-	name := n.lock
-	return func() (Acquired, error) { return readAcquireReply(name, b.cmds[i]) }
+	i := len(b.reads)
+	b.reads = append(b.reads, batchRead{n: n, r: n.reader(owner), lease: lease, held: held})
+	return func() (Acquired, error) {
+		v, err := b.reply(i)
+		return readAcquireReply(n.lock, v, err)
+	}
 }
 
 // ReadRelease adds an [Ops.ReadReleaseNamed] call. The returned function gives its answer after Exec:
@@ -141,52 +146,118 @@ func (b *Batch) ReadRelease(n *RWNames, owner, requestID string, held int64) fun
 	if err := n.check(); err != nil {
 		return func() (Released, error) { return Released{}, err }
 	}
-	i := b.add(b.o.readReleaseCall(n, owner, requestID, held))
-	name := n.lock
-	return func() (Released, error) { return readReleaseReply(name, b.cmds[i]) }
+	i := len(b.reads)
+	b.reads = append(b.reads, batchRead{n: n, r: n.reader(owner), release: true, requestID: requestID, held: held})
+	return func() (Released, error) {
+		v, err := b.reply(i)
+		return readReleaseReply(n.lock, v, err)
+	}
 }
 
-// Exec runs every call added. One call runs on its own; several run in a pipeline when the client can
-// pipeline, and otherwise one after another. A call that meets a server that lost its scripts
-// (NOSCRIPT, after a restart or SCRIPT FLUSH) is run again on its own, which loads the script. With the
-// replica-sync safeguard on ([Ops.SetReplicaSync]) and replicas to wait for, the calls and one WAIT go
-// in one pipeline, and each read hold that the replicas did not acknowledge is given back and answers
-// an error matching [ErrNotSynced]. The answers, errors included, are read through the functions the
-// adding methods returned.
+// reply returns call i's reply after Exec.
+func (b *Batch) reply(i int) (any, error) {
+	switch {
+	case b.err != nil:
+		return nil, b.err
+	case b.answers != nil:
+		if err, ok := b.answers[i].(error); ok {
+			return nil, err
+		}
+		return b.answers[i], nil
+	}
+	return b.cmds[i].Result()
+}
+
+// call returns call i as its own script's call.
+func (b *Batch) call(i int) call {
+	r := &b.reads[i]
+	if r.release {
+		return b.o.readReleaseCall(r.n, r.r, r.requestID, r.held)
+	}
+	return b.o.readAcquireCall(r.n, r.r, r.lease, r.held)
+}
+
+// Exec runs every call added. Two or more calls on one lock run as one call (see [Batch]); otherwise
+// one call runs on its own, and several run in a pipeline when the client can pipeline, and one after
+// another if not. A call that meets a server that lost its scripts (NOSCRIPT, after a restart or SCRIPT
+// FLUSH) is run again on its own, which loads the script. With the replica-sync safeguard on
+// ([Ops.SetReplicaSync]) and replicas to wait for, the calls go as their own scripts, with one WAIT,
+// as [Ops.ReadAcquireNamed] describes.
 func (b *Batch) Exec(ctx context.Context) {
-	b.cmds = make([]*redis.Cmd, len(b.calls))
-	if b.execSynced(ctx) {
+	if b.execSynced(ctx) || b.execShared(ctx) {
 		return
 	}
+	b.cmds = make([]*redis.Cmd, len(b.reads))
 	p, ok := b.o.client.(pipeliner)
-	if len(b.calls) < 2 || !ok {
-		for i, c := range b.calls {
-			b.cmds[i] = b.o.run(ctx, c)
+	if len(b.reads) < 2 || !ok {
+		for i := range b.reads {
+			b.cmds[i] = b.o.run(ctx, b.call(i))
 		}
 		return
 	}
 	pipe := p.Pipeline()
-	for i, c := range b.calls {
-		b.cmds[i] = c.evalsha(ctx, pipe)
+	calls := make([]call, len(b.reads))
+	for i := range b.reads {
+		calls[i] = b.call(i)
+		b.cmds[i] = calls[i].evalsha(ctx, pipe)
 	}
 	_, _ = pipe.Exec(ctx) // each command keeps its own error
-	for i, c := range b.calls {
+	for i, c := range calls {
 		if err := b.cmds[i].Err(); err != nil && strings.HasPrefix(err.Error(), "NOSCRIPT") {
 			b.cmds[i] = b.o.run(ctx, c)
 		}
 	}
 }
 
+// readAcquireArg and readReleaseArg name a call's kind in rw_read_batch.lua's arguments.
+var readAcquireArg, readReleaseArg any = "a", "r"
+
+// execShared runs the calls as one rw_read_batch.lua call when they are two or more calls on one lock,
+// and reports false, having run nothing, when they are not.
+func (b *Batch) execShared(ctx context.Context) bool {
+	if len(b.reads) < 2 {
+		return false
+	}
+	n := b.reads[0].n
+	for i := range b.reads {
+		if b.reads[i].n != n {
+			return false
+		}
+	}
+	command := make([]any, 0, 11+4*len(b.reads))
+	command = append(command, "evalsha", rwReadBatchSHA, 3, n.lockArg, n.channelArg, n.intentArg,
+		b.o.latchArg, b.o.publishArg, n.allReadersArg, n.latchArg, UnlockMessage)
+	for i := range b.reads {
+		r := &b.reads[i]
+		if r.release {
+			seq, suffix := readReleaseSeq(r.r, r.requestID, r.held)
+			command = append(command, readReleaseArg, r.r.owner, seq, suffix)
+		} else {
+			command = append(command, readAcquireArg, r.r.owner, b.o.leaseArg(r.lease), boxedCount(r.held))
+		}
+	}
+	answers, err := b.o.run(ctx, call{script: rwReadBatchScript, command: command}).Slice()
+	if err == nil && len(answers) != len(b.reads) {
+		err = fmt.Errorf("lockwarden: a read batch of %d calls answered %d", len(b.reads), len(answers))
+	}
+	b.answers, b.err = answers, err
+	return true
+}
+
 // execSynced runs the calls as Exec does when the replica-sync safeguard waits for replicas after the
 // holds they give, and reports false, having run nothing, when it does not. A copy of the calls then
 // takes their undos (see runSynced).
 func (b *Batch) execSynced(ctx context.Context) bool {
-	if len(b.grants) == 0 || !b.o.syncsGrants(ctx, b.grants[0].name) {
+	first := slices.IndexFunc(b.reads, func(r batchRead) bool { return !r.release })
+	if first < 0 || !b.o.syncsGrants(ctx, b.reads[first].n.lock) {
 		return false
 	}
-	calls := slices.Clone(b.calls)
-	for _, g := range b.grants {
-		calls[g.i].grant = b.o.undoRead(g.name, g.owner, g.lease)
+	calls := make([]call, len(b.reads))
+	for i := range b.reads {
+		calls[i] = b.call(i)
+		if r := &b.reads[i]; !r.release {
+			calls[i].grant = b.o.undoRead(r.n.lock, r.r.owner.(string), r.lease)
+		}
 	}
 	replies, syncErrs, ok := b.o.runSynced(ctx, calls)
 	if !ok {

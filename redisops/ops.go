@@ -142,6 +142,25 @@ func (o *Ops) leaseArg(d time.Duration) any {
 // with a buf of the reply's length from the caller's stack, it allocates nothing.
 func int64s(cmd *redis.Cmd, buf []int64) ([]int64, error) {
 	v, err := cmd.Result()
+	return int64sOf(v, err, buf)
+}
+
+// int64Of returns the integer of a reply's value and error, as [redis.Cmd.Int64] does.
+func int64Of(v any, err error) (int64, error) {
+	if err != nil {
+		return 0, err
+	}
+	switch n := v.(type) {
+	case int64:
+		return n, nil
+	case string:
+		return strconv.ParseInt(n, 10, 64)
+	}
+	return 0, fmt.Errorf("redis: unexpected type=%T for Int64", v)
+}
+
+// int64sOf is int64s of a reply's value and error.
+func int64sOf(v any, err error, buf []int64) ([]int64, error) {
 	if err != nil {
 		return nil, err
 	}

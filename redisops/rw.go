@@ -47,6 +47,8 @@ var (
 	rwWriteAcquireSource string
 	//go:embed rw_read_release.lua
 	rwReadReleaseSource string
+	//go:embed rw_read_batch.lua
+	rwReadBatchSource string
 	//go:embed rw_write_release.lua
 	rwWriteReleaseSource string
 	//go:embed rw_read_renew.lua
@@ -69,10 +71,16 @@ var (
 	rwForceUnlockScript  = redis.NewScript(withLib(rwForceUnlockSource))
 	rwStatusScript       = redis.NewScript(rwStatusSource)
 	rwClearIntentScript  = redis.NewScript(rwClearIntentSource)
+	// rwReadBatchScript runs the calls of a read batch in one call; a batch that its shared path does
+	// not take runs each call through the code of rw_read_acquire.lua and rw_read_release.lua, defined
+	// ahead of it as functions.
+	rwReadBatchScript = redis.NewScript(withLib("local function readAcquireOne(KEYS, ARGV)\n" + rwReadAcquireSource +
+		"\nend\nlocal function readReleaseOne(KEYS, ARGV)\n" + rwReadReleaseSource + "\nend\n" + rwReadBatchSource))
 
 	// rwReadAcquireSHA and rwReadReleaseSHA are the SHA1s of the scripts of every RLock and RUnlock,
 	// boxed once (see evalshaCommand).
 	rwReadAcquireSHA, rwReadReleaseSHA any = rwReadAcquireScript.Hash(), rwReadReleaseScript.Hash()
+	rwReadBatchSHA                     any = rwReadBatchScript.Hash()
 )
 
 // RWScripts returns every script of the read-write lock, so that tests and warm-up code can load them
@@ -82,6 +90,7 @@ func RWScripts() map[string]*redis.Script {
 		"rw_read_acquire":  rwReadAcquireScript,
 		"rw_write_acquire": rwWriteAcquireScript,
 		"rw_read_release":  rwReadReleaseScript,
+		"rw_read_batch":    rwReadBatchScript,
 		"rw_write_release": rwWriteReleaseScript,
 		"rw_read_renew":    rwReadRenewScript,
 		"rw_write_renew":   rwWriteRenewScript,
@@ -147,25 +156,26 @@ func (o *Ops) ReadAcquireNamed(ctx context.Context, n *RWNames, owner string, le
 	if err := n.check(); err != nil {
 		return Acquired{}, err
 	}
-	c := o.readAcquireCall(n, owner, lease, held)
+	c := o.readAcquireCall(n, n.reader(owner), lease, held)
 	if o.syncsGrants(ctx, n.lock) { // else no WAIT follows, and the undo is never needed
 		c.grant = o.undoRead(n.lock, owner, lease)
 	}
-	return readAcquireReply(n.lock, o.runChecked(ctx, c))
+	v, err := o.runChecked(ctx, c).Result()
+	return readAcquireReply(n.lock, v, err)
 }
 
-// readAcquireCall is the script call of [Ops.ReadAcquireNamed], shared with [Batch.ReadAcquire]: an
-// EVALSHA command given whole.
-func (o *Ops) readAcquireCall(n *RWNames, owner string, lease time.Duration, held int64) call {
-	r := n.reader(owner)
+// readAcquireCall is the script call of [Ops.ReadAcquireNamed] of reader r, shared with
+// [Batch.ReadAcquire]: an EVALSHA command given whole.
+func (o *Ops) readAcquireCall(n *RWNames, r *readerNames, lease time.Duration, held int64) call {
 	return call{script: rwReadAcquireScript, command: evalshaCommand(rwReadAcquireSHA, 3,
 		n.lockArg, r.timeouts, n.intentArg, o.leaseArg(lease), r.owner, r.writeField, boxedCount(held))}
 }
 
-// readAcquireReply reads the answer of a [readAcquireCall].
-func readAcquireReply(name string, cmd *redis.Cmd) (Acquired, error) {
+// readAcquireReply reads the answer of a [readAcquireCall], or of one call of rw_read_batch.lua: the
+// reply's value and error.
+func readAcquireReply(name string, v any, err error) (Acquired, error) {
 	var buf [2]int64
-	vals, err := int64s(cmd, buf[:0])
+	vals, err := int64sOf(v, err, buf[:0])
 	if err != nil {
 		return Acquired{}, fmt.Errorf("lockwarden: read acquire %q: %w", name, typed(err))
 	}
@@ -275,30 +285,40 @@ func (o *Ops) ReadReleaseNamed(ctx context.Context, n *RWNames, owner, requestID
 	if err := n.check(); err != nil {
 		return Released{}, err
 	}
-	return readReleaseReply(n.lock, o.run(ctx, o.readReleaseCall(n, owner, requestID, held)))
+	v, err := o.run(ctx, o.readReleaseCall(n, n.reader(owner), requestID, held)).Result()
+	return readReleaseReply(n.lock, v, err)
 }
 
-// readReleaseCall is the script call of [Ops.ReadReleaseNamed], shared with [Batch.ReadRelease]: an
+// readReleaseCall is the script call of [Ops.ReadReleaseNamed] of reader r, shared with [Batch.ReadRelease]: an
 // EVALSHA command given whole.
-func (o *Ops) readReleaseCall(n *RWNames, owner, requestID string, held int64) call {
-	r := n.reader(owner)
-	var latch, seq any
-	if held != UnknownHoldCount {
-		if s := requestSeq(requestID); s != "" {
-			latch, seq = r.latch, s
-		}
-	}
-	if seq == nil {
-		latch, seq = n.latch+requestID, ""
+func (o *Ops) readReleaseCall(n *RWNames, r *readerNames, requestID string, held int64) call {
+	seq, suffix := readReleaseSeq(r, requestID, held)
+	latch := r.latch
+	if suffix != r.owner {
+		latch = n.latch + requestID
 	}
 	return call{script: rwReadReleaseScript, command: evalshaCommand(rwReadReleaseSHA, 4,
 		n.lockArg, n.channelArg, latch, r.timeouts,
 		r.owner, UnlockMessage, o.latchArg, o.publishArg, n.allReadersArg, seq)}
 }
 
-// readReleaseReply reads the answer of a [Ops.readReleaseCall].
-func readReleaseReply(name string, cmd *redis.Cmd) (Released, error) {
-	n, err := cmd.Int64()
+// readReleaseSeq returns the sequence number of a read release of reader r and the suffix of its
+// latch's key after the lock's latch prefix: the release's own number and the owner when the caller
+// sequences r's releases (a known count and a request id "<prefix>:r<n>"), "" and the request id
+// otherwise.
+func readReleaseSeq(r *readerNames, requestID string, held int64) (seq, suffix any) {
+	if held != UnknownHoldCount {
+		if s := requestSeq(requestID); s != "" {
+			return s, r.owner
+		}
+	}
+	return "", requestID
+}
+
+// readReleaseReply reads the answer of a [Ops.readReleaseCall], or of one call of rw_read_batch.lua:
+// the reply's value and error.
+func readReleaseReply(name string, v any, err error) (Released, error) {
+	n, err := int64Of(v, err)
 	if err != nil {
 		return Released{}, fmt.Errorf("lockwarden: read release %q: %w", name, typed(err))
 	}

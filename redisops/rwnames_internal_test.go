@@ -30,16 +30,16 @@ func TestRWNamesReaders(t *testing.T) {
 	}
 
 	o := &Ops{latchArg: int64(30000), publishArg: "publish"}
-	n.reader("owner-2")
-	if a := testing.AllocsPerRun(100, func() { o.readAcquireCall(n, "owner-2", 30*time.Second, 0) }); a != 1 {
+	r2 := n.reader("owner-2")
+	if a := testing.AllocsPerRun(100, func() { o.readAcquireCall(n, r2, 30*time.Second, 0) }); a != 1 {
 		t.Fatalf("a read acquire call allocates %v times, want 1 (its command)", a)
 	}
-	if a := testing.AllocsPerRun(100, func() { o.readReleaseCall(n, "owner-2", "req:r7", 1) }); a != 2 {
+	if a := testing.AllocsPerRun(100, func() { o.readReleaseCall(n, r2, "req:r7", 1) }); a != 2 {
 		t.Fatalf("a sequenced read release call allocates %v times, want 2 (its command and sequence)", a)
 	}
 
 	// The commands are the ones the unnamed calls made.
-	c := o.readReleaseCall(n, "owner-2", "req:r7", 1)
+	c := o.readReleaseCall(n, r2, "req:r7", 1)
 	keys, args := splitCommand(c.command)
 	wantKeys := []string{"rw:names", RWChannelName("rw:names"), UnlockLatchKey("rw:names", "owner-2"),
 		readTimeoutPrefix("rw:names", "owner-2")}
@@ -47,7 +47,7 @@ func TestRWNamesReaders(t *testing.T) {
 	if !slices.Equal(keys, wantKeys) || !slices.Equal(args, wantArgs) {
 		t.Fatalf("read release command = %v %v, want %v %v", keys, args, wantKeys, wantArgs)
 	}
-	c = o.readReleaseCall(n, "owner-2", "req-unsequenced", UnknownHoldCount)
+	c = o.readReleaseCall(n, r2, "req-unsequenced", UnknownHoldCount)
 	keys, args = splitCommand(c.command)
 	if keys[2] != UnlockLatchKey("rw:names", "req-unsequenced") || args[5] != "" {
 		t.Fatalf("unsequenced read release command = %v %v, want the request's latch and no sequence", keys, args)

@@ -1,0 +1,341 @@
+-- rw_read_batch.lua: the read acquires and read releases of several owners on the read-write lock N in
+-- one call, each answered as rw_read_acquire.lua or rw_read_release.lua answers it alone.
+-- KEYS[1]  the lock hash N
+-- KEYS[2]  the channel redisson_rwlock:{N}
+-- KEYS[3]  the write intent lockwarden_write_intent:{N}
+-- ARGV[1]  latch expiry in milliseconds
+-- ARGV[2]  publish command ("publish", or "spublish" for sharded pub/sub)
+-- ARGV[3]  the timeout key prefix of all readers, {N}: (reader R's k-th hold has the key
+--          <prefix>R:rwlock_timeout:<k>, and R's timeout key prefix is <prefix>R:rwlock_timeout)
+-- ARGV[4]  the unlock latch prefix redisson_unlock_latch:{N}:
+-- ARGV[5]  message published when the lock becomes free ("0")
+-- From ARGV[6], four arguments per call, in the order the calls are to run:
+--   "a", owner O, lease in milliseconds, O's read count before it as far as the caller knows (or -1):
+--        a read acquire (rw_read_acquire.lua's ARGV)
+--   "r", owner O, the release's sequence number (or "" when O's releases are not sequenced), the
+--        latch's suffix (O when sequenced, else the request id): a read release (rw_read_release.lua)
+-- The owners must differ: a call on an owner that an earlier call of the batch names runs after it,
+-- on its own, like every call of a batch that the shared path below does not take.
+-- Returns an array with each call's answer, or the error reply its script alone would give.
+--
+-- Why one call: the per-call scripts cost Redis 16 commands per read acquire and release, most of
+-- them on the hash that every reader shares. Here the calls share them: one HMGET reads the mode and
+-- every owner's counts, one GET the intent, one MGET the sequenced releases' latches, one HSET and one
+-- HDEL write the counts, one PTTL and at most one PEXPIRE keep the expiry, and the walk that keeps the
+-- expiry at the longest hold runs once, on the state the batch leaves. What stays per call is the
+-- hold's own key (SET ... GET, or PTTL and GETDEL) and a sequenced release's latch (SET).
+--
+-- The shared path takes a batch whose calls are all of the common kind: distinct owners; the lock in
+-- read mode (or free, for acquires only); no owner that is the writer; no acquire that is a retry of
+-- one that took effect (O's count above the caller's); releases sequenced, of owners that hold a read
+-- hold, with latches that are strings or absent. A batch with any other call runs every call alone,
+-- in order, through the per-call scripts' own code (readAcquireOne, readReleaseOne below), as
+-- separate calls in a pipeline would.
+--
+-- The shared path answers each call as its script alone would, with the lock's expiry and publishing
+-- decided once for the batch: the expiry ends where the calls, run one by one, would leave it (the
+-- longest hold's, late by at most 50 ms), and the lock is deleted, and the message published, when no
+-- live hold remains; a batch that frees the lock and takes it again (a release of the last reader and
+-- an acquire of another) publishes nothing, since no one could see it free. Every release of a batch
+-- that frees the lock under holds of their owners that had all run out answers 0.
+local count = (#ARGV - 5) / 4
+-- Call i's arguments are ARGV[4i+2] (its kind), ARGV[4i+3] (owner), ARGV[4i+4] and ARGV[4i+5]. The
+-- shared path reads them there rather than copying them: every table and string the script makes costs
+-- Redis more than most of the commands it sends.
+local shared = count >= 2 and count <= 200 and count == math.floor(count)
+local owners, seen = {}, {}
+for i = 1, count do
+    local kind, owner = ARGV[4 * i + 2], ARGV[4 * i + 3]
+    if seen[owner] or (kind == 'r' and not tonumber(ARGV[4 * i + 4])) or (kind ~= 'r' and kind ~= 'a') then
+        shared = false
+    end
+    seen[owner] = true
+    owners[i] = owner
+end
+
+-- alone runs call i as its own script would, and returns its answer, or the error reply it would give.
+local function alone(i)
+    local kind, owner, x, y = ARGV[4 * i + 2], ARGV[4 * i + 3], ARGV[4 * i + 4], ARGV[4 * i + 5]
+    local timeouts = ARGV[3] .. owner .. ':rwlock_timeout'
+    local ok, res = pcall(function()
+        if kind == 'a' then
+            return readAcquireOne({KEYS[1], timeouts, KEYS[3]}, {x, owner, owner .. ':write', y})
+        end
+        return readReleaseOne({KEYS[1], KEYS[2], ARGV[4] .. y, timeouts}, {owner, ARGV[5], ARGV[1], ARGV[2], ARGV[3], x})
+    end)
+    if ok then
+        return res
+    end
+    if type(res) == 'table' and res.err then
+        return res
+    end
+    return redis.error_reply(tostring(res))
+end
+
+local function eachAlone()
+    local out = {}
+    for i = 1, count do
+        out[i] = alone(i)
+    end
+    return out
+end
+
+if not shared then
+    return eachAlone()
+end
+
+-- The state every call reads: the mode and each owner's read count. A writer's field is not read: in
+-- read mode, or with no mode, no owner is the writer (the last write release deletes the write field
+-- before it sets the read mode), and in write mode every call runs alone.
+local state = redis.pcall('hmget', KEYS[1], 'mode', unpack(owners))
+if type(state) ~= 'table' or state.err then
+    return eachAlone()
+end
+local mode = state[1]
+if mode and mode ~= 'read' then
+    return eachAlone()
+end
+-- out[i] is call i's answer once it has one.
+local out = {}
+-- The sequenced releases' latches: one that holds this release's answer is a retry, answered as
+-- stored; one with a higher number is a late copy, which changes nothing.
+local latches, latchOf = {}, {}
+for i = 1, count do
+    if ARGV[4 * i + 2] == 'r' then
+        local latch = ARGV[4] .. ARGV[4 * i + 5]
+        latches[#latches + 1] = latch
+        latchOf[i] = latch
+    end
+end
+if #latches > 0 then
+    local latched = redis.call('mget', unpack(latches))
+    local j = 0
+    for i = 1, count do
+        if latchOf[i] then
+            j = j + 1
+            local last = latched[j]
+            if not last then
+                -- MGET answers nil for a key of another type too, which the release alone refuses.
+                if redis.call('type', latchOf[i]).ok ~= 'none' then
+                    return eachAlone()
+                end
+            else
+                local bar = string.find(last, '|', 1, true)
+                local lastSeq = bar and tonumber(string.sub(last, 1, bar - 1))
+                local seq = tonumber(ARGV[4 * i + 4])
+                if lastSeq == seq then
+                    out[i] = tonumber(string.sub(last, bar + 1, string.find(last, ':', bar, true) - 1))
+                elseif lastSeq and lastSeq > seq then
+                    out[i] = -2
+                end
+            end
+        end
+    end
+end
+local intentNeeded = false
+for i = 1, count do
+    local current = state[i + 1]
+    if out[i] then
+        -- answered by its latch
+    elseif ARGV[4 * i + 2] == 'a' then
+        local expected = tonumber(ARGV[4 * i + 5])
+        if current and (not mode or expected >= 0 and tonumber(current) > expected) then
+            return eachAlone()
+        end
+        intentNeeded = intentNeeded or not current
+    elseif not mode or not current then
+        return eachAlone()
+    end
+end
+local intent = false
+if intentNeeded then
+    intent = redis.pcall('get', KEYS[3])
+    if type(intent) == 'table' and intent.err then
+        return eachAlone()
+    end
+end
+
+-- claim runs the first write on a hold's own key, SET ... GET or GETDEL, whose reply is given (from
+-- redis.pcall). It returns the type the key holds when that is not a string (the call is then
+-- refused, and nothing of it written), or nil. Before Redis 6.2 (no SET ... GET, no GETDEL) the type is
+-- read first and the write made without the option.
+local function claim(holdKey, reply, lease)
+    if type(reply) ~= 'table' or not reply.err then
+        return nil
+    end
+    local holdType = redis.call('type', holdKey).ok
+    if string.sub(reply.err, 1, 9) == 'WRONGTYPE' or (holdType ~= 'none' and holdType ~= 'string') then
+        return holdType
+    end
+    if lease then
+        redis.call('set', holdKey, '1', 'px', lease)
+    else
+        redis.call('del', holdKey)
+    end
+    return nil
+end
+
+-- Nothing is written above. Each call now runs in order on its owner's own key; the writes to the hash
+-- wait for the end.
+local before -- the hash's PTTL before the batch
+local function expiryBefore()
+    if not before then
+        before = redis.call('pttl', KEYS[1])
+    end
+    return before
+end
+local counts, dropped, released = {}, {}, {}
+local longestLease, intentTTL
+local holder = false -- a call leaves its owner holding
+local check = false  -- a release that may have let the lock end sooner
+for i = 1, count do
+    local owner, current = ARGV[4 * i + 3], state[i + 1]
+    if out[i] then
+        -- answered by its latch
+    elseif ARGV[4 * i + 2] == 'a' then
+        if not current and intent and intent ~= owner then
+            intentTTL = intentTTL or math.max(redis.call('pttl', KEYS[3]), 1)
+            out[i] = {0, intentTTL}
+        else
+            local n = (tonumber(current) or 0) + 1
+            local nArg = string.format('%d', n)
+            local holdKey = ARGV[3] .. owner .. ':rwlock_timeout:' .. nArg
+            local lease = ARGV[4 * i + 4]
+            local refused = claim(holdKey, redis.pcall('set', holdKey, '1', 'px', lease, 'get'), lease)
+            if refused then
+                out[i] = redis.error_reply('WRONGTYPE ' .. holdKey .. ' holds a ' .. refused .. ', not a string')
+            else
+                counts[#counts + 1] = owner
+                counts[#counts + 1] = nArg
+                lease = tonumber(lease)
+                if not longestLease or lease > longestLease then
+                    longestLease = lease
+                end
+                holder = true
+                out[i] = {1, n}
+            end
+        end
+    else
+        local holdKey = ARGV[3] .. owner .. ':rwlock_timeout:' .. current
+        local ttl = redis.call('pttl', holdKey)
+        local refused = claim(holdKey, redis.pcall('getdel', holdKey))
+        if refused then
+            out[i] = redis.error_reply('WRONGTYPE ' .. holdKey .. ' holds a ' .. refused .. ', not a string')
+        else
+            local remaining = tonumber(current) - 1
+            if remaining > 0 then
+                counts[#counts + 1] = owner
+                counts[#counts + 1] = string.format('%d', remaining)
+                holder = true
+            else
+                dropped[#dropped + 1] = owner
+            end
+            -- As in rw_read_release.lua: a hold that ran out, or that ended within 2 ms of the lock,
+            -- may have been the longest.
+            if not (ttl > 0 and ttl + 2 < expiryBefore()) then
+                check = true
+            end
+            released[#released + 1] = i
+            out[i] = remaining
+        end
+    end
+end
+
+-- The hash's writes: one HSET (with the mode, for a free lock), one HDEL.
+if #counts > 0 then
+    if not mode then
+        redis.call('hset', KEYS[1], 'mode', 'read', unpack(counts))
+    else
+        redis.call('hset', KEYS[1], unpack(counts))
+    end
+end
+if #dropped > 0 then
+    redis.call('hdel', KEYS[1], unpack(dropped))
+end
+-- The expiry is raised to the longest lease taken if it is shorter (see rw_read_acquire.lua).
+local expiry = expiryBefore()
+if longestLease then
+    if not mode then
+        if redis.pcall('pexpire', KEYS[1], longestLease, 'nx') ~= 1 and redis.call('pttl', KEYS[1]) < longestLease then
+            redis.call('pexpire', KEYS[1], longestLease)
+        end
+        expiry = redis.call('pttl', KEYS[1])
+    elseif expiry < longestLease then
+        redis.call('pexpire', KEYS[1], longestLease)
+        expiry = longestLease
+    end
+end
+-- A release of a hold shorter than the lock keeps the expiry only while a holder is left.
+if not check and not holder and #dropped > 0 then
+    check = redis.call('hlen', KEYS[1]) <= 1
+end
+-- The walk of rw_read_release.lua, once, on the state the batch leaves. A hold taken here ends at its
+-- lease, so one that ends within 50 ms of the expiry keeps it.
+local freed = false
+if check and not (longestLease and longestLease + 50 >= expiry) then
+    local walk = true
+    local free = false
+    if expiry > 0 then
+        local pick = redis.pcall('hrandfield', KEYS[1], 2, 'withvalues')
+        if type(pick) ~= 'table' or pick.err then
+            pick = {}
+        else
+            free = #pick < 4
+        end
+        for i = 1, #pick, 2 do
+            local n = tonumber(pick[i + 1])
+            if pick[i] ~= 'mode' then
+                free = false
+            end
+            if pick[i] ~= 'mode' and n and n > 0 then
+                local ttl = redis.call('pttl', ARGV[3] .. pick[i] .. ':rwlock_timeout:' .. pick[i + 1])
+                if ttl > 0 and ttl + 50 >= expiry then
+                    walk = false
+                    break
+                end
+            end
+        end
+    end
+    if walk then
+        local longest = -2
+        local all = {}
+        if not free then
+            all = redis.call('hgetall', KEYS[1])
+        end
+        for i = 1, #all, 2 do
+            local n = tonumber(all[i + 1])
+            if all[i] ~= 'mode' and n then
+                for k = 1, n do
+                    local ttl = redis.call('pttl', ARGV[3] .. all[i] .. ':rwlock_timeout:' .. string.format('%d', k))
+                    if ttl > longest then
+                        longest = ttl
+                    end
+                end
+                if expiry > 0 and longest > 0 and longest + 50 >= expiry then
+                    break
+                end
+            end
+        end
+        if longest > 0 and expiry > 0 and longest + 50 >= expiry then
+            -- The expiry stands.
+        elseif longest > 0 then
+            redis.call('pexpire', KEYS[1], string.format('%d', longest))
+            if expiry > longest + 50 then
+                redis.call(ARGV[2], KEYS[2], ARGV[5])
+            end
+        else
+            redis.call('del', KEYS[1])
+            redis.call(ARGV[2], KEYS[2], ARGV[5])
+            freed = true
+        end
+    end
+end
+
+-- Each sequenced release stores its answer in its owner's latch.
+for _, i in ipairs(released) do
+    if freed then
+        out[i] = 0
+    end
+    redis.call('set', latchOf[i], ARGV[4 * i + 4] .. '|' .. string.format('%d:0', out[i]), 'px', ARGV[1])
+end
+return out
