@@ -11,7 +11,8 @@ import (
 
 // readBatch is a group commit of a read-write lock's read side. Readers share the lock, so the read
 // acquires and read releases that reach the actor while it waits on Redis need not wait for each
-// other: they join one batch, which goes to Redis as one pipeline when the actor gets to it.
+// other: they join one batch, which goes to Redis as one call when the actor gets to it (see
+// redisops.Batch: the calls share the commands on the lock's hash).
 //
 // A batch runs on its own goroutine, so that the actor keeps collecting the next one, and up to
 // maxReadBatchesInFlight run at once. Their calls commute: they are reads of distinct owners (a call

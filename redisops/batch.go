@@ -97,8 +97,9 @@ type pipeliner interface {
 // are those of the matching [Ops] method. The calls are independent: a failed call does not stop the
 // others. A Batch is for one goroutine and one Exec.
 //
-// Two or more calls on one lock go to Redis as one call of rw_read_batch.lua, which runs them with the
-// commands on the lock's hash shared among them; other calls go as a pipeline of their own scripts.
+// Two or more calls, all on one lock, go to Redis as one call of rw_read_batch.lua, which runs them
+// with the commands on the lock's hash shared among them; calls on several locks go as a pipeline of
+// their own scripts.
 type Batch struct {
 	o     *Ops
 	reads []batchRead
@@ -177,9 +178,9 @@ func (b *Batch) call(i int) call {
 	return b.o.readAcquireCall(r.n, r.r, r.lease, r.held)
 }
 
-// Exec runs every call added. Two or more calls on one lock run as one call (see [Batch]); otherwise
-// one call runs on its own, and several run in a pipeline when the client can pipeline, and one after
-// another if not. A call that meets a server that lost its scripts (NOSCRIPT, after a restart or SCRIPT
+// Exec runs every call added. Two or more calls, all on one lock, run as one call (see [Batch]);
+// otherwise one call runs on its own, and several run in a pipeline when the client can pipeline, and
+// one after another if not. A call that meets a server that lost its scripts (NOSCRIPT, after a restart or SCRIPT
 // FLUSH) is run again on its own, which loads the script. With the replica-sync safeguard on
 // ([Ops.SetReplicaSync]) and replicas to wait for, the calls go as their own scripts, with one WAIT,
 // as [Ops.ReadAcquireNamed] describes.
@@ -230,7 +231,11 @@ func (b *Batch) execShared(ctx context.Context) bool {
 	for i := range b.reads {
 		r := &b.reads[i]
 		if r.release {
-			seq, suffix := readReleaseSeq(r.r, r.requestID, r.held)
+			seq, sequenced := readReleaseSeq(r.requestID, r.held)
+			suffix := r.r.owner // the latch's key after the lock's latch prefix
+			if !sequenced {
+				suffix = r.requestID
+			}
 			command = append(command, readReleaseArg, r.r.owner, seq, suffix)
 		} else {
 			command = append(command, readAcquireArg, r.r.owner, b.o.leaseArg(r.lease), boxedCount(r.held))

@@ -183,6 +183,17 @@ func TestReadBatchMatchesCallsAlone(t *testing.T) {
 						t.Fatal(err)
 					}
 				}
+			case r <= 5:
+				// A hold runs out (its timeout key is deleted, as its expiry would), on both locks.
+				o := owners[rng.IntN(len(owners))]
+				if counts[o] > 0 {
+					k := 1 + rng.Int64N(counts[o])
+					for _, name := range []string{batched, alone} {
+						if err := client.Del(ctx, redisops.ReadTimeoutKey(name, o, k)).Err(); err != nil {
+							t.Fatal(err)
+						}
+					}
+				}
 			}
 			if calls == nil {
 				picked := rng.Perm(len(owners))[:2+rng.IntN(len(owners)-1)]
@@ -196,6 +207,19 @@ func TestReadBatchMatchesCallsAlone(t *testing.T) {
 					if rng.IntN(10) == 0 {
 						c.held = redisops.UnknownHoldCount // an owner id that other processes may share
 					}
+					calls = append(calls, c)
+				}
+				if rng.IntN(15) == 0 {
+					// An owner twice in one batch (a lock actor never sends that): its second call runs
+					// after its first.
+					c := calls[0]
+					c.held = counts[c.owner] + 1
+					if c.release {
+						c.held = counts[c.owner] - 1
+						seq++
+						c.seq = seq
+					}
+					c.release = c.release && c.held > 0
 					calls = append(calls, c)
 				}
 				history = append(history, calls)
@@ -328,5 +352,53 @@ func (h *scriptCallCounter) ProcessPipelineHook(next redis.ProcessPipelineHook) 
 			}
 		}
 		return next(ctx, cmds)
+	}
+}
+
+// TestReadBatchRunOutHold: when a hold of an owner the batch names has run out, a release earlier in
+// the batch may free the lock before the owner's call, so the batch runs its calls alone: a reader
+// whose holds all ran out is a new reader again, which a waiting writer's intent keeps out, and a
+// release of such a hold after the lock was freed finds nothing held.
+func TestReadBatchRunOutHold(t *testing.T) {
+	ops, client := setup(t)
+	ctx := t.Context()
+	for _, tc := range []struct {
+		name   string
+		intent bool
+		second readCall
+		want   []readAnswer
+	}{
+		{"release", false, readCall{owner: "b", release: true, held: 1, seq: 2},
+			[]readAnswer{"released, 0 left", readAnswer("error: " + redisops.ErrNotHeld.Error())}},
+		{"re-entry", false, readCall{owner: "b", lease: midLease, held: 1},
+			[]readAnswer{"released, 0 left", "held 1"}},
+		{"re-entry past an intent", true, readCall{owner: "b", lease: midLease, held: 1},
+			[]readAnswer{"released, 0 left", "refused"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			for _, side := range []string{"batched", "alone"} {
+				name := "rb:run-out:" + tc.name + ":" + side
+				runAlone(t, ops, name, []readCall{{owner: "a", lease: midLease}, {owner: "b", lease: midLease}})
+				// b's hold runs out (its timeout key goes, as its expiry would take it).
+				if err := client.Del(ctx, redisops.ReadTimeoutKey(name, "b", 1)).Err(); err != nil {
+					t.Fatal(err)
+				}
+				if tc.intent {
+					if _, err := ops.SetWriteIntent(ctx, name, "writer", time.Minute); err != nil {
+						t.Fatal(err)
+					}
+				}
+				calls := []readCall{{owner: "a", release: true, held: 1, seq: 1}, tc.second}
+				var got []readAnswer
+				if side == "batched" {
+					got = runBatch(t, ops, name, calls)
+				} else {
+					got = runAlone(t, ops, name, calls)
+				}
+				if fmt.Sprint(got) != fmt.Sprint(tc.want) {
+					t.Errorf("%s: answers %v, want %v", side, got, tc.want)
+				}
+			}
+		})
 	}
 }

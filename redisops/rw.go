@@ -292,9 +292,9 @@ func (o *Ops) ReadReleaseNamed(ctx context.Context, n *RWNames, owner, requestID
 // readReleaseCall is the script call of [Ops.ReadReleaseNamed] of reader r, shared with [Batch.ReadRelease]: an
 // EVALSHA command given whole.
 func (o *Ops) readReleaseCall(n *RWNames, r *readerNames, requestID string, held int64) call {
-	seq, suffix := readReleaseSeq(r, requestID, held)
+	seq, sequenced := readReleaseSeq(requestID, held)
 	latch := r.latch
-	if suffix != r.owner {
+	if !sequenced {
 		latch = n.latch + requestID
 	}
 	return call{script: rwReadReleaseScript, command: evalshaCommand(rwReadReleaseSHA, 4,
@@ -302,17 +302,17 @@ func (o *Ops) readReleaseCall(n *RWNames, r *readerNames, requestID string, held
 		r.owner, UnlockMessage, o.latchArg, o.publishArg, n.allReadersArg, seq)}
 }
 
-// readReleaseSeq returns the sequence number of a read release of reader r and the suffix of its
-// latch's key after the lock's latch prefix: the release's own number and the owner when the caller
-// sequences r's releases (a known count and a request id "<prefix>:r<n>"), "" and the request id
-// otherwise.
-func readReleaseSeq(r *readerNames, requestID string, held int64) (seq, suffix any) {
+// readReleaseSeq returns the sequence number of a read release as its scripts take it, and whether the
+// release is sequenced: with a known count and a request id "<prefix>:r<n>", the caller sequences the
+// owner's releases, and the release's latch is the owner's own; otherwise its number is "" and its latch
+// the request's.
+func readReleaseSeq(requestID string, held int64) (seq any, sequenced bool) {
 	if held != UnknownHoldCount {
 		if s := requestSeq(requestID); s != "" {
-			return s, r.owner
+			return s, true
 		}
 	}
-	return "", requestID
+	return "", false
 }
 
 // readReleaseReply reads the answer of a [Ops.readReleaseCall], or of one call of rw_read_batch.lua:

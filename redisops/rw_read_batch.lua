@@ -26,18 +26,19 @@
 -- hold's own key (SET ... GET, or PTTL and GETDEL) and a sequenced release's latch (SET).
 --
 -- The shared path takes a batch whose calls are all of the common kind: distinct owners; the lock in
--- read mode (or free, for acquires only); no owner that is the writer; no acquire that is a retry of
--- one that took effect (O's count above the caller's); releases sequenced, of owners that hold a read
--- hold, with latches that are strings or absent. A batch with any other call runs every call alone,
--- in order, through the per-call scripts' own code (readAcquireOne, readReleaseOne below), as
--- separate calls in a pipeline would.
+-- read mode (or free, for acquires only); no acquire that is a retry of one that took effect (its
+-- owner's count above the caller's); releases sequenced, of owners that hold a read hold, with
+-- latches that are strings or absent; and every hold of the owners named alive (at most 8 each). A
+-- batch with any other call runs every call alone, in order, through the per-call scripts' own code
+-- (readAcquireOne, readReleaseOne below), as separate calls in a pipeline would.
 --
 -- The shared path answers each call as its script alone would, with the lock's expiry and publishing
 -- decided once for the batch: the expiry ends where the calls, run one by one, would leave it (the
--- longest hold's, late by at most 50 ms), and the lock is deleted, and the message published, when no
--- live hold remains; a batch that frees the lock and takes it again (a release of the last reader and
--- an acquire of another) publishes nothing, since no one could see it free. Every release of a batch
--- that frees the lock under holds of their owners that had all run out answers 0.
+-- longest hold's, late by at most 50 ms, and never early), and the lock is deleted, and the message
+-- published, when no live hold remains; a batch that frees the lock and takes it again (a release of
+-- the last reader and an acquire of another) publishes nothing, since no one could see it free. It
+-- may also keep the fields of readers outside the batch whose holds all ran out, which the calls
+-- alone would have deleted with the lock in between: the next walk finds them dead.
 local count = (#ARGV - 5) / 4
 -- Call i's arguments are ARGV[4i+2] (its kind), ARGV[4i+3] (owner), ARGV[4i+4] and ARGV[4i+5]. The
 -- shared path reads them there rather than copying them: every table and string the script makes costs
@@ -124,7 +125,11 @@ if #latches > 0 then
                 local lastSeq = bar and tonumber(string.sub(last, 1, bar - 1))
                 local seq = tonumber(ARGV[4 * i + 4])
                 if lastSeq == seq then
-                    out[i] = tonumber(string.sub(last, bar + 1, string.find(last, ':', bar, true) - 1))
+                    local colon = string.find(last, ':', bar, true)
+                    out[i] = colon and tonumber(string.sub(last, bar + 1, colon - 1))
+                    if not out[i] then
+                        return eachAlone() -- a latch this script did not write
+                    end
                 elseif lastSeq and lastSeq > seq then
                     out[i] = -2
                 end
@@ -132,6 +137,14 @@ if #latches > 0 then
         end
     end
 end
+-- Every hold of an owner the batch names must be alive (its timeout key has an expiry left): one that
+-- has run out makes the calls alone differ from the batch (a release's walk could free the lock
+-- between two calls, so that a later call finds it free), and every call then runs alone. So in the
+-- shared path a release's walk never frees the lock while a later call's owner holds, and the batch
+-- answers as the calls alone do; it may keep the fields of other readers whose holds all ran out,
+-- which the calls alone would have deleted with the lock, for the next walk to find. latest[i] is the
+-- PTTL of the latest hold of call i's owner.
+local latest = {}
 local intentNeeded = false
 for i = 1, count do
     local current = state[i + 1]
@@ -145,6 +158,20 @@ for i = 1, count do
         intentNeeded = intentNeeded or not current
     elseif not mode or not current then
         return eachAlone()
+    end
+    local n = not out[i] and tonumber(current)
+    if n then
+        if n > 8 then
+            return eachAlone()
+        end
+        for k = n, 1, -1 do
+            local ttl = redis.call('pttl', ARGV[3] .. ARGV[4 * i + 3] .. ':rwlock_timeout:' ..
+                (k == n and current or string.format('%d', k)))
+            if ttl <= 0 then
+                return eachAlone()
+            end
+            latest[i] = latest[i] or ttl
+        end
     end
 end
 local intent = false
@@ -217,7 +244,7 @@ for i = 1, count do
         end
     else
         local holdKey = ARGV[3] .. owner .. ':rwlock_timeout:' .. current
-        local ttl = redis.call('pttl', holdKey)
+        local ttl = latest[i]
         local refused = claim(holdKey, redis.pcall('getdel', holdKey))
         if refused then
             out[i] = redis.error_reply('WRONGTYPE ' .. holdKey .. ' holds a ' .. refused .. ', not a string')
@@ -230,9 +257,9 @@ for i = 1, count do
             else
                 dropped[#dropped + 1] = owner
             end
-            -- As in rw_read_release.lua: a hold that ran out, or that ended within 2 ms of the lock,
-            -- may have been the longest.
-            if not (ttl > 0 and ttl + 2 < expiryBefore()) then
+            -- As in rw_read_release.lua: a hold that ended within 2 ms of the lock may have been the
+            -- longest.
+            if not (ttl + 2 < expiryBefore()) then
                 check = true
             end
             released[#released + 1] = i
@@ -271,7 +298,6 @@ if not check and not holder and #dropped > 0 then
 end
 -- The walk of rw_read_release.lua, once, on the state the batch leaves. A hold taken here ends at its
 -- lease, so one that ends within 50 ms of the expiry keeps it.
-local freed = false
 if check and not (longestLease and longestLease + 50 >= expiry) then
     local walk = true
     local free = false
@@ -326,16 +352,13 @@ if check and not (longestLease and longestLease + 50 >= expiry) then
         else
             redis.call('del', KEYS[1])
             redis.call(ARGV[2], KEYS[2], ARGV[5])
-            freed = true
         end
     end
 end
 
--- Each sequenced release stores its answer in its owner's latch.
+-- Each sequenced release stores its answer in its owner's latch. (When the walk freed the lock, every
+-- release here left its owner nothing: a hold left would be alive, see above.)
 for _, i in ipairs(released) do
-    if freed then
-        out[i] = 0
-    end
     redis.call('set', latchOf[i], ARGV[4 * i + 4] .. '|' .. string.format('%d:0', out[i]), 'px', ARGV[1])
 end
 return out
