@@ -115,9 +115,12 @@ type batchRead struct {
 	n       *RWNames
 	r       *readerNames
 	release bool
-	// lease is an acquire's; requestID a release's; held is the owner's count as the caller knows it.
+	// lease is an acquire's; requestID a release's, and seq its sequence number as rw_read_batch.lua
+	// takes it (see readReleaseSeq); held is the owner's count as the caller knows it.
 	lease     time.Duration
 	requestID string
+	seq       any
+	sequenced bool
 	held      int64
 }
 
@@ -148,7 +151,9 @@ func (b *Batch) ReadRelease(n *RWNames, owner, requestID string, held int64) fun
 		return func() (Released, error) { return Released{}, err }
 	}
 	i := len(b.reads)
-	b.reads = append(b.reads, batchRead{n: n, r: n.reader(owner), release: true, requestID: requestID, held: held})
+	seq, sequenced := readReleaseSeq(requestID, held)
+	b.reads = append(b.reads, batchRead{n: n, r: n.reader(owner), release: true, requestID: requestID, held: held,
+		seq: seq, sequenced: sequenced})
 	return func() (Released, error) {
 		v, err := b.reply(i)
 		return readReleaseReply(n.lock, v, err)
@@ -210,9 +215,6 @@ func (b *Batch) Exec(ctx context.Context) {
 	}
 }
 
-// readAcquireArg and readReleaseArg name a call's kind in rw_read_batch.lua's arguments.
-var readAcquireArg, readReleaseArg any = "a", "r"
-
 // execShared runs the calls as one rw_read_batch.lua call when they are two or more calls on one lock,
 // and reports false, having run nothing, when they are not.
 func (b *Batch) execShared(ctx context.Context) bool {
@@ -225,20 +227,35 @@ func (b *Batch) execShared(ctx context.Context) bool {
 			return false
 		}
 	}
-	command := make([]any, 0, 11+4*len(b.reads))
+	kinds := make([]byte, len(b.reads))
+	releases := 0
+	for i := range b.reads {
+		kinds[i] = 'a'
+		if b.reads[i].release {
+			kinds[i] = 'r'
+			releases++
+		}
+	}
+	command := make([]any, 0, 8+3*len(b.reads)+releases)
 	command = append(command, "evalsha", rwReadBatchSHA, 3, n.lockArg, n.channelArg, n.intentArg,
-		b.o.latchArg, b.o.publishArg, n.allReadersArg, n.latchArg, UnlockMessage)
+		b.o.latchArg, b.o.publishArg, n.allReadersArg, UnlockMessage, string(kinds))
+	for i := range b.reads {
+		command = append(command, b.reads[i].r.owner)
+	}
+	for i := range b.reads {
+		switch r := &b.reads[i]; {
+		case r.sequenced:
+			command = append(command, r.r.latch)
+		case r.release:
+			command = append(command, n.latch+r.requestID)
+		}
+	}
 	for i := range b.reads {
 		r := &b.reads[i]
 		if r.release {
-			seq, sequenced := readReleaseSeq(r.requestID, r.held)
-			suffix := r.r.owner // the latch's key after the lock's latch prefix
-			if !sequenced {
-				suffix = r.requestID
-			}
-			command = append(command, readReleaseArg, r.r.owner, seq, suffix)
+			command = append(command, r.seq, "")
 		} else {
-			command = append(command, readAcquireArg, r.r.owner, b.o.leaseArg(r.lease), boxedCount(r.held))
+			command = append(command, b.o.leaseArg(r.lease), boxedCount(r.held))
 		}
 	}
 	answers, err := b.o.run(ctx, call{script: rwReadBatchScript, command: command}).Slice()

@@ -7,13 +7,14 @@
 -- ARGV[2]  publish command ("publish", or "spublish" for sharded pub/sub)
 -- ARGV[3]  the timeout key prefix of all readers, {N}: (reader R's k-th hold has the key
 --          <prefix>R:rwlock_timeout:<k>, and R's timeout key prefix is <prefix>R:rwlock_timeout)
--- ARGV[4]  the unlock latch prefix redisson_unlock_latch:{N}:
--- ARGV[5]  message published when the lock becomes free ("0")
--- From ARGV[6], four arguments per call, in the order the calls are to run:
---   "a", owner O, lease in milliseconds, O's read count before it as far as the caller knows (or -1):
---        a read acquire (rw_read_acquire.lua's ARGV)
---   "r", owner O, the release's sequence number (or "" when O's releases are not sequenced), the
---        latch's suffix (O when sequenced, else the request id): a read release (rw_read_release.lua)
+-- ARGV[4]  message published when the lock becomes free ("0")
+-- ARGV[5]  the calls' kinds, in the order the calls are to run, a letter each: "a" for a read acquire
+--          (rw_read_acquire.lua), "r" for a read release (rw_read_release.lua)
+-- Then, for n calls of which m are releases: the n owners, in the calls' order; the m releases'
+-- unlock latches, in their order (redisson_unlock_latch:{N}:<owner> for a sequenced release, else
+-- redisson_unlock_latch:{N}:<request id>); and two arguments per call: an acquire's lease in
+-- milliseconds and its owner's read count as far as the caller knows (or -1), a release's sequence
+-- number (or "" when its owner's releases are not sequenced) and "".
 -- The owners must differ: a call on an owner that an earlier call of the batch names runs after it,
 -- on its own, like every call of a batch that the shared path below does not take.
 -- Returns an array with each call's answer, or the error reply its script alone would give.
@@ -39,30 +40,45 @@
 -- the last reader and an acquire of another) publishes nothing, since no one could see it free. It
 -- may also keep the fields of readers outside the batch whose holds all ran out, which the calls
 -- alone would have deleted with the lock in between: the next walk finds them dead.
-local count = (#ARGV - 5) / 4
--- Call i's arguments are ARGV[4i+2] (its kind), ARGV[4i+3] (owner), ARGV[4i+4] and ARGV[4i+5]. The
--- shared path reads them there rather than copying them: every table and string the script makes costs
--- Redis more than most of the commands it sends.
-local shared = count >= 2 and count <= 200 and count == math.floor(count)
-local owners, seen = {}, {}
+local kinds = ARGV[5]
+local count = #kinds
+-- The arguments are read where they are rather than copied: every table and string the script makes
+-- costs Redis more than most of the commands it sends. Call i's owner is ARGV[5 + i], the j-th
+-- release's latch ARGV[latches + j], and call i's two arguments ARGV[args + 2i - 1] and ARGV[args + 2i].
+local latches = 5 + count
+local args = #ARGV - 2 * count
+-- latchOf[i] is the index in ARGV of call i's latch, for a release.
+local latchOf, releases = {}, 0
+local shared = count >= 2 and count <= 200
+local seen = {}
 for i = 1, count do
-    local kind, owner = ARGV[4 * i + 2], ARGV[4 * i + 3]
-    if seen[owner] or (kind == 'r' and not tonumber(ARGV[4 * i + 4])) or (kind ~= 'r' and kind ~= 'a') then
+    local kind, owner = string.byte(kinds, i), ARGV[5 + i]
+    if kind == 114 then -- 'r'
+        releases = releases + 1
+        latchOf[i] = latches + releases
+        if not tonumber(ARGV[args + 2 * i - 1]) then
+            shared = false
+        end
+    elseif kind ~= 97 then -- 'a'
+        return redis.error_reply('ERR rw_read_batch.lua: call ' .. i .. ' is of no kind')
+    end
+    if seen[owner] then
         shared = false
     end
     seen[owner] = true
-    owners[i] = owner
 end
-
+if latches + releases ~= args then
+    return redis.error_reply('ERR rw_read_batch.lua: ' .. #ARGV .. ' arguments for ' .. count .. ' calls')
+end
 -- alone runs call i as its own script would, and returns its answer, or the error reply it would give.
 local function alone(i)
-    local kind, owner, x, y = ARGV[4 * i + 2], ARGV[4 * i + 3], ARGV[4 * i + 4], ARGV[4 * i + 5]
+    local owner, x, y = ARGV[5 + i], ARGV[args + 2 * i - 1], ARGV[args + 2 * i]
     local timeouts = ARGV[3] .. owner .. ':rwlock_timeout'
     local ok, res = pcall(function()
-        if kind == 'a' then
+        if not latchOf[i] then
             return readAcquireOne({KEYS[1], timeouts, KEYS[3]}, {x, owner, owner .. ':write', y})
         end
-        return readReleaseOne({KEYS[1], KEYS[2], ARGV[4] .. y, timeouts}, {owner, ARGV[5], ARGV[1], ARGV[2], ARGV[3], x})
+        return readReleaseOne({KEYS[1], KEYS[2], ARGV[latchOf[i]], timeouts}, {owner, ARGV[4], ARGV[1], ARGV[2], ARGV[3], x})
     end)
     if ok then
         return res
@@ -88,7 +104,7 @@ end
 -- The state every call reads: the mode and each owner's read count. A writer's field is not read: in
 -- read mode, or with no mode, no owner is the writer (the last write release deletes the write field
 -- before it sets the read mode), and in write mode every call runs alone.
-local state = redis.pcall('hmget', KEYS[1], 'mode', unpack(owners))
+local state = redis.pcall('hmget', KEYS[1], 'mode', unpack(ARGV, 6, 5 + count))
 if type(state) ~= 'table' or state.err then
     return eachAlone()
 end
@@ -100,30 +116,20 @@ end
 local out = {}
 -- The sequenced releases' latches: one that holds this release's answer is a retry, answered as
 -- stored; one with a higher number is a late copy, which changes nothing.
-local latches, latchOf = {}, {}
-for i = 1, count do
-    if ARGV[4 * i + 2] == 'r' then
-        local latch = ARGV[4] .. ARGV[4 * i + 5]
-        latches[#latches + 1] = latch
-        latchOf[i] = latch
-    end
-end
-if #latches > 0 then
-    local latched = redis.call('mget', unpack(latches))
-    local j = 0
+if releases > 0 then
+    local latched = redis.call('mget', unpack(ARGV, latches + 1, latches + releases))
     for i = 1, count do
         if latchOf[i] then
-            j = j + 1
-            local last = latched[j]
+            local last = latched[latchOf[i] - latches]
             if not last then
                 -- MGET answers nil for a key of another type too, which the release alone refuses.
-                if redis.call('type', latchOf[i]).ok ~= 'none' then
+                if redis.call('type', ARGV[latchOf[i]]).ok ~= 'none' then
                     return eachAlone()
                 end
             else
                 local bar = string.find(last, '|', 1, true)
                 local lastSeq = bar and tonumber(string.sub(last, 1, bar - 1))
-                local seq = tonumber(ARGV[4 * i + 4])
+                local seq = tonumber(ARGV[args + 2 * i - 1])
                 if lastSeq == seq then
                     local colon = string.find(last, ':', bar, true)
                     out[i] = colon and tonumber(string.sub(last, bar + 1, colon - 1))
@@ -150,8 +156,8 @@ for i = 1, count do
     local current = state[i + 1]
     if out[i] then
         -- answered by its latch
-    elseif ARGV[4 * i + 2] == 'a' then
-        local expected = tonumber(ARGV[4 * i + 5])
+    elseif not latchOf[i] then
+        local expected = tonumber(ARGV[args + 2 * i])
         if current and (not mode or expected >= 0 and tonumber(current) > expected) then
             return eachAlone()
         end
@@ -165,7 +171,7 @@ for i = 1, count do
             return eachAlone()
         end
         for k = n, 1, -1 do
-            local ttl = redis.call('pttl', ARGV[3] .. ARGV[4 * i + 3] .. ':rwlock_timeout:' ..
+            local ttl = redis.call('pttl', ARGV[3] .. ARGV[5 + i] .. ':rwlock_timeout:' ..
                 (k == n and current or string.format('%d', k)))
             if ttl <= 0 then
                 return eachAlone()
@@ -211,15 +217,15 @@ local function expiryBefore()
     end
     return before
 end
-local counts, dropped, released = {}, {}, {}
+local counts, dropped, released, stored = {}, {}, {}, {}
 local longestLease, intentTTL
 local holder = false -- a call leaves its owner holding
 local check = false  -- a release that may have let the lock end sooner
 for i = 1, count do
-    local owner, current = ARGV[4 * i + 3], state[i + 1]
+    local owner, current = ARGV[5 + i], state[i + 1]
     if out[i] then
         -- answered by its latch
-    elseif ARGV[4 * i + 2] == 'a' then
+    elseif not latchOf[i] then
         if not current and intent and intent ~= owner then
             intentTTL = intentTTL or math.max(redis.call('pttl', KEYS[3]), 1)
             out[i] = {0, intentTTL}
@@ -227,7 +233,7 @@ for i = 1, count do
             local n = (tonumber(current) or 0) + 1
             local nArg = string.format('%d', n)
             local holdKey = ARGV[3] .. owner .. ':rwlock_timeout:' .. nArg
-            local lease = ARGV[4 * i + 4]
+            local lease = ARGV[args + 2 * i - 1]
             local refused = claim(holdKey, redis.pcall('set', holdKey, '1', 'px', lease, 'get'), lease)
             if refused then
                 out[i] = redis.error_reply('WRONGTYPE ' .. holdKey .. ' holds a ' .. refused .. ', not a string')
@@ -250,13 +256,16 @@ for i = 1, count do
             out[i] = redis.error_reply('WRONGTYPE ' .. holdKey .. ' holds a ' .. refused .. ', not a string')
         else
             local remaining = tonumber(current) - 1
+            local remainingArg = '0'
             if remaining > 0 then
+                remainingArg = string.format('%d', remaining)
                 counts[#counts + 1] = owner
-                counts[#counts + 1] = string.format('%d', remaining)
+                counts[#counts + 1] = remainingArg
                 holder = true
             else
                 dropped[#dropped + 1] = owner
             end
+            stored[i] = remainingArg
             -- As in rw_read_release.lua: a hold that ended within 2 ms of the lock may have been the
             -- longest.
             if not (ttl + 2 < expiryBefore()) then
@@ -347,11 +356,11 @@ if check and not (longestLease and longestLease + 50 >= expiry) then
         elseif longest > 0 then
             redis.call('pexpire', KEYS[1], string.format('%d', longest))
             if expiry > longest + 50 then
-                redis.call(ARGV[2], KEYS[2], ARGV[5])
+                redis.call(ARGV[2], KEYS[2], ARGV[4])
             end
         else
             redis.call('del', KEYS[1])
-            redis.call(ARGV[2], KEYS[2], ARGV[5])
+            redis.call(ARGV[2], KEYS[2], ARGV[4])
         end
     end
 end
@@ -359,6 +368,6 @@ end
 -- Each sequenced release stores its answer in its owner's latch. (When the walk freed the lock, every
 -- release here left its owner nothing: a hold left would be alive, see above.)
 for _, i in ipairs(released) do
-    redis.call('set', latchOf[i], ARGV[4 * i + 4] .. '|' .. string.format('%d:0', out[i]), 'px', ARGV[1])
+    redis.call('set', ARGV[latchOf[i]], ARGV[args + 2 * i - 1] .. '|' .. stored[i] .. ':0', 'px', ARGV[1])
 end
 return out

@@ -15,9 +15,8 @@ type RWNames struct {
 	// lockArg, channelArg, intentArg and allReadersArg are the hash's key, [RWChannelName],
 	// [WriteIntentKey] and the prefix of every reader's timeout keys (allReadersPrefix), boxed.
 	lockArg, channelArg, intentArg, allReadersArg any
-	// latch is the unlock latch's key less the request id (or owner); latchArg is it boxed.
-	latch    string
-	latchArg any
+	// latch is the unlock latch's key less the request id (or owner).
+	latch string
 	// readers caches the keys of the readers seen, when cache is set (see reader).
 	readers map[string]*readerNames
 	cache   bool
@@ -43,7 +42,7 @@ func RWNamesOf(name string) *RWNames {
 func rwNamesOnce(name string) *RWNames {
 	n := &RWNames{lock: name, channel: RWChannelName(name), latch: UnlockLatchKey(name, "")}
 	n.lockArg, n.channelArg = LockKey(name), n.channel
-	n.intentArg, n.allReadersArg, n.latchArg = WriteIntentKey(name), allReadersPrefix(name), n.latch
+	n.intentArg, n.allReadersArg = WriteIntentKey(name), allReadersPrefix(name)
 	return n
 }
 
