@@ -92,8 +92,9 @@ func TestBatchSingleCall(t *testing.T) {
 }
 
 // roundTrips is a go-redis hook that counts the round trips that run scripts: one per script command
-// or pipeline of them (connection set-up commands are not counted).
-type roundTrips struct{ count atomic.Int64 }
+// or pipeline of them (connection set-up commands are not counted); commands counts the script commands,
+// each command of a pipeline apart.
+type roundTrips struct{ count, commands atomic.Int64 }
 
 func (h *roundTrips) DialHook(next redis.DialHook) redis.DialHook { return next }
 
@@ -101,6 +102,7 @@ func (h *roundTrips) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 	return func(ctx context.Context, cmd redis.Cmder) error {
 		if isScript(cmd) {
 			h.count.Add(1)
+			h.commands.Add(1)
 		}
 		return next(ctx, cmd)
 	}
@@ -110,6 +112,11 @@ func (h *roundTrips) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.P
 	return func(ctx context.Context, cmds []redis.Cmder) error {
 		if len(cmds) > 0 && isScript(cmds[0]) {
 			h.count.Add(1)
+		}
+		for _, cmd := range cmds {
+			if isScript(cmd) {
+				h.commands.Add(1)
+			}
 		}
 		return next(ctx, cmds)
 	}

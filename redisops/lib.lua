@@ -159,3 +159,73 @@ local function shiftDeadlines(timeouts, window, now)
         end
     end
 end
+
+-- keepReadExpiry(lock, channel, readers, publish, message, before) brings the expiry of the read-write
+-- lock hash lock, before ms (its PTTL), down to its longest live read hold's, late by at most 50 ms and
+-- never early, after a read release; readers is the timeout key prefix of all readers ({N}:), and
+-- publish and message publish the unlock message on channel. First it looks at the latest hold of a
+-- reader or two picked at random (HRANDFIELD, Redis 6.2+; a reader's latest hold is usually its
+-- longest): one that ends within 50 ms of the expiry keeps it. With many readers of similar leases one
+-- usually does, and the walk over every reader's holds is skipped. The walk stops at the first hold
+-- that ends within 50 ms of the expiry. A lock that now ends more than 50 ms sooner publishes the
+-- message, so that a waiting writer does not sleep until the lease of a reader that has left (Redisson
+-- publishes nothing there); a lock with no live hold left is deleted and the message published. It
+-- returns true when it deleted the lock.
+local function keepReadExpiry(lock, channel, readers, publish, message, before)
+    local walk = true
+    -- Fewer than two fields picked is the whole hash: with no holder among them the last reader left,
+    -- and the walk has nothing to read.
+    local free = false
+    if before > 0 then
+        -- pcall: before Redis 6.2 there is no HRANDFIELD, and the walk does it all.
+        local pick = redis.pcall('hrandfield', lock, 2, 'withvalues')
+        if type(pick) ~= 'table' or pick.err then
+            pick = {}
+        else
+            free = #pick < 4
+        end
+        for i = 1, #pick, 2 do
+            local count = tonumber(pick[i + 1])
+            if pick[i] ~= 'mode' then
+                free = false
+            end
+            if pick[i] ~= 'mode' and count and count > 0 then
+                local ttl = redis.call('pttl', readers .. pick[i] .. ':rwlock_timeout:' .. pick[i + 1])
+                if ttl > 0 and ttl + 50 >= before then
+                    return false
+                end
+            end
+        end
+    end
+    local longest = -2
+    local fields = {}
+    if not free then
+        fields = redis.call('hgetall', lock)
+    end
+    for i = 1, #fields, 2 do
+        local count = tonumber(fields[i + 1])
+        if fields[i] ~= 'mode' and count then
+            for k = 1, count do
+                local ttl = redis.call('pttl', readers .. fields[i] .. ':rwlock_timeout:' .. string.format('%d', k))
+                if ttl > longest then
+                    longest = ttl
+                end
+            end
+            if before > 0 and longest > 0 and longest + 50 >= before then
+                return false
+            end
+        end
+    end
+    if longest > 0 and before > 0 and longest + 50 >= before then
+        return false
+    elseif longest > 0 then
+        redis.call('pexpire', lock, string.format('%d', longest))
+        if before > longest + 50 then
+            redis.call(publish, channel, message)
+        end
+        return false
+    end
+    redis.call('del', lock)
+    redis.call(publish, channel, message)
+    return true
+end

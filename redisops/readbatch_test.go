@@ -8,7 +8,6 @@ import (
 	"math/rand/v2"
 	"slices"
 	"strconv"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -307,7 +306,7 @@ func TestReadBatchIsOneCall(t *testing.T) {
 		}
 	}
 	first := runAlone(t, ops, name, []readCall{{owner: "a", lease: midLease}, {owner: "b", lease: midLease}})
-	commands := &scriptCallCounter{}
+	commands := &roundTrips{}
 	client.AddHook(commands)
 	got := runBatch(t, ops, name, []readCall{
 		{owner: "a", release: true, held: 1, seq: 1},
@@ -319,7 +318,7 @@ func TestReadBatchIsOneCall(t *testing.T) {
 	if fmt.Sprint(first) != "[held 1 held 1]" || fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Fatalf("answers %v then %v, want [held 1 held 1] then %v", first, got, want)
 	}
-	if n := commands.count.Load(); n != 1 {
+	if n := commands.commands.Load(); n != 1 {
 		t.Errorf("the batch of 4 calls sent %d script commands, want 1", n)
 	}
 }
@@ -363,79 +362,5 @@ func TestReadBatchRefusesOneCall(t *testing.T) {
 	}
 	if typ := client.Type(ctx, latch).Val(); typ != "list" || client.HGet(ctx, name, "b").Val() != "1" {
 		t.Errorf("b's latch is a %s and b's count %q; want the list untouched and b still holding", typ, client.HGet(ctx, name, "b").Val())
-	}
-}
-
-// scriptCallCounter is a go-redis hook that counts the script commands sent, each command of a pipeline
-// apart.
-type scriptCallCounter struct{ count atomic.Int64 }
-
-func (h *scriptCallCounter) DialHook(next redis.DialHook) redis.DialHook { return next }
-
-func (h *scriptCallCounter) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
-	return func(ctx context.Context, cmd redis.Cmder) error {
-		if isScript(cmd) {
-			h.count.Add(1)
-		}
-		return next(ctx, cmd)
-	}
-}
-
-func (h *scriptCallCounter) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
-	return func(ctx context.Context, cmds []redis.Cmder) error {
-		for _, cmd := range cmds {
-			if isScript(cmd) {
-				h.count.Add(1)
-			}
-		}
-		return next(ctx, cmds)
-	}
-}
-
-// TestReadBatchRunOutHold: when a hold of an owner the batch names has run out, a release earlier in
-// the batch may free the lock before the owner's call, so the batch runs its calls alone: a reader
-// whose holds all ran out is a new reader again, which a waiting writer's intent keeps out, and a
-// release of such a hold after the lock was freed finds nothing held.
-func TestReadBatchRunOutHold(t *testing.T) {
-	ops, client := setup(t)
-	ctx := t.Context()
-	for _, tc := range []struct {
-		name   string
-		intent bool
-		second readCall
-		want   []readAnswer
-	}{
-		{"release", false, readCall{owner: "b", release: true, held: 1, seq: 2},
-			[]readAnswer{"released, 0 left", readAnswer("error: " + redisops.ErrNotHeld.Error())}},
-		{"re-entry", false, readCall{owner: "b", lease: midLease, held: 1},
-			[]readAnswer{"released, 0 left", "held 1"}},
-		{"re-entry past an intent", true, readCall{owner: "b", lease: midLease, held: 1},
-			[]readAnswer{"released, 0 left", "refused"}},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			for _, side := range []string{"batched", "alone"} {
-				name := "rb:run-out:" + tc.name + ":" + side
-				runAlone(t, ops, name, []readCall{{owner: "a", lease: midLease}, {owner: "b", lease: midLease}})
-				// b's hold runs out (its timeout key goes, as its expiry would take it).
-				if err := client.Del(ctx, redisops.ReadTimeoutKey(name, "b", 1)).Err(); err != nil {
-					t.Fatal(err)
-				}
-				if tc.intent {
-					if _, err := ops.SetWriteIntent(ctx, name, "writer", time.Minute); err != nil {
-						t.Fatal(err)
-					}
-				}
-				calls := []readCall{{owner: "a", release: true, held: 1, seq: 1}, tc.second}
-				var got []readAnswer
-				if side == "batched" {
-					got = runBatch(t, ops, name, calls)
-				} else {
-					got = runAlone(t, ops, name, calls)
-				}
-				if fmt.Sprint(got) != fmt.Sprint(tc.want) {
-					t.Errorf("%s: answers %v, want %v", side, got, tc.want)
-				}
-			}
-		})
 	}
 }

@@ -305,64 +305,10 @@ end
 if not check and not holder and #dropped > 0 then
     check = redis.call('hlen', KEYS[1]) <= 1
 end
--- The walk of rw_read_release.lua, once, on the state the batch leaves. A hold taken here ends at its
--- lease, so one that ends within 50 ms of the expiry keeps it.
+-- The walk of rw_read_release.lua (keepReadExpiry), once, on the state the batch leaves. A hold taken
+-- here ends at its lease, so one that ends within 50 ms of the expiry keeps it.
 if check and not (longestLease and longestLease + 50 >= expiry) then
-    local walk = true
-    local free = false
-    if expiry > 0 then
-        local pick = redis.pcall('hrandfield', KEYS[1], 2, 'withvalues')
-        if type(pick) ~= 'table' or pick.err then
-            pick = {}
-        else
-            free = #pick < 4
-        end
-        for i = 1, #pick, 2 do
-            local n = tonumber(pick[i + 1])
-            if pick[i] ~= 'mode' then
-                free = false
-            end
-            if pick[i] ~= 'mode' and n and n > 0 then
-                local ttl = redis.call('pttl', ARGV[3] .. pick[i] .. ':rwlock_timeout:' .. pick[i + 1])
-                if ttl > 0 and ttl + 50 >= expiry then
-                    walk = false
-                    break
-                end
-            end
-        end
-    end
-    if walk then
-        local longest = -2
-        local all = {}
-        if not free then
-            all = redis.call('hgetall', KEYS[1])
-        end
-        for i = 1, #all, 2 do
-            local n = tonumber(all[i + 1])
-            if all[i] ~= 'mode' and n then
-                for k = 1, n do
-                    local ttl = redis.call('pttl', ARGV[3] .. all[i] .. ':rwlock_timeout:' .. string.format('%d', k))
-                    if ttl > longest then
-                        longest = ttl
-                    end
-                end
-                if expiry > 0 and longest > 0 and longest + 50 >= expiry then
-                    break
-                end
-            end
-        end
-        if longest > 0 and expiry > 0 and longest + 50 >= expiry then
-            -- The expiry stands.
-        elseif longest > 0 then
-            redis.call('pexpire', KEYS[1], string.format('%d', longest))
-            if expiry > longest + 50 then
-                redis.call(ARGV[2], KEYS[2], ARGV[4])
-            end
-        else
-            redis.call('del', KEYS[1])
-            redis.call(ARGV[2], KEYS[2], ARGV[4])
-        end
-    end
+    keepReadExpiry(KEYS[1], KEYS[2], ARGV[3], ARGV[2], ARGV[4], expiry)
 end
 
 -- Each sequenced release stores its answer in its owner's latch. (When the walk freed the lock, every

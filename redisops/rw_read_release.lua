@@ -137,71 +137,10 @@ end
 -- O's own field, when it keeps holds, is a holder left (no HLEN needed).
 local shorter = mode == 'read' and released > 0 and released + 2 < before
     and (remaining > 0 or redis.call('hlen', KEYS[1]) > 1)
--- Before the walk, a look at the latest hold of a reader or two picked at random (a reader's latest hold
--- is usually its longest): one that ends within 50 ms of the hash's expiry keeps it, as in the walk.
--- With many readers of similar leases one usually does, and the walk over every reader is skipped.
-local walk = mode ~= 'write' and not shorter
--- Fewer than two fields picked is the whole hash: with no holder among them the last reader left, and
--- the walk has nothing to read.
-local free = false
-if walk and before > 0 then
-    -- pcall: before Redis 6.2 there is no HRANDFIELD, and the walk does it all.
-    local pick = redis.pcall('hrandfield', KEYS[1], 2, 'withvalues')
-    if type(pick) ~= 'table' or pick.err then
-        pick = {}
-    else
-        free = #pick < 4
-    end
-    for i = 1, #pick, 2 do
-        local count = tonumber(pick[i + 1])
-        if pick[i] ~= 'mode' then
-            free = false
-        end
-        if pick[i] ~= 'mode' and count and count > 0 then
-            local ttl = redis.call('pttl', ARGV[5] .. pick[i] .. ':rwlock_timeout:' .. pick[i + 1])
-            if ttl > 0 and ttl + 50 >= before then
-                walk = false
-                break
-            end
-        end
-    end
-end
-if walk then
-    local longest = -2
-    local fields = {}
-    if not free then
-        fields = redis.call('hgetall', KEYS[1])
-    end
-    for i = 1, #fields, 2 do
-        local count = tonumber(fields[i + 1])
-        if fields[i] ~= 'mode' and count then
-            for k = 1, count do
-                local ttl = redis.call('pttl', ARGV[5] .. fields[i] .. ':rwlock_timeout:' .. string.format('%d', k))
-                if ttl > longest then
-                    longest = ttl
-                end
-            end
-            -- A hold that ends within 50 ms of the current expiry keeps it: the walk stops there,
-            -- and the lock is freed at most 50 ms late, never early.
-            if before > 0 and longest > 0 and longest + 50 >= before then
-                break
-            end
-        end
-    end
-    if longest > 0 and before > 0 and longest + 50 >= before then
-        -- The expiry stands (see above); nothing to publish: the lock does not end sooner.
-    elseif longest > 0 then
-        -- A lock that now expires sooner than before wakes a waiter too, so that a writer does not
-        -- sleep until the lease of a reader that has already left (Redisson publishes nothing here).
-        redis.call('pexpire', KEYS[1], string.format('%d', longest))
-        if before > longest + 50 then
-            redis.call(ARGV[4], KEYS[2], ARGV[2])
-        end
-    else
-        redis.call('del', KEYS[1])
-        redis.call(ARGV[4], KEYS[2], ARGV[2])
-        remaining = 0
-    end
+-- Otherwise the expiry becomes the longest live hold's (keepReadExpiry); a lock with none left is
+-- deleted, which frees it under holds of O's that had all run out.
+if mode ~= 'write' and not shorter and keepReadExpiry(KEYS[1], KEYS[2], ARGV[5], ARGV[4], ARGV[2], before) then
+    remaining = 0
 end
 -- A sequenced release stores its answer now. An unsequenced one stored it above, and that holds this
 -- answer unless the walk freed the lock under holds of O's that had all run out.
