@@ -35,12 +35,12 @@ type readBatch struct {
 	// keys are the holds the batch touches: a second call on the same hold waits for the batch,
 	// because its retry-safety depends on the answer to the first.
 	keys map[holdKey]struct{}
-	// settle runs after the pipeline, in the order the calls were added, with the time it was sent;
+	// settle runs after the batch's Redis call, in the order the calls were added, with the time it was sent;
 	// next is the index of the next one to run.
 	settle []batchCall
 	next   int
 	sent   time.Time
-	// done receives one value when the pipeline has answered; run is what the batch's goroutine runs.
+	// done receives one value when Redis has answered; run is what the batch's goroutine runs.
 	done chan struct{}
 	run  func()
 	// err is set, before done, when the call panicked on the batch's goroutine: it matches

@@ -48,7 +48,7 @@ type Env struct {
 	Context context.Context
 	// Logger receives the actors' diagnostics.
 	Logger *slog.Logger
-	// Dispatcher runs the lock actors' mailboxes, and the pipelines of their read batches (which keep
+	// Dispatcher runs the lock actors' mailboxes, and the Redis calls of their read batches (which keep
 	// a worker for a Redis round trip); nil means protoactor's default and a goroutine per batch.
 	Dispatcher actor.Dispatcher
 	// NewRequestID returns a release request id that is unique for the coordinator's lifetime. An id

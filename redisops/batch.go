@@ -178,7 +178,7 @@ func (b *Batch) reply(i int) (any, error) {
 func (b *Batch) call(i int) call {
 	r := &b.reads[i]
 	if r.release {
-		return b.o.readReleaseCall(r.n, r.r, r.requestID, r.held)
+		return b.o.readReleaseCallSeq(r.n, r.r, r.requestID, r.seq, r.sequenced)
 	}
 	return b.o.readAcquireCall(r.n, r.r, r.lease, r.held)
 }
@@ -236,7 +236,7 @@ func (b *Batch) execShared(ctx context.Context) bool {
 			releases++
 		}
 	}
-	command := make([]any, 0, 8+3*len(b.reads)+releases)
+	command := make([]any, 0, 11+3*len(b.reads)+releases)
 	command = append(command, "evalsha", rwReadBatchSHA, 3, n.lockArg, n.channelArg, n.intentArg,
 		b.o.latchArg, b.o.publishArg, n.allReadersArg, UnlockMessage, string(kinds))
 	for i := range b.reads {

@@ -26,10 +26,11 @@ func TestBatchRunsCallsInOrder(t *testing.T) {
 	}
 
 	b := ops.NewBatch()
-	bAcq := b.ReadAcquire(redisops.RWNamesOf(name), "b", midLease, 0)
-	aAgain := b.ReadAcquire(redisops.RWNamesOf(name), "a", midLease, 1)
-	aRel := b.ReadRelease(redisops.RWNamesOf(name), "a", "batch-1", redisops.UnknownHoldCount)
-	ghost := b.ReadRelease(redisops.RWNamesOf(name), "ghost", "batch-2", redisops.UnknownHoldCount)
+	n := redisops.RWNamesOf(name)
+	bAcq := b.ReadAcquire(n, "b", midLease, 0)
+	aAgain := b.ReadAcquire(n, "a", midLease, 1)
+	aRel := b.ReadRelease(n, "a", "batch-1", redisops.UnknownHoldCount)
+	ghost := b.ReadRelease(n, "ghost", "batch-2", redisops.UnknownHoldCount)
 	if b.Len() != 4 {
 		t.Fatalf("Len = %d, want 4", b.Len())
 	}
@@ -68,12 +69,28 @@ func TestBatchReloadsFlushedScripts(t *testing.T) {
 	if err := client.ScriptFlush(ctx).Err(); err != nil {
 		t.Fatal(err)
 	}
+	// Calls on one lock (one rw_read_batch.lua call, whose shared path the sequenced release lets it
+	// take), then calls on two locks (a pipeline of their own scripts).
+	n := redisops.RWNamesOf(name)
 	b := ops.NewBatch()
-	acq := b.ReadAcquire(redisops.RWNamesOf(name), "b", time.Second, 0)
-	rel := b.ReadRelease(redisops.RWNamesOf(name), "a", "noscript-1", redisops.UnknownHoldCount)
+	acq := b.ReadAcquire(n, "b", time.Second, 0)
+	rel := b.ReadRelease(n, "a", "noscript:r1", 1)
 	b.Exec(ctx)
 	if got, err := acq(); err != nil || !got.OK {
 		t.Errorf("read acquire after SCRIPT FLUSH = %+v, %v; want OK", got, err)
+	}
+	if got, err := rel(); err != nil || got.Remaining != 0 {
+		t.Errorf("read release after SCRIPT FLUSH = %+v, %v; want released", got, err)
+	}
+	if err := client.ScriptFlush(ctx).Err(); err != nil {
+		t.Fatal(err)
+	}
+	b = ops.NewBatch()
+	other := b.ReadAcquire(redisops.RWNamesOf(name+":other"), "c", time.Second, 0)
+	rel = b.ReadRelease(n, "b", "noscript:r2", 1)
+	b.Exec(ctx)
+	if got, err := other(); err != nil || !got.OK {
+		t.Errorf("read acquire on another lock after SCRIPT FLUSH = %+v, %v; want OK", got, err)
 	}
 	if got, err := rel(); err != nil || got.Remaining != 0 {
 		t.Errorf("read release after SCRIPT FLUSH = %+v, %v; want released", got, err)

@@ -293,6 +293,12 @@ func (o *Ops) ReadReleaseNamed(ctx context.Context, n *RWNames, owner, requestID
 // EVALSHA command given whole.
 func (o *Ops) readReleaseCall(n *RWNames, r *readerNames, requestID string, held int64) call {
 	seq, sequenced := readReleaseSeq(requestID, held)
+	return o.readReleaseCallSeq(n, r, requestID, seq, sequenced)
+}
+
+// readReleaseCallSeq is readReleaseCall with the release's sequence number already read from its
+// request id (readReleaseSeq).
+func (o *Ops) readReleaseCallSeq(n *RWNames, r *readerNames, requestID string, seq any, sequenced bool) call {
 	latch := r.latch
 	if !sequenced {
 		latch = n.latch + requestID

@@ -29,9 +29,10 @@
 -- The shared path takes a batch whose calls are all of the common kind: distinct owners; the lock in
 -- read mode (or free, for acquires only); no acquire that is a retry of one that took effect (its
 -- owner's count above the caller's); releases sequenced, of owners that hold a read hold, with
--- latches that are strings or absent; and every hold of the owners named alive (at most 8 each). A
--- batch with any other call runs every call alone, in order, through the per-call scripts' own code
--- (readAcquireOne, readReleaseOne below), as separate calls in a pipeline would.
+-- latches that are strings or absent; every hold of the owners named alive (at most 8 each); at most
+-- 200 calls. A batch with any other call runs every call alone, in order, through the per-call
+-- scripts' own code (readAcquireOne, readReleaseOne below), as separate calls in a pipeline would. A
+-- hold key of another type than a string is refused for its call alone, in the shared path too.
 --
 -- The shared path answers each call as its script alone would, with the lock's expiry and publishing
 -- decided once for the batch: the expiry ends where the calls, run one by one, would leave it (the
@@ -112,6 +113,11 @@ local mode = state[1]
 if mode and mode ~= 'read' then
     return eachAlone()
 end
+-- A hash with no mode that exists is another kind of lock's (or a hold of an owner with ":write" in its
+-- id), which the calls alone tell apart.
+if not mode and redis.call('exists', KEYS[1]) == 1 then
+    return eachAlone()
+end
 -- out[i] is call i's answer once it has one.
 local out = {}
 -- The sequenced releases' latches: one that holds this release's answer is a retry, answered as
@@ -165,9 +171,9 @@ for i = 1, count do
     elseif not mode or not current then
         return eachAlone()
     end
-    local n = not out[i] and tonumber(current)
-    if n then
-        if n > 8 then
+    local n = not out[i] and current and tonumber(current)
+    if not out[i] and current then
+        if not n or n < 1 or n > 8 or n ~= math.floor(n) then
             return eachAlone()
         end
         for k = n, 1, -1 do
