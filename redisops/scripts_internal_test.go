@@ -14,7 +14,7 @@ func TestWithLib(t *testing.T) {
 		names = append(names, f.name)
 	}
 	want := []string{"typeRefusal", "kindRefusal", "wrongType", "kindMismatch", "familyMismatch",
-		"issueToken", "raiseTo", "purgeLapsed", "shiftDeadlines"}
+		"issueToken", "raiseTo", "purgeLapsed", "shiftDeadlines", "keepReadExpiry"}
 	if !slices.Equal(names, want) {
 		t.Fatalf("lib.lua's functions read as %v, want %v", names, want)
 	}
