@@ -185,10 +185,12 @@ func (b *Batch) call(i int) call {
 
 // Exec runs every call added. Two or more calls, all on one lock, run as one call (see [Batch]);
 // otherwise one call runs on its own, and several run in a pipeline when the client can pipeline, and
-// one after another if not. A call that meets a server that lost its scripts (NOSCRIPT, after a restart or SCRIPT
-// FLUSH) is run again on its own, which loads the script. With the replica-sync safeguard on
-// ([Ops.SetReplicaSync]) and replicas to wait for, the calls go as their own scripts, with one WAIT,
-// as [Ops.ReadAcquireNamed] describes.
+// one after another if not. A call that meets a server that lost its scripts (NOSCRIPT, after a
+// restart or SCRIPT FLUSH) is run again, with EVAL, which loads the script. With the replica-sync
+// safeguard on ([Ops.SetReplicaSync]) and replicas to wait for, the calls go as their own scripts in
+// one pipeline with one WAIT, and each read hold that the replicas did not acknowledge is given back
+// and answers an error matching [ErrNotSynced]. The answers, errors included, are read through the
+// functions the adding methods returned.
 func (b *Batch) Exec(ctx context.Context) {
 	if b.execSynced(ctx) || b.execShared(ctx) {
 		return

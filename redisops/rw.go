@@ -289,8 +289,8 @@ func (o *Ops) ReadReleaseNamed(ctx context.Context, n *RWNames, owner, requestID
 	return readReleaseReply(n.lock, v, err)
 }
 
-// readReleaseCall is the script call of [Ops.ReadReleaseNamed] of reader r, shared with [Batch.ReadRelease]: an
-// EVALSHA command given whole.
+// readReleaseCall is the script call of [Ops.ReadReleaseNamed] of reader r, shared with
+// [Batch.ReadRelease]: an EVALSHA command given whole.
 func (o *Ops) readReleaseCall(n *RWNames, r *readerNames, requestID string, held int64) call {
 	seq, sequenced := readReleaseSeq(requestID, held)
 	return o.readReleaseCallSeq(n, r, requestID, seq, sequenced)
