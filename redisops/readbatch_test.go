@@ -364,3 +364,28 @@ func TestReadBatchRefusesOneCall(t *testing.T) {
 		t.Errorf("b's latch is a %s and b's count %q; want the list untouched and b still holding", typ, client.HGet(ctx, name, "b").Val())
 	}
 }
+
+// TestReadBatchOddCount: a reader's count that is not a whole number of holds (not a state the
+// scripts make) sends the batch's calls alone, where each gets its own script's answer, instead of
+// failing them all.
+func TestReadBatchOddCount(t *testing.T) {
+	ops, client := setup(t)
+	ctx := t.Context()
+	var answers [2][]readAnswer
+	for i, side := range []string{"batched", "alone"} {
+		name := "rb:odd-count:" + side
+		runAlone(t, ops, name, []readCall{{owner: "a", lease: midLease}})
+		if err := client.HSet(ctx, name, "c", "x").Err(); err != nil {
+			t.Fatal(err)
+		}
+		calls := []readCall{{owner: "a", release: true, held: 1, seq: 1}, {owner: "c", lease: midLease}, {owner: "d", lease: midLease}}
+		if side == "batched" {
+			answers[i] = runBatch(t, ops, name, calls)
+		} else {
+			answers[i] = runAlone(t, ops, name, calls)
+		}
+	}
+	if fmt.Sprint(answers[0]) != fmt.Sprint(answers[1]) || answers[0][0] != "released, 0 left" || answers[0][2] != "held 1" {
+		t.Errorf("answers batched %v, alone %v; want the same, with a's release and d's acquire taking effect", answers[0], answers[1])
+	}
+}

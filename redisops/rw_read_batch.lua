@@ -160,22 +160,21 @@ local latest = {}
 local intentNeeded = false
 for i = 1, count do
     local current = state[i + 1]
+    local n = current and tonumber(current)
     if out[i] then
         -- answered by its latch
+    elseif current and (not n or n < 1 or n > 8 or n ~= math.floor(n)) then
+        return eachAlone()
     elseif not latchOf[i] then
-        local expected = tonumber(ARGV[args + 2 * i])
-        if current and (not mode or expected >= 0 and tonumber(current) > expected) then
+        local expected = tonumber(ARGV[args + 2 * i]) or -1
+        if current and (not mode or expected >= 0 and n > expected) then
             return eachAlone()
         end
         intentNeeded = intentNeeded or not current
     elseif not mode or not current then
         return eachAlone()
     end
-    local n = not out[i] and current and tonumber(current)
     if not out[i] and current then
-        if not n or n < 1 or n > 8 or n ~= math.floor(n) then
-            return eachAlone()
-        end
         for k = n, 1, -1 do
             local ttl = redis.call('pttl', ARGV[3] .. ARGV[5 + i] .. ':rwlock_timeout:' ..
                 (k == n and current or string.format('%d', k)))
