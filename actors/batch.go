@@ -35,8 +35,8 @@ type readBatch struct {
 	// keys are the holds the batch touches: a second call on the same hold waits for the batch,
 	// because its retry-safety depends on the answer to the first.
 	keys map[holdKey]struct{}
-	// settle runs after the batch's Redis call, in the order the calls were added, with the time it was sent;
-	// next is the index of the next one to run.
+	// settle runs after the batch's Redis call, in the order the calls were added, with the time it
+	// was sent; next is the index of the next one to run.
 	settle []batchCall
 	next   int
 	sent   time.Time

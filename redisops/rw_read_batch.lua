@@ -194,16 +194,16 @@ if intentNeeded then
 end
 
 -- claim runs the first write on a hold's own key, SET ... GET or GETDEL, whose reply is given (from
--- redis.pcall). It returns the type the key holds when that is not a string (the call is then
--- refused, and nothing of it written), or nil. Before Redis 6.2 (no SET ... GET, no GETDEL) the type is
--- read first and the write made without the option.
+-- redis.pcall). It returns the WRONGTYPE error reply of the call when the key holds another type than
+-- a string (the call is then refused, and nothing of it written), or nil. Before Redis 6.2 (no
+-- SET ... GET, no GETDEL) the type is read first and the write made without the option.
 local function claim(holdKey, reply, lease)
     if type(reply) ~= 'table' or not reply.err then
         return nil
     end
     local holdType = redis.call('type', holdKey).ok
     if string.sub(reply.err, 1, 9) == 'WRONGTYPE' or (holdType ~= 'none' and holdType ~= 'string') then
-        return holdType
+        return redis.error_reply('WRONGTYPE ' .. holdKey .. ' holds a ' .. holdType .. ', not a string')
     end
     if lease then
         redis.call('set', holdKey, '1', 'px', lease)
@@ -214,14 +214,8 @@ local function claim(holdKey, reply, lease)
 end
 
 -- Nothing is written above. Each call now runs in order on its owner's own key; the writes to the hash
--- wait for the end.
-local before -- the hash's PTTL before the batch
-local function expiryBefore()
-    if not before then
-        before = redis.call('pttl', KEYS[1])
-    end
-    return before
-end
+-- wait for the end. before is the hash's PTTL before the batch.
+local before = redis.call('pttl', KEYS[1])
 local counts, dropped, released, stored = {}, {}, {}, {}
 local longestLease, intentTTL
 local holder = false -- a call leaves its owner holding
@@ -239,9 +233,9 @@ for i = 1, count do
             local nArg = string.format('%d', n)
             local holdKey = ARGV[3] .. owner .. ':rwlock_timeout:' .. nArg
             local lease = ARGV[args + 2 * i - 1]
-            local refused = claim(holdKey, redis.pcall('set', holdKey, '1', 'px', lease, 'get'), lease)
-            if refused then
-                out[i] = redis.error_reply('WRONGTYPE ' .. holdKey .. ' holds a ' .. refused .. ', not a string')
+            local refusal = claim(holdKey, redis.pcall('set', holdKey, '1', 'px', lease, 'get'), lease)
+            if refusal then
+                out[i] = refusal
             else
                 counts[#counts + 1] = owner
                 counts[#counts + 1] = nArg
@@ -256,9 +250,9 @@ for i = 1, count do
     else
         local holdKey = ARGV[3] .. owner .. ':rwlock_timeout:' .. current
         local ttl = latest[i]
-        local refused = claim(holdKey, redis.pcall('getdel', holdKey))
-        if refused then
-            out[i] = redis.error_reply('WRONGTYPE ' .. holdKey .. ' holds a ' .. refused .. ', not a string')
+        local refusal = claim(holdKey, redis.pcall('getdel', holdKey))
+        if refusal then
+            out[i] = refusal
         else
             local remaining = tonumber(current) - 1
             local remainingArg = '0'
@@ -273,7 +267,7 @@ for i = 1, count do
             stored[i] = remainingArg
             -- As in rw_read_release.lua: a hold that ended within 2 ms of the lock may have been the
             -- longest.
-            if not (ttl + 2 < expiryBefore()) then
+            if not (ttl + 2 < before) then
                 check = true
             end
             released[#released + 1] = i
@@ -294,7 +288,7 @@ if #dropped > 0 then
     redis.call('hdel', KEYS[1], unpack(dropped))
 end
 -- The expiry is raised to the longest lease taken if it is shorter (see rw_read_acquire.lua).
-local expiry = expiryBefore()
+local expiry = before
 if longestLease then
     if not mode then
         if redis.pcall('pexpire', KEYS[1], longestLease, 'nx') ~= 1 and redis.call('pttl', KEYS[1]) < longestLease then

@@ -49,8 +49,8 @@ func parseLib(src string) []libFunction {
 
 // withLib returns the script source with the functions of lib.lua that it calls (typeRefusal,
 // kindRefusal, wrongType, kindMismatch, familyMismatch, issueToken, raiseTo, purgeLapsed,
-// shiftDeadlines, keepReadExpiry), and those that they call, defined ahead of it, so that the scripts share one
-// definition of each. Only those: every function defined costs Redis a closure on every run of the
+// shiftDeadlines, keepReadExpiry), and those that they call, defined ahead of it, so that the scripts
+// share one definition of each. Only those: every function defined costs Redis a closure on every run of the
 // script.
 func withLib(source string) string {
 	need := make([]bool, len(libFunctions))
