@@ -29,7 +29,6 @@
 package redistest
 
 import (
-	"bufio"
 	"errors"
 	"fmt"
 	"net"
@@ -42,6 +41,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/lockwarden/lockwarden/internal/serverproc"
 )
 
 const (
@@ -122,7 +123,7 @@ type Server struct {
 // process is one run of redis-server.
 type process struct {
 	cmd     *exec.Cmd
-	out     *tailBuffer
+	out     *serverproc.Output
 	done    chan struct{} // closed once cmd.Wait has returned
 	waitErr error         // cmd.Wait's result; read only after done is closed
 }
@@ -179,7 +180,7 @@ func Start(tb testing.TB, opts ...Option) *Server {
 	for attempt := 1; ; attempt++ {
 		port := c.port
 		if port == 0 {
-			if port, err = freePort(); err != nil {
+			if port, err = serverproc.FreePort(); err != nil {
 				tb.Fatalf("redistest: picking a free port: %v", err)
 			}
 		}
@@ -360,7 +361,7 @@ func (s *Server) spawn() (*process, error) {
 	if s.portArgs != nil {
 		args = append(args, s.portArgs(s.port)...)
 	}
-	out := &tailBuffer{limit: outputLimit}
+	out := serverproc.NewOutput(outputLimit)
 	cmd := exec.Command(s.bin, args...)
 	cmd.Dir = s.dir
 	cmd.Stdout = out
@@ -383,12 +384,12 @@ func (s *Server) spawn() (*process, error) {
 	tick := time.NewTicker(readyPoll)
 	defer tick.Stop()
 	for {
-		if ping(addr) {
+		if serverproc.Ping(addr) {
 			return p, nil
 		}
 		select {
 		case <-p.done:
-			err := fmt.Errorf("redis-server on %s exited before answering PING (%v)%s", addr, p.waitErr, out.failureTail())
+			err := fmt.Errorf("redis-server on %s exited before answering PING (%v)%s", addr, p.waitErr, out.Tail(failureTail))
 			if strings.Contains(out.String(), "Address already in use") {
 				err = fmt.Errorf("%w: %w", errAddrInUse, err)
 			}
@@ -396,73 +397,8 @@ func (s *Server) spawn() (*process, error) {
 		case <-deadline.C:
 			_ = cmd.Process.Kill()
 			<-p.done
-			return nil, fmt.Errorf("redis-server on %s did not answer PING within %v%s", addr, readyTimeout, out.failureTail())
+			return nil, fmt.Errorf("redis-server on %s did not answer PING within %v%s", addr, readyTimeout, out.Tail(failureTail))
 		case <-tick.C:
 		}
 	}
-}
-
-// ping reports whether a Redis server at addr answers PING with PONG.
-func ping(addr string) bool {
-	conn, err := net.DialTimeout("tcp", addr, time.Second)
-	if err != nil {
-		return false
-	}
-	defer conn.Close()
-	_ = conn.SetDeadline(time.Now().Add(time.Second))
-	if _, err := conn.Write([]byte("PING\r\n")); err != nil {
-		return false
-	}
-	line, err := bufio.NewReader(conn).ReadString('\n')
-	return err == nil && line == "+PONG\r\n"
-}
-
-// freePort returns a TCP port on 127.0.0.1 that was free a moment ago.
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	port := l.Addr().(*net.TCPAddr).Port
-	if err := l.Close(); err != nil {
-		return 0, err
-	}
-	return port, nil
-}
-
-// tailBuffer is an io.Writer, safe for concurrent use, that keeps the last
-// limit bytes written to it.
-type tailBuffer struct {
-	limit int
-
-	mu  sync.Mutex
-	buf []byte
-}
-
-func (b *tailBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	b.buf = append(b.buf, p...)
-	if over := len(b.buf) - b.limit; over > 0 {
-		b.buf = append(b.buf[:0], b.buf[over:]...)
-	}
-	return len(p), nil
-}
-
-func (b *tailBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return string(b.buf)
-}
-
-// failureTail formats the last few KiB of output for an error message.
-func (b *tailBuffer) failureTail() string {
-	s := b.String()
-	if len(s) > failureTail {
-		s = "..." + s[len(s)-failureTail:]
-	}
-	if s == "" {
-		return "; it printed nothing"
-	}
-	return "\n--- redis-server output (tail) ---\n" + strings.TrimRight(s, "\n")
 }

@@ -15,6 +15,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/lockwarden/lockwarden/internal/serverproc"
 )
 
 // MasterName is the name under which [Sentinels] monitor their master.
@@ -60,7 +62,7 @@ func StartSentinels(tb testing.TB, rs *ReplicaSet, k int) *Sentinels {
 	ports := make([]int, k)
 	ids := make([]string, k)
 	for i := range k {
-		p, err := freePort()
+		p, err := serverproc.FreePort()
 		if err != nil {
 			tb.Fatalf("redistest: picking a free port: %v", err)
 		}

@@ -15,7 +15,6 @@
 package devredis
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"fmt"
@@ -30,6 +29,8 @@ import (
 
 	"github.com/alicebob/miniredis/v2"
 	"github.com/redis/go-redis/v9"
+
+	"github.com/lockwarden/lockwarden/internal/serverproc"
 )
 
 // EnvAddr is the environment variable [Open] consults first. Its value is
@@ -263,12 +264,12 @@ var errAddrInUse = errors.New("address already in use")
 // process has exited, and the error wraps errAddrInUse if it could not bind
 // its port.
 func spawn(ctx context.Context, bin, dir string) (*Instance, error) {
-	port, err := freePort()
+	port, err := serverproc.FreePort()
 	if err != nil {
 		return nil, fmt.Errorf("picking a free port: %w", err)
 	}
 	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
-	out := &tailBuffer{limit: outputLimit}
+	out := serverproc.NewOutput(outputLimit)
 	// Not CommandContext: the server must outlive ctx.
 	cmd := exec.Command(bin,
 		"--port", strconv.Itoa(port),
@@ -300,10 +301,10 @@ func spawn(ctx context.Context, bin, dir string) (*Instance, error) {
 	defer deadline.Stop()
 	tick := time.NewTicker(readyPoll)
 	defer tick.Stop()
-	for !ping(addr) {
+	for !serverproc.Ping(addr) {
 		select {
 		case <-done:
-			err := fmt.Errorf("redis-server on %s exited before answering PING (%v)%s", addr, waitErr, out.tail())
+			err := fmt.Errorf("redis-server on %s exited before answering PING (%v)%s", addr, waitErr, out.Tail(outputLimit))
 			if strings.Contains(out.String(), "Address already in use") {
 				err = fmt.Errorf("%w: %w", errAddrInUse, err)
 			}
@@ -313,7 +314,7 @@ func spawn(ctx context.Context, bin, dir string) (*Instance, error) {
 			return nil, fmt.Errorf("waiting for redis-server on %s: %w", addr, ctx.Err())
 		case <-deadline.C:
 			kill()
-			return nil, fmt.Errorf("redis-server on %s did not answer PING within %v%s", addr, readyTimeout, out.tail())
+			return nil, fmt.Errorf("redis-server on %s did not answer PING within %v%s", addr, readyTimeout, out.Tail(outputLimit))
 		case <-tick.C:
 		}
 	}
@@ -327,66 +328,4 @@ func spawn(ctx context.Context, bin, dir string) (*Instance, error) {
 			return os.RemoveAll(dir)
 		},
 	}, nil
-}
-
-// ping reports whether a Redis server at addr answers PING with PONG.
-func ping(addr string) bool {
-	conn, err := net.DialTimeout("tcp", addr, time.Second)
-	if err != nil {
-		return false
-	}
-	defer conn.Close()
-	_ = conn.SetDeadline(time.Now().Add(time.Second))
-	if _, err := conn.Write([]byte("PING\r\n")); err != nil {
-		return false
-	}
-	line, err := bufio.NewReader(conn).ReadString('\n')
-	return err == nil && line == "+PONG\r\n"
-}
-
-// freePort returns a TCP port on 127.0.0.1 that was free a moment ago.
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	port := l.Addr().(*net.TCPAddr).Port
-	if err := l.Close(); err != nil {
-		return 0, err
-	}
-	return port, nil
-}
-
-// tailBuffer is an io.Writer, safe for concurrent use, that keeps the last
-// limit bytes written to it.
-type tailBuffer struct {
-	limit int
-
-	mu  sync.Mutex
-	buf []byte
-}
-
-func (b *tailBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	b.buf = append(b.buf, p...)
-	if over := len(b.buf) - b.limit; over > 0 {
-		b.buf = append(b.buf[:0], b.buf[over:]...)
-	}
-	return len(p), nil
-}
-
-func (b *tailBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return string(b.buf)
-}
-
-// tail formats the kept output for an error message.
-func (b *tailBuffer) tail() string {
-	s := strings.TrimRight(b.String(), "\n")
-	if s == "" {
-		return "; it printed nothing"
-	}
-	return "\n--- redis-server output (tail) ---\n" + s
 }
