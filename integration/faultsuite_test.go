@@ -11,13 +11,13 @@ import (
 	"sort"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 
 	"github.com/lockwarden/lockwarden/integration/redistest"
+	"github.com/lockwarden/lockwarden/internal/serverproc"
 )
 
 // The fault suite: many processes take plain, fair and read-write locks on one redis-server while the
@@ -119,32 +119,10 @@ type fsProc struct {
 	id      string
 	proxied bool
 	cmd     *exec.Cmd
-	out     *fsTail
+	out     *serverproc.Output // the last 16 KiB of the child's output
 	done    chan struct{}
 	err     error
 	killed  bool
-}
-
-// fsTail keeps the last 16 KiB of a child's output.
-type fsTail struct {
-	mu  sync.Mutex
-	buf []byte
-}
-
-func (b *fsTail) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	b.buf = append(b.buf, p...)
-	if over := len(b.buf) - 16<<10; over > 0 {
-		b.buf = append(b.buf[:0], b.buf[over:]...)
-	}
-	return len(p), nil
-}
-
-func (b *fsTail) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return string(b.buf)
 }
 
 // TestFaultSuite runs the fault suite: see the comment on faultSuiteSoakEnv.
@@ -236,7 +214,7 @@ func (r *fsRun) spawn(proxied bool) {
 		Watchdog: fsWatchdog, FairWindow: fsFairWindow, StopRelease: fsStopRelease, MaxRun: time.Hour,
 		FailFast: proxied,
 	})
-	p := &fsProc{id: id, proxied: proxied, out: &fsTail{}, done: make(chan struct{})}
+	p := &fsProc{id: id, proxied: proxied, out: serverproc.NewOutput(16 << 10), done: make(chan struct{})}
 	p.cmd = exec.Command(os.Args[0], "-test.run=^TestFaultSuiteChild$", "-test.count=1", "-test.timeout=2h")
 	p.cmd.Env = append(os.Environ(), faultSuiteChildEnv+"="+string(cfg), faultSuiteSoakEnv+"=")
 	p.cmd.Stdout, p.cmd.Stderr = p.out, p.out
