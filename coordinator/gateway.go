@@ -181,44 +181,34 @@ func (g *gateway) onRequest(ctx actor.Context, msg any) {
 	case messages.Acquire:
 		g.onAcquire(ctx, m)
 	case *messages.Acquire:
-		if m == nil {
-			g.reply(ctx, ctx.Sender(), badMessage(m))
-			return
-		}
-		g.onAcquire(ctx, *m)
+		onPointer(g, ctx, m, g.onAcquire)
 	case messages.Release:
 		g.onRelease(ctx, m)
 	case *messages.Release:
-		if m == nil {
-			g.reply(ctx, ctx.Sender(), badMessage(m))
-			return
-		}
-		g.onRelease(ctx, *m)
+		onPointer(g, ctx, m, g.onRelease)
 	case messages.ForceUnlock:
 		g.onForceUnlock(ctx, m)
 	case *messages.ForceUnlock:
-		if m == nil {
-			g.reply(ctx, ctx.Sender(), badMessage(m))
-			return
-		}
-		g.onForceUnlock(ctx, *m)
+		onPointer(g, ctx, m, g.onForceUnlock)
 	case messages.Primitive:
 		g.onPrimitive(ctx, m)
 	case *messages.Primitive:
-		if m == nil {
-			g.reply(ctx, ctx.Sender(), badMessage(m))
-			return
-		}
-		g.onPrimitive(ctx, *m)
+		onPointer(g, ctx, m, g.onPrimitive)
 	case messages.Status:
 		g.onStatus(ctx, m)
 	case *messages.Status:
-		if m == nil {
-			g.reply(ctx, ctx.Sender(), badMessage(m))
-			return
-		}
-		g.onStatus(ctx, *m)
+		onPointer(g, ctx, m, g.onStatus)
 	}
+}
+
+// onPointer hands the message m, given as a pointer, to its handler on; a nil pointer is answered
+// with ErrInvalidMessage.
+func onPointer[T any](g *gateway, ctx actor.Context, m *T, on func(actor.Context, T)) {
+	if m == nil {
+		g.reply(ctx, ctx.Sender(), badMessage(m))
+		return
+	}
+	on(ctx, *m)
 }
 
 func badMessage(m any) *messages.Error {

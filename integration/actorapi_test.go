@@ -404,6 +404,9 @@ func TestActorAPIBadInput(t *testing.T) {
 		{"force unlock, unknown kind", &messages.ForceUnlock{Name: name, Kind: 4}, coordinator.ErrInvalidKind},
 		{"status, empty name", &messages.Status{}, coordinator.ErrEmptyName},
 		{"status, nil", (*messages.Status)(nil), coordinator.ErrInvalidMessage},
+		{"release, nil", (*messages.Release)(nil), coordinator.ErrInvalidMessage},
+		{"force unlock, nil", (*messages.ForceUnlock)(nil), coordinator.ErrInvalidMessage},
+		{"primitive, nil", (*messages.Primitive)(nil), coordinator.ErrInvalidMessage},
 		{"unknown message", struct{ X int }{1}, coordinator.ErrInvalidMessage},
 		{"a string", "acquire please", coordinator.ErrInvalidMessage},
 	} {
