@@ -98,8 +98,8 @@ type groupOptions struct {
 // positive and at most [MaxDuration], or the option's error is [ErrInvalidOption].
 func WithNodeTimeout(d time.Duration) GroupOption {
 	return func(o *groupOptions) error {
-		if d <= 0 || d > MaxDuration {
-			return fmt.Errorf("%w: node timeout %v must be in (0, %v]", ErrInvalidOption, d, MaxDuration)
+		if err := checkDuration("node timeout", d); err != nil {
+			return err
 		}
 		o.nodeTimeout = d
 		return nil
@@ -115,8 +115,8 @@ func WithNodeTimeout(d time.Duration) GroupOption {
 // or the option's error is [ErrInvalidOption].
 func WithMaxLease(d time.Duration) GroupOption {
 	return func(o *groupOptions) error {
-		if d <= 0 || d > MaxDuration {
-			return fmt.Errorf("%w: max lease %v must be in (0, %v]", ErrInvalidOption, d, MaxDuration)
+		if err := checkDuration("max lease", d); err != nil {
+			return err
 		}
 		o.maxLease = d
 		return nil

@@ -192,6 +192,15 @@ func WithoutProcessRegistry() Option {
 	}
 }
 
+// checkDuration is the check of an option's duration d that must be positive and at most
+// [MaxDuration]: its error, wrapping [ErrInvalidOption], names the option as what.
+func checkDuration(what string, d time.Duration) error {
+	if d <= 0 || d > MaxDuration {
+		return fmt.Errorf("%w: %s %v must be in (0, %v]", ErrInvalidOption, what, d, MaxDuration)
+	}
+	return nil
+}
+
 // WithIdleTimeout sets how long the actor of a lock name stays bound to it with no holders and no
 // waiters before it is unbound, so that many distinct names don't keep many actors alive. An unbound
 // actor goes back to a pool of at most [actors.MaxPooledActors] (past that it stops), and the next new
@@ -199,8 +208,8 @@ func WithoutProcessRegistry() Option {
 // default is 10s.
 func WithIdleTimeout(d time.Duration) Option {
 	return func(o *options) error {
-		if d <= 0 || d > MaxDuration {
-			return fmt.Errorf("%w: idle timeout %v must be in (0, %v]", ErrInvalidOption, d, MaxDuration)
+		if err := checkDuration("idle timeout", d); err != nil {
+			return err
 		}
 		o.idleTimeout = d
 		return nil
@@ -277,8 +286,8 @@ func WithStopReleaseTimeout(d time.Duration) Option {
 // as in Redisson.
 func WithFairWaitWindow(d time.Duration) Option {
 	return func(o *options) error {
-		if d <= 0 || d > MaxDuration {
-			return fmt.Errorf("%w: fair wait window %v must be in (0, %v]", ErrInvalidOption, d, MaxDuration)
+		if err := checkDuration("fair wait window", d); err != nil {
+			return err
 		}
 		o.fairWaitWindow = d
 		return nil

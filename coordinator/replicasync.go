@@ -76,8 +76,8 @@ func WithReplicaSync(replicas int, timeout time.Duration) Option {
 		if replicas < 0 && replicas != MajorityOfReplicas {
 			return fmt.Errorf("%w: replica sync replicas %d must be positive, 0 or MajorityOfReplicas", ErrInvalidOption, replicas)
 		}
-		if timeout <= 0 || timeout > MaxDuration {
-			return fmt.Errorf("%w: replica sync timeout %v must be in (0, %v]", ErrInvalidOption, timeout, MaxDuration)
+		if err := checkDuration("replica sync timeout", timeout); err != nil {
+			return err
 		}
 		o.syncReplicas, o.syncTimeout = replicas, timeout
 		return nil
