@@ -19,6 +19,14 @@ import (
 // 1-goroutine p50 alone then ranged from 43 to 132 µs between runs on a 2-CPU machine (the ratio of a
 // side to the floor from 0.8 to 2.7). Apart, every round trip crosses CPUs, as one to a Redis on
 // another host crosses the network. On a machine of one CPU it does nothing.
+//
+// It also sets GOMAXPROCS to the client's CPUs, as the Go runtime does for a process whose CPU
+// affinity changes, until the same cleanup: the testing package sets GOMAXPROCS itself (for
+// -test.cpu), which turns that off, and left at the machine's CPU count, the client's surplus
+// processors contend for its CPUs. On 2 CPUs every goroutine handoff then woke a second thread on
+// the client's one CPU: a Lock+Unlock whose ctx can end (its Redis calls on another goroutine) took
+// a p50 1.35-1.49x the floor's, against 1.15x with GOMAXPROCS set, and one whose ctx never ends,
+// which hands off less, 1.05-1.16x against 1.07-1.08x (BenchmarkLockCost/workers=1).
 func placeApart(b *testing.B, servers ...*redistest.Server) {
 	b.Helper()
 	n := runtime.NumCPU()
@@ -51,12 +59,15 @@ func placeApart(b *testing.B, servers ...*redistest.Server) {
 			}
 		}
 	}
+	procs := runtime.GOMAXPROCS(0)
 	b.Cleanup(func() {
 		for _, pid := range pids {
 			pin(pid, &all)
 		}
+		runtime.GOMAXPROCS(procs)
 	})
 	pin(pids[0], &client)
+	runtime.GOMAXPROCS(client.Count())
 	for _, pid := range pids[1:] {
 		pin(pid, &server)
 	}
