@@ -245,11 +245,8 @@ func (b *Batch) execShared(ctx context.Context) bool {
 		command = append(command, b.reads[i].r.owner)
 	}
 	for i := range b.reads {
-		switch r := &b.reads[i]; {
-		case r.sequenced:
-			command = append(command, r.r.latch)
-		case r.release:
-			command = append(command, n.latch+r.requestID)
+		if r := &b.reads[i]; r.release {
+			command = append(command, releaseLatch(n, r.r, r.requestID, r.sequenced))
 		}
 	}
 	for i := range b.reads {

@@ -296,15 +296,20 @@ func (o *Ops) readReleaseCall(n *RWNames, r *readerNames, requestID string, held
 	return o.readReleaseCallSeq(n, r, requestID, seq, sequenced)
 }
 
+// releaseLatch is the latch key of a read release of reader r: the reader's own when the release is
+// sequenced, one for its request id when not.
+func releaseLatch(n *RWNames, r *readerNames, requestID string, sequenced bool) any {
+	if sequenced {
+		return r.latch
+	}
+	return n.latch + requestID
+}
+
 // readReleaseCallSeq is readReleaseCall with the release's sequence number already read from its
 // request id (readReleaseSeq).
 func (o *Ops) readReleaseCallSeq(n *RWNames, r *readerNames, requestID string, seq any, sequenced bool) call {
-	latch := r.latch
-	if !sequenced {
-		latch = n.latch + requestID
-	}
 	return call{script: rwReadReleaseScript, command: evalshaCommand(rwReadReleaseSHA, 4,
-		n.lockArg, n.channelArg, latch, r.timeouts,
+		n.lockArg, n.channelArg, releaseLatch(n, r, requestID, sequenced), r.timeouts,
 		r.owner, UnlockMessage, o.latchArg, o.publishArg, n.allReadersArg, seq)}
 }
 
